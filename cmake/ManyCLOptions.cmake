@@ -1,0 +1,12 @@
+# Project-wide compile options: warnings and sanitizers.
+set(MANYCL_SANITIZE "" CACHE STRING "Sanitizers: empty, 'address;undefined' or 'thread'")
+
+add_library(manycl_warnings INTERFACE)
+target_compile_options(manycl_warnings INTERFACE -Wall -Wextra)
+
+if(MANYCL_SANITIZE)
+  string(REPLACE ";" "," _manycl_san "${MANYCL_SANITIZE}")
+  add_compile_options(-fsanitize=${_manycl_san} -fno-omit-frame-pointer -fno-sanitize-recover=undefined)
+  add_link_options(-fsanitize=${_manycl_san})
+  message(STATUS "ManyCL: sanitizers ${_manycl_san}")
+endif()

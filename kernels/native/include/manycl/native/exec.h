@@ -1,0 +1,58 @@
+/* ManyCL native compute functions: execution context.
+ *
+ * The device's native-code API (PE parallelism, cycle accounting, SPM base) binds to this
+ * C-compatible struct. A host implementation for tests and benchmarks lives in
+ * manycl_native_host_exec_* below. */
+#ifndef MANYCL_NATIVE_EXEC_H
+#define MANYCL_NATIVE_EXEC_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Body of one parallel task. `pe` is the processing element running it (0 <= pe < pe_count)
+ * so a body may use PE-private scratch. */
+typedef void (*mcl_native_task_fn)(void *task_arg, uint32_t task_index, uint32_t pe);
+
+/* Runs body(task_arg, i, pe) for every i in [0, task_count) and returns when all are done.
+ * Tasks are independent; any order and any distribution over PEs is allowed. */
+typedef void (*mcl_native_parallel_for_fn)(void *exec_user, uint32_t task_count,
+                                           mcl_native_task_fn body, void *task_arg);
+
+/* Adds modeled cycles (cluster-wide critical path of one native function call). */
+typedef void (*mcl_native_account_fn)(void *exec_user, uint64_t cycles);
+
+enum mcl_native_exec_flags {
+  /* Checked mode: compute functions also verify data-dependent addresses (conv address
+   * tables) against the SPM before using them, and fail instead of computing. */
+  MCL_NATIVE_EXEC_CHECKED = 1u << 0
+};
+
+typedef struct mcl_native_exec {
+  uint8_t *spm_base;                       /* the cluster's scratchpad */
+  uint64_t spm_size;                       /* bytes */
+  uint32_t pe_count;                       /* PEs available to parallel_for (>= 1) */
+  uint32_t flags;                          /* mcl_native_exec_flags */
+  mcl_native_parallel_for_fn parallel_for; /* NULL: run serially on the caller */
+  mcl_native_account_fn account_cycles;    /* NULL: cycles are not reported */
+  void *user;                              /* passed back to both callbacks */
+} mcl_native_exec;
+
+/* Host implementation: a pool of `threads` std::threads (0 or 1: serial). Cycles reported
+ * through account_cycles are summed into the pool and readable below. */
+typedef struct mcl_native_host_pool mcl_native_host_pool;
+mcl_native_host_pool *mcl_native_host_pool_create(uint32_t threads);
+void mcl_native_host_pool_destroy(mcl_native_host_pool *pool);
+/* Fills `exec` to run on `pool` with the given SPM; pe_count = max(threads, 1). */
+void mcl_native_host_exec_init(mcl_native_exec *exec, mcl_native_host_pool *pool,
+                               uint8_t *spm_base, uint64_t spm_size);
+uint64_t mcl_native_host_pool_cycles(const mcl_native_host_pool *pool);
+void mcl_native_host_pool_reset_cycles(mcl_native_host_pool *pool);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

@@ -1,0 +1,100 @@
+/* ManyCL native compute functions: C API for the program loader, the record-stream
+ * interpreter and the model compiler.
+ *
+ *  - loader:    mcl_native_validate()            on untrusted argument blocks
+ *  - device:    mcl_native_run()                 runs a validated block on an exec context
+ *  - compiler:  mcl_native_conv_table_size(), mcl_native_plan_conv()   address tables
+ *               mcl_native_conv_params_size(), mcl_native_pack_conv(),
+ *               mcl_native_gemm_params_size(), mcl_native_pack_gemm() packed parameters
+ *               mcl_native_cost()                modeled cycles
+ * No function throws; errors are a negative mcl_native_status with a message. */
+#ifndef MANYCL_NATIVE_NATIVE_H
+#define MANYCL_NATIVE_NATIVE_H
+
+#include "manycl/native/args.h"
+#include "manycl/native/exec.h"
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+enum mcl_native_status {
+  MCL_NATIVE_OK = 0,
+  MCL_NATIVE_ERR_UNKNOWN_FUNCTION = -1,
+  MCL_NATIVE_ERR_BAD_SIZE = -2,     /* argument block size differs from the layout */
+  MCL_NATIVE_ERR_BAD_ARGS = -3,     /* inconsistent shapes, enums, types */
+  MCL_NATIVE_ERR_OUT_OF_RANGE = -4, /* an operand lies (partly) outside the SPM */
+  MCL_NATIVE_ERR_BAD_TABLE = -5     /* checked mode: an address-table entry is out of range */
+};
+
+/* Size in bytes of the argument block of `fn_id`, 0 for an unknown id. */
+size_t mcl_native_args_size(uint32_t fn_id);
+/* Name of a function id ("conv2d", ...), "invalid" for unknown ids. */
+const char *mcl_native_fn_name(uint32_t fn_id);
+
+/* Checks an argument block against an SPM of spm_size bytes: block size, enums, shapes,
+ * every operand range (including the conv table and packed parameters). Never reads outside
+ * args[0, args_size). On failure writes a NUL-terminated message to msg (if msg_cap > 0). */
+int mcl_native_validate(uint32_t fn_id, const void *args, size_t args_size, uint64_t spm_size,
+                        char *msg, size_t msg_cap);
+
+/* Validates, then runs. Reports modeled cycles through exec->account_cycles. */
+int mcl_native_run(const mcl_native_exec *exec, uint32_t fn_id, const void *args,
+                   size_t args_size, char *msg, size_t msg_cap);
+
+/* Modeled cycles of one call on a cluster with pe_count PEs (see docs/native.md). The block
+ * must be valid. */
+uint64_t mcl_native_cost(uint32_t fn_id, const void *args, uint32_t pe_count);
+
+/* ---- compile-time helpers for convolution / GEMM ---- */
+
+/* Number of int32 entries of the address table of a conv (out_h*out_w*kernel_h*kernel_w). */
+size_t mcl_native_conv_table_size(const mcl_conv_args *args);
+/* Fills table[] (table_entries entries) for CONV2D or CONV_TRANSPOSE2D. Uses input.offset
+ * and pad_row_offset of `args`: entries are element offsets relative to input.offset. */
+int mcl_native_plan_conv(uint32_t fn_id, const mcl_conv_args *args, int32_t *table,
+                         size_t table_entries);
+
+/* INT8 quantization of the constant operand, host-side, compile time only. */
+typedef struct mcl_weight_quant {
+  float input_scale;
+  float output_scale;
+  const float *weight_scales;        /* weight_scale_count entries */
+  const int32_t *weight_zero_points; /* weight_scale_count entries, or NULL for 0 */
+  uint32_t weight_scale_count;       /* 1 (per tensor) or output channels (per channel) */
+} mcl_weight_quant;
+
+/* Bytes of the packed parameter block of a conv. */
+size_t mcl_native_conv_params_size(uint32_t fn_id, const mcl_conv_args *args);
+/* Packs ONNX weights into `out`:
+ *   CONV2D: weights [cout][cin/groups][kh][kw]; CONV_TRANSPOSE2D: [cin][cout/groups][kh][kw]
+ *   element type: float for F32 inputs, uint16_t binary16 for F16 inputs, int8_t for INT8.
+ *   bias: cout values (float for float convs, int32 for INT8) or NULL.
+ *   quant: INT8 only. */
+int mcl_native_pack_conv(uint32_t fn_id, const mcl_conv_args *args, const void *weights,
+                         const void *bias, const mcl_weight_quant *quant, void *out,
+                         size_t out_size);
+
+size_t mcl_native_gemm_params_size(const mcl_gemm_args *args);
+/* B is K x N (trans_b = 0) or N x K (trans_b = 1), element types as for conv. */
+int mcl_native_pack_gemm(const mcl_gemm_args *args, const void *b, int trans_b,
+                         const void *bias, const mcl_weight_quant *quant, void *out,
+                         size_t out_size);
+
+/* Which vector ISA the host kernels use: "avx512", "avx2" or "generic". The environment
+ * variable MANYCL_NATIVE_ISA (same names) can lower it, for tests. */
+const char *mcl_native_isa(void);
+/* Selects the kernels by name ("avx512", "avx2", "generic"); returns MCL_NATIVE_OK, or
+ * MCL_NATIVE_ERR_BAD_ARGS when this host cannot run them. Not thread-safe with running calls. */
+int mcl_native_set_isa(const char *name);
+
+/* Bytes per element of a dtype, 0 if invalid. */
+uint32_t mcl_native_dtype_size(uint32_t dtype);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

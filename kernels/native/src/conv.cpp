@@ -1,0 +1,434 @@
+// Convolution, transposed convolution and GEMM: compile-time planning (address tables),
+// parameter packing, and the run-time drivers that split work over the PEs.
+#include "internal.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <vector>
+
+namespace manycl::native {
+
+namespace {
+
+constexpr uint64_t kAlign = 64;
+uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+// Byte layout of a packed parameter block (see docs/native.md).
+struct ParamLayout {
+  bool depthwise = false, int8 = false;
+  uint32_t groups = 1, cin_g = 0, cout_g = 0, taps = 0, nblocks = 0, channels_padded = 0;
+  uint64_t group_stride = 0; // bytes of weights per group
+  uint64_t bias_offset = 0, mult_offset = 0, total = 0;
+};
+
+ParamLayout param_layout(uint32_t fn, const mcl_conv_args &a) {
+  (void)fn;
+  ParamLayout l;
+  l.int8 = is_int8(a.input.dtype);
+  l.groups = a.groups;
+  l.cin_g = a.input.c / a.groups;
+  l.cout_g = a.output.c / a.groups;
+  l.taps = (uint32_t)a.kernel_h * a.kernel_w;
+  l.depthwise = conv_is_depthwise(a);
+  const uint64_t wsize = l.int8 ? 2 : dtype_size(a.input.dtype); // INT8 weights stored as INT16
+  uint64_t bias_count;
+  if (l.depthwise) {
+    l.channels_padded = (uint32_t)align_up(a.output.c, kPanelWidth);
+    l.group_stride = 0;
+    bias_count = l.channels_padded;
+    l.bias_offset = align_up((uint64_t)l.taps * l.channels_padded * wsize, kAlign);
+  } else {
+    l.nblocks = (l.cout_g + kPanelWidth - 1) / kPanelWidth;
+    const uint64_t k = l.int8 ? (uint64_t)l.taps * ((l.cin_g + 1) / 2) * 2 : (uint64_t)l.taps * l.cin_g;
+    l.group_stride = align_up((uint64_t)l.nblocks * k * kPanelWidth * wsize, kAlign);
+    bias_count = (uint64_t)l.groups * l.nblocks * kPanelWidth;
+    l.bias_offset = l.group_stride * l.groups;
+  }
+  l.mult_offset = align_up(l.bias_offset + bias_count * 4, kAlign);
+  l.total = l.int8 ? align_up(l.mult_offset + bias_count * 4, kAlign) : l.mult_offset;
+  return l;
+}
+
+// Index of ONNX weight element for (group-local output co, group-local input ci, tap).
+uint64_t onnx_weight_index(uint32_t fn, const ParamLayout &l, uint32_t g, uint32_t co, uint32_t ci,
+                           uint32_t t) {
+  if (fn == MCL_NATIVE_FN_CONV_TRANSPOSE2D) // [cin][cout/groups][kh][kw]
+    return (((uint64_t)g * l.cin_g + ci) * l.cout_g + co) * l.taps + t;
+  return (((uint64_t)g * l.cout_g + co) * l.cin_g + ci) * l.taps + t; // [cout][cin/g][kh][kw]
+}
+
+IsaKernels const *g_selected = nullptr;
+
+bool cpu_has(const char *isa) {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_cpu_init();
+  if (std::strcmp(isa, "avx512") == 0)
+    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  if (std::strcmp(isa, "avx2") == 0)
+    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
+           __builtin_cpu_supports("f16c");
+#else
+  (void)isa;
+#endif
+  return false;
+}
+
+const IsaKernels *kernels_by_name(const char *name) {
+  if (!name)
+    return nullptr;
+  if (std::strcmp(name, "generic") == 0)
+    return &generic_kernels();
+  if (std::strcmp(name, "avx2") == 0 && avx2_kernels() && cpu_has("avx2"))
+    return avx2_kernels();
+  if (std::strcmp(name, "avx512") == 0 && avx512_kernels() && cpu_has("avx512"))
+    return avx512_kernels();
+  return nullptr;
+}
+
+const IsaKernels *best_kernels() {
+  const char *order[] = {"avx512", "avx2", "generic"};
+  const char *env = std::getenv("MANYCL_NATIVE_ISA");
+  bool allowed = env == nullptr;
+  for (const char *name : order) {
+    if (env && std::strcmp(env, name) == 0)
+      allowed = true;
+    if (!allowed)
+      continue;
+    if (const IsaKernels *k = kernels_by_name(name))
+      return k;
+  }
+  return &generic_kernels();
+}
+
+std::vector<int32_t> &scratch_for_this_thread(size_t words) {
+  static thread_local std::vector<int32_t> buffer;
+  if (buffer.size() < words)
+    buffer.resize(words);
+  return buffer;
+}
+
+} // namespace
+
+const IsaKernels &active_kernels() {
+  static const IsaKernels *initial = best_kernels();
+  return g_selected ? *g_selected : *initial;
+}
+
+bool conv_is_depthwise(const mcl_conv_args &a) {
+  return a.groups > 1 && a.groups == a.input.c && a.groups == a.output.c;
+}
+
+uint64_t conv_params_size(uint32_t fn, const mcl_conv_args &a) { return param_layout(fn, a).total; }
+
+mcl_conv_args gemm_as_conv(const mcl_gemm_args &g) {
+  mcl_conv_args c{};
+  c.input = g.input;
+  c.output = g.output;
+  c.params_offset = g.params_offset;
+  c.groups = 1;
+  c.kernel_h = c.kernel_w = c.stride_h = c.stride_w = c.dilation_h = c.dilation_w = 1;
+  c.flags = MCL_CONV_NO_TABLE;
+  c.act = g.act;
+  c.input_zero_point = g.input_zero_point;
+  c.output_zero_point = g.output_zero_point;
+  c.output_min = g.output_min;
+  c.output_max = g.output_max;
+  return c;
+}
+
+// Address of input pixel for output m and tap t, as an element offset relative to the input
+// tile, or `pad` when the tap reads padding. Shared by the planner and the no-table path.
+static void fill_table(uint32_t fn, const mcl_conv_args &a, int64_t pad, uint32_t m_begin,
+                       uint32_t m_end, int32_t *table) {
+  const uint32_t taps = (uint32_t)a.kernel_h * a.kernel_w;
+  const bool transposed = fn == MCL_NATIVE_FN_CONV_TRANSPOSE2D;
+  for (uint32_t m = m_begin; m < m_end; ++m) {
+    const int64_t oy = m / a.output.w, ox = m % a.output.w;
+    for (uint32_t t = 0; t < taps; ++t) {
+      const int64_t ky = t / a.kernel_w, kx = t % a.kernel_w;
+      int64_t iy, ix;
+      bool inside;
+      if (!transposed) {
+        iy = a.origin_y + oy * a.stride_h + ky * a.dilation_h;
+        ix = a.origin_x + ox * a.stride_w + kx * a.dilation_w;
+        inside = true;
+      } else {
+        const int64_t ny = a.origin_y + oy - ky * a.dilation_h;
+        const int64_t nx = a.origin_x + ox - kx * a.dilation_w;
+        inside = ny >= 0 && nx >= 0 && ny % a.stride_h == 0 && nx % a.stride_w == 0;
+        iy = ny / a.stride_h;
+        ix = nx / a.stride_w;
+      }
+      inside = inside && iy >= 0 && ix >= 0 && iy < a.input.h && ix < a.input.w;
+      table[(size_t)(m - m_begin) * taps + t] =
+          (int32_t)(inside ? iy * a.input.row_stride + ix * a.input.pixel_stride : pad);
+    }
+  }
+}
+
+static int64_t pad_row_delta(const mcl_conv_args &a) {
+  return ((int64_t)a.pad_row_offset - (int64_t)a.input.offset) /
+         (int64_t)dtype_size(a.input.dtype);
+}
+
+Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a) {
+  const IsaKernels &isa = active_kernels();
+  const ParamLayout l = param_layout(fn, a);
+  uint8_t *spm = exec.spm_base;
+  const uint32_t esize = dtype_size(a.input.dtype);
+  const uint32_t m_total = a.output.h * a.output.w;
+
+  ConvJob j;
+  j.in_dtype = a.input.dtype;
+  j.out_dtype = a.output.dtype;
+  j.in = spm + a.input.offset;
+  j.out = spm + a.output.offset;
+  j.out_row_stride = a.output.row_stride;
+  j.out_pixel_stride = a.output.pixel_stride;
+  j.out_w = a.output.w;
+  j.m = m_total;
+  j.taps = l.taps;
+  j.cin_g = l.cin_g;
+  j.cout_g = l.cout_g;
+  j.groups = l.groups;
+  j.depthwise = l.depthwise;
+  j.weights = spm + a.params_offset;
+  j.weights_group_stride = l.group_stride;
+  j.bias = spm + a.params_offset + l.bias_offset;
+  j.multipliers = reinterpret_cast<const float *>(spm + a.params_offset + l.mult_offset);
+  j.act = a.act;
+  j.in_zp = a.input_zero_point;
+  j.out_zp = a.output_zero_point;
+  j.out_min = a.output_min;
+  j.out_max = a.output_max;
+  j.nblocks = l.nblocks;
+  j.channels_padded = l.channels_padded;
+
+  std::vector<int32_t> local_table;
+  if (a.flags & MCL_CONV_NO_TABLE) {
+    // Validation guaranteed every tap is inside the tile: build the table on the fly.
+    local_table.resize((size_t)m_total * l.taps);
+    fill_table(fn, a, 0, 0, m_total, local_table.data());
+    j.table = local_table.data();
+  } else {
+    // The pad row: the value every padding tap reads (0, or the input zero point).
+    uint8_t *pad = spm + a.pad_row_offset;
+    if (is_int8(a.input.dtype))
+      std::memset(pad, (uint8_t)a.input_zero_point, a.input.c);
+    else
+      std::memset(pad, 0, (size_t)a.input.c * esize);
+    j.table = reinterpret_cast<const int32_t *>(spm + a.table_offset);
+    if (exec.flags & MCL_NATIVE_EXEC_CHECKED) {
+      // Every entry must address input.c elements inside the SPM.
+      const int64_t lo = -(int64_t)(a.input.offset / esize);
+      const int64_t hi = (int64_t)((exec.spm_size - a.input.offset) / esize) - a.input.c;
+      const size_t n = (size_t)m_total * l.taps;
+      for (size_t i = 0; i < n; ++i)
+        if (j.table[i] < lo || j.table[i] > hi)
+          return Status::Error(MCL_NATIVE_ERR_BAD_TABLE,
+                               "conv address table entry " + std::to_string(i) + " (" +
+                                   std::to_string(j.table[i]) + ") is outside the SPM");
+    }
+  }
+
+  const uint32_t pes = std::max<uint32_t>(1, exec.pe_count);
+  if (l.depthwise) {
+    const uint32_t chunk = std::max<uint32_t>(1, (m_total + 4 * pes - 1) / (4 * pes));
+    const uint32_t tasks = (m_total + chunk - 1) / chunk;
+    parallel_for(exec, tasks, [&](uint32_t task) {
+      ConvRange r{0, task * chunk, std::min(m_total, (task + 1) * chunk), 0, 0, nullptr};
+      isa.depthwise(j, r);
+    });
+    return Status::Ok();
+  }
+
+  // Panels per task such that a task's weights stay in the host L2 cache.
+  const uint64_t panel_bytes = l.group_stride / std::max<uint32_t>(1, l.nblocks);
+  const uint32_t nb_chunk =
+      (uint32_t)std::clamp<uint64_t>((256u << 10) / std::max<uint64_t>(1, panel_bytes), 1,
+                                     l.nblocks);
+  const uint32_t n_chunks = (l.nblocks + nb_chunk - 1) / nb_chunk;
+  const uint32_t mr = (uint32_t)isa.rows;
+  const uint32_t want_m_chunks = std::max<uint32_t>(1, 4 * pes / std::max<uint32_t>(1, l.groups * n_chunks));
+  uint32_t m_chunk = (m_total + want_m_chunks - 1) / want_m_chunks;
+  m_chunk = std::max<uint32_t>(mr, (m_chunk + mr - 1) / mr * mr);
+  const uint32_t m_chunks = (m_total + m_chunk - 1) / m_chunk;
+  const uint32_t tasks = l.groups * n_chunks * m_chunks;
+  const size_t scratch_words = (size_t)kMaxRows * l.taps * ((l.cin_g + 1) / 2);
+  const bool int8 = l.int8;
+  parallel_for(exec, tasks, [&](uint32_t task) {
+    const uint32_t mc = task % m_chunks, rest = task / m_chunks;
+    const uint32_t nc = rest % n_chunks, g = rest / n_chunks;
+    ConvRange r{g,
+                mc * m_chunk,
+                std::min(m_total, (mc + 1) * m_chunk),
+                nc * nb_chunk,
+                std::min(l.nblocks, (nc + 1) * nb_chunk),
+                nullptr};
+    if (int8) {
+      r.scratch = scratch_for_this_thread(scratch_words).data();
+      isa.conv_int8(j, r);
+    } else {
+      isa.conv_float(j, r);
+    }
+  });
+  return Status::Ok();
+}
+
+Status run_gemm(const mcl_native_exec &exec, const mcl_gemm_args &g) {
+  return run_conv(exec, MCL_NATIVE_FN_CONV2D, gemm_as_conv(g));
+}
+
+} // namespace manycl::native
+
+using namespace manycl::native;
+
+extern "C" {
+
+size_t mcl_native_conv_table_size(const mcl_conv_args *a) {
+  if (!a)
+    return 0;
+  return (size_t)a->output.h * a->output.w * a->kernel_h * a->kernel_w;
+}
+
+int mcl_native_plan_conv(uint32_t fn, const mcl_conv_args *a, int32_t *table, size_t entries) {
+  if (!a || !table || (fn != MCL_NATIVE_FN_CONV2D && fn != MCL_NATIVE_FN_CONV_TRANSPOSE2D))
+    return MCL_NATIVE_ERR_BAD_ARGS;
+  if (a->stride_h == 0 || a->stride_w == 0 || a->kernel_h == 0 || a->kernel_w == 0 ||
+      dtype_size(a->input.dtype) == 0 || a->output.w == 0)
+    return MCL_NATIVE_ERR_BAD_ARGS;
+  if (entries < mcl_native_conv_table_size(a))
+    return MCL_NATIVE_ERR_BAD_SIZE;
+  if (((int64_t)a->pad_row_offset - (int64_t)a->input.offset) % dtype_size(a->input.dtype) != 0)
+    return MCL_NATIVE_ERR_BAD_ARGS;
+  fill_table(fn, *a, pad_row_delta(*a), 0, a->output.h * a->output.w, table);
+  return MCL_NATIVE_OK;
+}
+
+size_t mcl_native_conv_params_size(uint32_t fn, const mcl_conv_args *a) {
+  if (!a || a->groups == 0 || dtype_size(a->input.dtype) == 0)
+    return 0;
+  return (size_t)conv_params_size(fn, *a);
+}
+
+int mcl_native_pack_conv(uint32_t fn, const mcl_conv_args *a, const void *weights,
+                         const void *bias, const mcl_weight_quant *quant, void *out,
+                         size_t out_size) {
+  if (!a || !weights || !out || a->groups == 0 || a->input.c % a->groups != 0 ||
+      a->output.c % a->groups != 0)
+    return MCL_NATIVE_ERR_BAD_ARGS;
+  const ParamLayout l = param_layout(fn, *a);
+  if (out_size < l.total)
+    return MCL_NATIVE_ERR_BAD_SIZE;
+  if (l.int8 && (!quant || !quant->weight_scales ||
+                 (quant->weight_scale_count != 1 && quant->weight_scale_count != a->output.c)))
+    return MCL_NATIVE_ERR_BAD_ARGS;
+  uint8_t *dst = static_cast<uint8_t *>(out);
+  std::memset(dst, 0, l.total);
+  const uint32_t in_dtype = a->input.dtype;
+  auto out_channel = [&](uint32_t g, uint32_t co) { return g * l.cout_g + co; };
+  auto weight_value = [&](uint32_t g, uint32_t co, uint32_t ci, uint32_t t) -> int64_t {
+    const uint64_t idx = onnx_weight_index(fn, l, g, co, ci, t);
+    if (in_dtype == MCL_DTYPE_F32) {
+      float f = static_cast<const float *>(weights)[idx];
+      uint32_t bits;
+      std::memcpy(&bits, &f, 4);
+      return bits;
+    }
+    if (in_dtype == MCL_DTYPE_F16)
+      return static_cast<const uint16_t *>(weights)[idx];
+    const uint32_t oc = out_channel(g, co);
+    const int32_t zp = quant->weight_zero_points
+                           ? quant->weight_zero_points[quant->weight_scale_count == 1 ? 0 : oc]
+                           : 0;
+    return (int64_t)static_cast<const int8_t *>(weights)[idx] - zp;
+  };
+  auto store_weight = [&](uint64_t element, int64_t v) {
+    if (in_dtype == MCL_DTYPE_F32) {
+      uint32_t bits = (uint32_t)v;
+      std::memcpy(dst + element * 4, &bits, 4);
+    } else {
+      uint16_t h = (uint16_t)(int16_t)v;
+      std::memcpy(dst + element * 2, &h, 2);
+    }
+  };
+  if (l.depthwise) {
+    for (uint32_t c = 0; c < a->output.c; ++c)
+      for (uint32_t t = 0; t < l.taps; ++t)
+        store_weight((uint64_t)t * l.channels_padded + c, weight_value(c, 0, 0, t));
+  } else {
+    const uint32_t kc2 = (l.cin_g + 1) / 2;
+    const uint64_t group_elems = l.group_stride / (l.int8 ? 2 : dtype_size(in_dtype));
+    for (uint32_t g = 0; g < l.groups; ++g)
+      for (uint32_t co = 0; co < l.cout_g; ++co) {
+        const uint32_t nb = co / kPanelWidth, lane = co % kPanelWidth;
+        for (uint32_t t = 0; t < l.taps; ++t)
+          for (uint32_t ci = 0; ci < l.cin_g; ++ci) {
+            uint64_t e;
+            if (l.int8) // [nb][t][ci/2][16][2]
+              e = ((((uint64_t)nb * l.taps + t) * kc2 + ci / 2) * kPanelWidth + lane) * 2 + ci % 2;
+            else // [nb][t][ci][16]
+              e = (((uint64_t)nb * l.taps + t) * l.cin_g + ci) * kPanelWidth + lane;
+            store_weight(g * group_elems + e, weight_value(g, co, ci, t));
+          }
+      }
+  }
+  // Bias and multipliers, in the padded channel order of the panels.
+  for (uint32_t g = 0; g < l.groups; ++g)
+    for (uint32_t co = 0; co < l.cout_g; ++co) {
+      const uint32_t oc = out_channel(g, co);
+      const uint64_t slot = l.depthwise ? oc : (uint64_t)g * l.nblocks * kPanelWidth + co;
+      if (l.int8) {
+        int32_t b = bias ? static_cast<const int32_t *>(bias)[oc] : 0;
+        std::memcpy(dst + l.bias_offset + slot * 4, &b, 4);
+        const float ws = quant->weight_scales[quant->weight_scale_count == 1 ? 0 : oc];
+        float m = quant->input_scale * ws / quant->output_scale;
+        std::memcpy(dst + l.mult_offset + slot * 4, &m, 4);
+      } else {
+        float b = bias ? static_cast<const float *>(bias)[oc] : 0.0f;
+        std::memcpy(dst + l.bias_offset + slot * 4, &b, 4);
+      }
+    }
+  return MCL_NATIVE_OK;
+}
+
+size_t mcl_native_gemm_params_size(const mcl_gemm_args *g) {
+  if (!g)
+    return 0;
+  mcl_conv_args c = gemm_as_conv(*g);
+  return mcl_native_conv_params_size(MCL_NATIVE_FN_CONV2D, &c);
+}
+
+int mcl_native_pack_gemm(const mcl_gemm_args *g, const void *b, int trans_b, const void *bias,
+                         const mcl_weight_quant *quant, void *out, size_t out_size) {
+  if (!g || !b)
+    return MCL_NATIVE_ERR_BAD_ARGS;
+  const uint32_t esize = dtype_size(g->input.dtype);
+  if (esize == 0)
+    return MCL_NATIVE_ERR_BAD_ARGS;
+  const uint32_t K = g->input.c, N = g->output.c;
+  // Conv weights are [N][K]: transpose B when it is K x N.
+  std::vector<uint8_t> nk((size_t)N * K * esize);
+  const uint8_t *src = static_cast<const uint8_t *>(b);
+  for (uint32_t n = 0; n < N; ++n)
+    for (uint32_t k = 0; k < K; ++k) {
+      size_t from = trans_b ? (size_t)n * K + k : (size_t)k * N + n;
+      std::memcpy(&nk[((size_t)n * K + k) * esize], src + from * esize, esize);
+    }
+  mcl_conv_args c = gemm_as_conv(*g);
+  return mcl_native_pack_conv(MCL_NATIVE_FN_CONV2D, &c, nk.data(), bias, quant, out, out_size);
+}
+
+const char *mcl_native_isa(void) { return active_kernels().name; }
+
+int mcl_native_set_isa(const char *name) {
+  const IsaKernels *k = kernels_by_name(name);
+  if (!k)
+    return MCL_NATIVE_ERR_BAD_ARGS;
+  g_selected = k;
+  return MCL_NATIVE_OK;
+}
+
+uint32_t mcl_native_dtype_size(uint32_t dtype) { return dtype_size(dtype); }
+
+} // extern "C"

@@ -1,0 +1,321 @@
+// Hot loops of the native compute functions, written once over a SIMD traits class S and
+// compiled once per ISA translation unit (kernels_generic.cpp, kernels_avx2.cpp,
+// kernels_avx512.cpp). Everything here has internal linkage so code built with -mavx2 or
+// -mavx512f can never be picked by the linker for another ISA.
+//
+// S provides: W (float lanes), MR (rows of the register block), VF/VI vector types,
+// zero/load/bcast/fma/store for floats (load and bcast also from binary16), and
+// izero/load_pairs/bcast_i32/madd_add/store_i for INT16 pairs accumulated into INT32.
+#pragma once
+
+#include "internal.h"
+
+namespace {
+
+using namespace manycl::native;
+
+// Epilogue bounds of the activations that are a clamp; others are applied per element.
+struct FloatEpilogue {
+  float lo, hi;
+  bool general; // apply_activation() afterwards
+  explicit FloatEpilogue(const mcl_activation &act) {
+    lo = -INFINITY;
+    hi = INFINITY;
+    general = false;
+    if (act.kind == MCL_ACT_RELU) {
+      lo = 0.0f;
+    } else if (act.kind == MCL_ACT_CLIP) {
+      lo = act.alpha;
+      hi = act.beta;
+    } else if (act.kind != MCL_ACT_NONE) {
+      general = true;
+    }
+  }
+  float operator()(const mcl_activation &act, float v) const {
+    v = v > lo ? v : lo;
+    v = v < hi ? v : hi;
+    return general ? apply_activation(act, v) : v;
+  }
+};
+
+static inline float to_float(float v) { return v; }
+static inline float to_float(uint16_t v) { return half_to_float(v); }
+static inline void from_float(float *p, float v) { *p = v; }
+static inline void from_float(uint16_t *p, float v) { *p = float_to_half(v); }
+
+// C[MR][16] = sum over taps t and channels k of A[row i](t, k) * W[t][k][0..16).
+// rows[i][t] is the element offset of the input pixel of row i, tap t (address table).
+template <class S, int MR, class T>
+static inline void ukernel_float(uint32_t taps, uint32_t kc, const T *in,
+                                 const int32_t *const *rows, const T *w, float (*c)[16]) {
+  constexpr int V = kPanelWidth / S::W;
+  typename S::VF acc[MR][V];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      acc[i][v] = S::zero();
+  for (uint32_t t = 0; t < taps; ++t) {
+    const T *a[MR];
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+      a[i] = in + rows[i][t];
+    for (uint32_t k = 0; k < kc; ++k) {
+      typename S::VF b[V];
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v)
+        b[v] = S::load(w + v * S::W);
+      w += kPanelWidth;
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i) {
+        typename S::VF ai = S::bcast(a[i][k]);
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v)
+          acc[i][v] = S::fma(ai, b[v], acc[i][v]);
+      }
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      S::store(&c[i][v * S::W], acc[i][v]);
+}
+
+template <class S, class T> static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
+  constexpr int MR = S::MR;
+  const T *in = reinterpret_cast<const T *>(j.in) + (size_t)r.group * j.cin_g;
+  const size_t panel = (size_t)j.taps * j.cin_g * kPanelWidth;
+  const T *wg = reinterpret_cast<const T *>(j.weights + r.group * j.weights_group_stride);
+  const float *bias = static_cast<const float *>(j.bias) + (size_t)r.group * j.nblocks * 16;
+  T *out = reinterpret_cast<T *>(j.out);
+  FloatEpilogue ep(j.act);
+  alignas(64) float c[MR][16];
+  for (uint32_t m0 = r.m_begin; m0 < r.m_end; m0 += MR) {
+    const uint32_t mr = std::min<uint32_t>(MR, r.m_end - m0);
+    const int32_t *rows[MR];
+    T *orow[MR];
+    for (int i = 0; i < MR; ++i) {
+      // Rows past the end repeat the last valid row: computed, never stored.
+      uint32_t m = m0 + std::min<uint32_t>(i, mr - 1);
+      rows[i] = j.table + (size_t)m * j.taps;
+      orow[i] = out + (m / j.out_w) * j.out_row_stride + (m % j.out_w) * j.out_pixel_stride +
+                (size_t)r.group * j.cout_g;
+    }
+    for (uint32_t nb = r.nb_begin; nb < r.nb_end; ++nb) {
+      ukernel_float<S, MR, T>(j.taps, j.cin_g, in, rows, wg + nb * panel, c);
+      const uint32_t n0 = nb * 16, nvalid = std::min<uint32_t>(16, j.cout_g - n0);
+      for (uint32_t i = 0; i < mr; ++i) {
+        T *o = orow[i] + n0;
+        for (uint32_t x = 0; x < nvalid; ++x)
+          from_float(o + x, ep(j.act, c[i][x] + bias[n0 + x]));
+      }
+    }
+  }
+}
+
+template <class S> static void conv_float(const ConvJob &j, const ConvRange &r) {
+  if (j.in_dtype == MCL_DTYPE_F16)
+    conv_float_impl<S, uint16_t>(j, r);
+  else
+    conv_float_impl<S, float>(j, r);
+}
+
+// C[MR][16] (INT32) = sum over words p of pairs A[i][p] . W[p][col] (INT16 x INT16 pairs).
+template <class S, int MR>
+static inline void ukernel_int8(uint32_t words, const int32_t *a, const int16_t *w,
+                                int32_t (*c)[16]) {
+  constexpr int V = kPanelWidth / S::W;
+  typename S::VI acc[MR][V];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      acc[i][v] = S::izero();
+  for (uint32_t p = 0; p < words; ++p) {
+    typename S::VI b[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      b[v] = S::load_pairs(w + v * 2 * S::W);
+    w += 2 * kPanelWidth;
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      typename S::VI ai = S::bcast_i32(a[(size_t)i * words + p]);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v)
+        acc[i][v] = S::madd_add(acc[i][v], ai, b[v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      S::store_i(&c[i][v * S::W], acc[i][v]);
+}
+
+// Requantization, exactly as documented in docs/native.md:
+//   y = clamp(round_half_even(float(acc + bias) * multiplier), min - zp, max - zp) + zp
+static inline int32_t requantize(int32_t acc, float multiplier, float lo, float hi, int32_t zp) {
+  float v = (float)acc * multiplier;
+  v = v > lo ? v : lo;
+  v = v < hi ? v : hi;
+  return (int32_t)std::nearbyint(v) + zp;
+}
+
+static inline int32_t wrap_add(int32_t a, int32_t b) {
+  return (int32_t)((uint32_t)a + (uint32_t)b);
+}
+
+template <class S, class TI, class TO>
+static void conv_int8_impl(const ConvJob &j, const ConvRange &r) {
+  constexpr int MR = S::MR;
+  const TI *in = reinterpret_cast<const TI *>(j.in) + (size_t)r.group * j.cin_g;
+  const uint32_t kc = j.cin_g, kc2 = (kc + 1) / 2, words = j.taps * kc2;
+  const size_t panel = (size_t)words * 2 * kPanelWidth; // int16 elements
+  const int16_t *wg = reinterpret_cast<const int16_t *>(j.weights + r.group * j.weights_group_stride);
+  const int32_t *bias = static_cast<const int32_t *>(j.bias) + (size_t)r.group * j.nblocks * 16;
+  const float *mult = j.multipliers + (size_t)r.group * j.nblocks * 16;
+  TO *out = reinterpret_cast<TO *>(j.out);
+  const float lo = (float)(j.out_min - j.out_zp), hi = (float)(j.out_max - j.out_zp);
+  const int32_t zp_in = j.in_zp;
+  alignas(64) int32_t c[MR][16];
+  int32_t *apack = r.scratch;
+  for (uint32_t m0 = r.m_begin; m0 < r.m_end; m0 += MR) {
+    const uint32_t mr = std::min<uint32_t>(MR, r.m_end - m0);
+    TO *orow[MR];
+    // Pack MR rows of A once as (x - zero_point) INT16 pairs; reused by every panel.
+    for (int i = 0; i < MR; ++i) {
+      uint32_t m = m0 + std::min<uint32_t>(i, mr - 1);
+      orow[i] = out + (m / j.out_w) * j.out_row_stride + (m % j.out_w) * j.out_pixel_stride +
+                (size_t)r.group * j.cout_g;
+      const int32_t *tab = j.table + (size_t)m * j.taps;
+      int16_t *dst = reinterpret_cast<int16_t *>(apack + (size_t)i * words);
+      for (uint32_t t = 0; t < j.taps; ++t) {
+        const TI *src = in + tab[t];
+        for (uint32_t k = 0; k < kc; ++k)
+          dst[k] = (int16_t)(src[k] - zp_in);
+        if (kc & 1)
+          dst[kc] = 0;
+        dst += 2 * kc2;
+      }
+    }
+    for (uint32_t nb = r.nb_begin; nb < r.nb_end; ++nb) {
+      ukernel_int8<S, MR>(words, apack, wg + nb * panel, c);
+      const uint32_t n0 = nb * 16, nvalid = std::min<uint32_t>(16, j.cout_g - n0);
+      for (uint32_t i = 0; i < mr; ++i) {
+        TO *o = orow[i] + n0;
+        for (uint32_t x = 0; x < nvalid; ++x)
+          o[x] = (TO)requantize(wrap_add(c[i][x], bias[n0 + x]), mult[n0 + x], lo, hi, j.out_zp);
+      }
+    }
+  }
+}
+
+template <class S> static void conv_int8(const ConvJob &j, const ConvRange &r) {
+  const bool in_u8 = j.in_dtype == MCL_DTYPE_U8, out_u8 = j.out_dtype == MCL_DTYPE_U8;
+  if (in_u8 && out_u8)
+    conv_int8_impl<S, uint8_t, uint8_t>(j, r);
+  else if (in_u8)
+    conv_int8_impl<S, uint8_t, int8_t>(j, r);
+  else if (out_u8)
+    conv_int8_impl<S, int8_t, uint8_t>(j, r);
+  else
+    conv_int8_impl<S, int8_t, int8_t>(j, r);
+}
+
+// Depthwise: one channel per group, vectorized over channels, taps from the address table.
+template <class T>
+static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
+  const T *in = reinterpret_cast<const T *>(j.in);
+  const T *w = reinterpret_cast<const T *>(j.weights);
+  const float *bias = static_cast<const float *>(j.bias);
+  const uint32_t C = j.cout_g * j.groups, Cp = j.channels_padded;
+  T *out = reinterpret_cast<T *>(j.out);
+  FloatEpilogue ep(j.act);
+  for (uint32_t m = r.m_begin; m < r.m_end; ++m) {
+    const int32_t *tab = j.table + (size_t)m * j.taps;
+    T *o = out + (m / j.out_w) * j.out_row_stride + (m % j.out_w) * j.out_pixel_stride;
+    for (uint32_t c0 = 0; c0 < C; c0 += 16) {
+      const uint32_t n = std::min<uint32_t>(16, C - c0);
+      float acc[16];
+      for (int x = 0; x < 16; ++x)
+        acc[x] = bias[c0 + x];
+      if (n == 16) {
+        for (uint32_t t = 0; t < j.taps; ++t) {
+          const T *p = in + tab[t] + c0;
+          const T *wt = w + (size_t)t * Cp + c0;
+          for (int x = 0; x < 16; ++x)
+            acc[x] += to_float(p[x]) * to_float(wt[x]);
+        }
+      } else {
+        for (uint32_t t = 0; t < j.taps; ++t) {
+          const T *p = in + tab[t] + c0;
+          const T *wt = w + (size_t)t * Cp + c0;
+          for (uint32_t x = 0; x < n; ++x)
+            acc[x] += to_float(p[x]) * to_float(wt[x]);
+        }
+      }
+      for (uint32_t x = 0; x < n; ++x)
+        from_float(o + c0 + x, ep(j.act, acc[x]));
+    }
+  }
+}
+
+template <class TI, class TO>
+static void depthwise_int8_impl(const ConvJob &j, const ConvRange &r) {
+  const TI *in = reinterpret_cast<const TI *>(j.in);
+  const int16_t *w = reinterpret_cast<const int16_t *>(j.weights);
+  const int32_t *bias = static_cast<const int32_t *>(j.bias);
+  const uint32_t C = j.cout_g * j.groups, Cp = j.channels_padded;
+  TO *out = reinterpret_cast<TO *>(j.out);
+  const float lo = (float)(j.out_min - j.out_zp), hi = (float)(j.out_max - j.out_zp);
+  for (uint32_t m = r.m_begin; m < r.m_end; ++m) {
+    const int32_t *tab = j.table + (size_t)m * j.taps;
+    TO *o = out + (m / j.out_w) * j.out_row_stride + (m % j.out_w) * j.out_pixel_stride;
+    for (uint32_t c0 = 0; c0 < C; c0 += 16) {
+      const uint32_t n = std::min<uint32_t>(16, C - c0);
+      // Unsigned accumulation: wraps like the hardware instead of signed overflow.
+      uint32_t acc[16] = {};
+      if (n == 16) {
+        for (uint32_t t = 0; t < j.taps; ++t) {
+          const TI *p = in + tab[t] + c0;
+          const int16_t *wt = w + (size_t)t * Cp + c0;
+          for (int x = 0; x < 16; ++x)
+            acc[x] += (uint32_t)((int32_t)(p[x] - j.in_zp) * (int32_t)wt[x]);
+        }
+      } else {
+        for (uint32_t t = 0; t < j.taps; ++t) {
+          const TI *p = in + tab[t] + c0;
+          const int16_t *wt = w + (size_t)t * Cp + c0;
+          for (uint32_t x = 0; x < n; ++x)
+            acc[x] += (uint32_t)((int32_t)(p[x] - j.in_zp) * (int32_t)wt[x]);
+        }
+      }
+      for (uint32_t x = 0; x < n; ++x)
+        o[c0 + x] = (TO)requantize(wrap_add((int32_t)acc[x], bias[c0 + x]),
+                                   j.multipliers[c0 + x], lo, hi, j.out_zp);
+    }
+  }
+}
+
+static void depthwise(const ConvJob &j, const ConvRange &r) {
+  switch (j.in_dtype) {
+  case MCL_DTYPE_F32:
+    return depthwise_float_impl<float>(j, r);
+  case MCL_DTYPE_F16:
+    return depthwise_float_impl<uint16_t>(j, r);
+  default:
+    break;
+  }
+  const bool in_u8 = j.in_dtype == MCL_DTYPE_U8, out_u8 = j.out_dtype == MCL_DTYPE_U8;
+  if (in_u8 && out_u8)
+    depthwise_int8_impl<uint8_t, uint8_t>(j, r);
+  else if (in_u8)
+    depthwise_int8_impl<uint8_t, int8_t>(j, r);
+  else if (out_u8)
+    depthwise_int8_impl<int8_t, uint8_t>(j, r);
+  else
+    depthwise_int8_impl<int8_t, int8_t>(j, r);
+}
+
+} // namespace

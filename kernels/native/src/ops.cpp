@@ -1,0 +1,434 @@
+// Pooling, element-wise, per-channel scale, activations, softmax, resize, copy/convert, pad
+// and MatMul. These are bandwidth-bound: plain loops over the contiguous channel axis, one
+// instantiation per element type, rows split over the PEs.
+#include "internal.h"
+
+#include <limits>
+#include <vector>
+
+namespace manycl::native {
+
+namespace {
+
+struct half_t {
+  uint16_t bits;
+};
+
+// Element <-> float conversion; INT8 types (de)quantize with q.
+inline float to_f(float v, const mcl_quant &) { return v; }
+inline float to_f(half_t v, const mcl_quant &) { return half_to_float(v.bits); }
+inline float to_f(int8_t v, const mcl_quant &q) { return dequantize(v, q); }
+inline float to_f(uint8_t v, const mcl_quant &q) { return dequantize(v, q); }
+inline void from_f(float &d, float v, const mcl_quant &) { d = v; }
+inline void from_f(half_t &d, float v, const mcl_quant &) { d.bits = float_to_half(v); }
+inline void from_f(int8_t &d, float v, const mcl_quant &q) {
+  d = (int8_t)quantize(v, q, MCL_DTYPE_S8);
+}
+inline void from_f(uint8_t &d, float v, const mcl_quant &q) {
+  d = (uint8_t)quantize(v, q, MCL_DTYPE_U8);
+}
+
+// Calls f(T{}) with the C++ type of a dtype.
+template <class F> void with_type(uint32_t dtype, F &&f) {
+  switch (dtype) {
+  case MCL_DTYPE_F32:
+    return f(float{});
+  case MCL_DTYPE_F16:
+    return f(half_t{});
+  case MCL_DTYPE_S8:
+    return f(int8_t{});
+  case MCL_DTYPE_U8:
+    return f(uint8_t{});
+  default:
+    return;
+  }
+}
+
+template <class T> T *elem(uint8_t *spm, const mcl_tile &t, uint64_t y, uint64_t x) {
+  return reinterpret_cast<T *>(tile_ptr(spm, t, y, x, 0));
+}
+
+// Activation with the clamp-like kinds as min/max.
+struct Act {
+  mcl_activation a;
+  float lo = -INFINITY, hi = INFINITY;
+  bool general = false;
+  explicit Act(const mcl_activation &act) : a(act) {
+    if (act.kind == MCL_ACT_RELU)
+      lo = 0.0f;
+    else if (act.kind == MCL_ACT_CLIP)
+      lo = act.alpha, hi = act.beta;
+    else if (act.kind != MCL_ACT_NONE)
+      general = true;
+  }
+  float operator()(float v) const {
+    if (general)
+      return apply_activation(a, v);
+    v = v > lo ? v : lo;
+    return v < hi ? v : hi;
+  }
+};
+
+uint32_t row_chunks(const mcl_native_exec &exec, uint32_t rows) {
+  return std::min<uint32_t>(rows, std::max<uint32_t>(1, exec.pe_count) * 2);
+}
+
+// Splits [0, rows) into `chunks` parts and runs body(y_begin, y_end) for each in parallel.
+template <class F> void parallel_rows(const mcl_native_exec &exec, uint32_t rows, F &&body) {
+  const uint32_t chunks = row_chunks(exec, rows);
+  parallel_for(exec, chunks, [&](uint32_t i) {
+    const uint32_t y0 = (uint32_t)((uint64_t)rows * i / chunks);
+    const uint32_t y1 = (uint32_t)((uint64_t)rows * (i + 1) / chunks);
+    body(y0, y1);
+  });
+}
+
+} // namespace
+
+Status run_pool(const mcl_native_exec &exec, const mcl_pool_args &a) {
+  uint8_t *spm = exec.spm_base;
+  const uint32_t C = a.output.c;
+  with_type(a.input.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    constexpr bool kInt8 = std::is_same_v<T, int8_t> || std::is_same_v<T, uint8_t>;
+    parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
+      std::vector<float> accf(C);
+      std::vector<int32_t> acci(C);
+      for (uint32_t oy = y0; oy < y1; ++oy)
+        for (uint32_t ox = 0; ox < a.output.w; ++ox) {
+          const int64_t by = a.origin_y + (int64_t)oy * a.stride_h;
+          const int64_t bx = a.origin_x + (int64_t)ox * a.stride_w;
+          uint32_t inside = 0, counted = 0;
+          const bool is_max = a.kind == MCL_POOL_MAX;
+          std::fill(accf.begin(), accf.end(), is_max ? -INFINITY : 0.0f);
+          std::fill(acci.begin(), acci.end(), 0);
+          for (uint32_t ky = 0; ky < a.kernel_h; ++ky) {
+            const int64_t iy = by + (int64_t)ky * a.dilation_h;
+            for (uint32_t kx = 0; kx < a.kernel_w; ++kx) {
+              const int64_t ix = bx + (int64_t)kx * a.dilation_w;
+              if (iy >= a.count_y0 && iy < a.count_y1 && ix >= a.count_x0 && ix < a.count_x1)
+                ++counted;
+              if (iy < 0 || ix < 0 || iy >= a.input.h || ix >= a.input.w)
+                continue;
+              ++inside;
+              const T *p = elem<T>(spm, a.input, iy, ix);
+              const uint32_t cs = a.input.channel_stride;
+              if (is_max) {
+                for (uint32_t c = 0; c < C; ++c)
+                  accf[c] = std::max(accf[c], to_f(p[c * cs], a.in_quant));
+              } else if constexpr (kInt8) {
+                for (uint32_t c = 0; c < C; ++c)
+                  acci[c] += (int32_t)p[c * cs] - a.in_quant.zero_point;
+              } else {
+                for (uint32_t c = 0; c < C; ++c)
+                  accf[c] += to_f(p[c * cs], a.in_quant);
+              }
+            }
+          }
+          T *o = elem<T>(spm, a.output, oy, ox);
+          if (is_max) {
+            for (uint32_t c = 0; c < C; ++c) // a window with no input pixel yields 0
+              from_f(o[c], inside ? accf[c] : 0.0f, a.out_quant);
+          } else {
+            const float divisor = (float)std::max<uint32_t>(counted, 1);
+            for (uint32_t c = 0; c < C; ++c) {
+              float v;
+              if constexpr (kInt8)
+                v = (float)acci[c] * a.in_quant.scale / divisor;
+              else
+                v = accf[c] / divisor;
+              from_f(o[c], v, a.out_quant);
+            }
+          }
+        }
+    });
+  });
+  return Status::Ok();
+}
+
+namespace {
+template <uint32_t Op> inline float binary(float x, float y) {
+  if constexpr (Op == MCL_ELTWISE_ADD)
+    return x + y;
+  else if constexpr (Op == MCL_ELTWISE_SUB)
+    return x - y;
+  else if constexpr (Op == MCL_ELTWISE_MUL)
+    return x * y;
+  else if constexpr (Op == MCL_ELTWISE_DIV)
+    return x / y;
+  else if constexpr (Op == MCL_ELTWISE_MAX)
+    return std::max(x, y);
+  else
+    return std::min(x, y);
+}
+
+template <uint32_t Op, class T>
+void eltwise_typed(const mcl_native_exec &exec, const mcl_eltwise_args &a) {
+  uint8_t *spm = exec.spm_base;
+  const Act act(a.act);
+  parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
+    for (uint32_t y = y0; y < y1; ++y)
+      for (uint32_t x = 0; x < a.output.w; ++x) {
+        const T *pa = elem<T>(spm, a.a, y, x), *pb = elem<T>(spm, a.b, y, x);
+        T *po = elem<T>(spm, a.output, y, x);
+        const uint32_t as = a.a.channel_stride, bs = a.b.channel_stride;
+        if (as == 1 && bs == 1) {
+          for (uint32_t c = 0; c < a.output.c; ++c)
+            from_f(po[c], act(binary<Op>(to_f(pa[c], a.a_quant), to_f(pb[c], a.b_quant))),
+                   a.out_quant);
+        } else {
+          for (uint32_t c = 0; c < a.output.c; ++c)
+            from_f(po[c],
+                   act(binary<Op>(to_f(pa[c * as], a.a_quant), to_f(pb[c * bs], a.b_quant))),
+                   a.out_quant);
+        }
+      }
+  });
+}
+
+template <class T> void eltwise_dispatch(const mcl_native_exec &exec, const mcl_eltwise_args &a) {
+  switch (a.op) {
+  case MCL_ELTWISE_ADD:
+    return eltwise_typed<MCL_ELTWISE_ADD, T>(exec, a);
+  case MCL_ELTWISE_SUB:
+    return eltwise_typed<MCL_ELTWISE_SUB, T>(exec, a);
+  case MCL_ELTWISE_MUL:
+    return eltwise_typed<MCL_ELTWISE_MUL, T>(exec, a);
+  case MCL_ELTWISE_DIV:
+    return eltwise_typed<MCL_ELTWISE_DIV, T>(exec, a);
+  case MCL_ELTWISE_MAX:
+    return eltwise_typed<MCL_ELTWISE_MAX, T>(exec, a);
+  default:
+    return eltwise_typed<MCL_ELTWISE_MIN, T>(exec, a);
+  }
+}
+} // namespace
+
+Status run_eltwise(const mcl_native_exec &exec, const mcl_eltwise_args &a) {
+  with_type(a.output.dtype, [&](auto tag) { eltwise_dispatch<decltype(tag)>(exec, a); });
+  return Status::Ok();
+}
+
+Status run_scale_shift(const mcl_native_exec &exec, const mcl_scale_shift_args &a) {
+  uint8_t *spm = exec.spm_base;
+  const float *scale = reinterpret_cast<const float *>(spm + a.params_offset);
+  const float *shift = scale + a.input.c;
+  const Act act(a.act);
+  with_type(a.input.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
+      for (uint32_t y = y0; y < y1; ++y)
+        for (uint32_t x = 0; x < a.output.w; ++x) {
+          const T *p = elem<T>(spm, a.input, y, x);
+          T *o = elem<T>(spm, a.output, y, x);
+          for (uint32_t c = 0; c < a.output.c; ++c)
+            from_f(o[c], act(to_f(p[c], a.in_quant) * scale[c] + shift[c]), a.out_quant);
+        }
+    });
+  });
+  return Status::Ok();
+}
+
+Status run_unary(const mcl_native_exec &exec, uint32_t fn, const mcl_unary_args &a) {
+  uint8_t *spm = exec.spm_base;
+  const uint32_t C = a.output.c;
+  with_type(a.input.dtype, [&](auto in_tag) {
+    with_type(a.output.dtype, [&](auto out_tag) {
+      using TI = decltype(in_tag);
+      using TO = decltype(out_tag);
+      const Act act(a.act);
+      const bool raw_copy = fn == MCL_NATIVE_FN_COPY && std::is_same_v<TI, TO> &&
+                            a.input.channel_stride == 1 &&
+                            (!is_int8(a.input.dtype) ||
+                             (a.in_quant.scale == a.out_quant.scale &&
+                              a.in_quant.zero_point == a.out_quant.zero_point));
+      parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
+        std::vector<float> row(C);
+        for (uint32_t y = y0; y < y1; ++y)
+          for (uint32_t x = 0; x < a.output.w; ++x) {
+            const TI *p = elem<TI>(spm, a.input, y, x);
+            TO *o = elem<TO>(spm, a.output, y, x);
+            const uint32_t cs = a.input.channel_stride;
+            if (raw_copy) {
+              std::memmove(o, p, (size_t)C * sizeof(TO));
+            } else if (fn == MCL_NATIVE_FN_SOFTMAX) {
+              float mx = -INFINITY;
+              for (uint32_t c = 0; c < C; ++c) {
+                row[c] = to_f(p[c * cs], a.in_quant);
+                mx = std::max(mx, row[c]);
+              }
+              float sum = 0.0f;
+              for (uint32_t c = 0; c < C; ++c) {
+                row[c] = std::exp(row[c] - mx);
+                sum += row[c];
+              }
+              const float inv = 1.0f / sum;
+              for (uint32_t c = 0; c < C; ++c)
+                from_f(o[c], row[c] * inv, a.out_quant);
+            } else if (fn == MCL_NATIVE_FN_ACTIVATION) {
+              for (uint32_t c = 0; c < C; ++c)
+                from_f(o[c], act(to_f(p[c * cs], a.in_quant)), a.out_quant);
+            } else {
+              for (uint32_t c = 0; c < C; ++c)
+                from_f(o[c], to_f(p[c * cs], a.in_quant), a.out_quant);
+            }
+          }
+      });
+    });
+  });
+  return Status::Ok();
+}
+
+namespace {
+// ONNX Resize: output coordinate -> input coordinate (full-image, before clamping).
+float source_coord(uint32_t coord_mode, float out_x, float scale, uint32_t in_len,
+                   uint32_t out_len) {
+  switch (coord_mode) {
+  case MCL_COORD_ASYMMETRIC:
+    return out_x / scale;
+  case MCL_COORD_ALIGN_CORNERS:
+    return out_len == 1 ? 0.0f : out_x * (float)(in_len - 1) / (float)(out_len - 1);
+  case MCL_COORD_PYTORCH_HALF_PIXEL:
+    return out_len > 1 ? (out_x + 0.5f) / scale - 0.5f : 0.0f;
+  default:
+    return (out_x + 0.5f) / scale - 0.5f;
+  }
+}
+
+int64_t nearest_index(uint32_t mode, float x) {
+  switch (mode) {
+  case MCL_NEAREST_FLOOR:
+    return (int64_t)std::floor(x);
+  case MCL_NEAREST_CEIL:
+    return (int64_t)std::ceil(x);
+  case MCL_NEAREST_ROUND_PREFER_CEIL:
+    return (int64_t)std::floor(x + 0.5f);
+  default: // round_prefer_floor
+    return (int64_t)std::ceil(x - 0.5f);
+  }
+}
+
+// Per output coordinate: two tile-local source indices and the weight of the second.
+struct Taps {
+  std::vector<int64_t> i0, i1;
+  std::vector<float> w1;
+};
+
+Taps axis_taps(const mcl_resize_args &a, bool vertical) {
+  const uint32_t out_n = vertical ? a.output.h : a.output.w;
+  const uint32_t in_tile = vertical ? a.input.h : a.input.w;
+  const uint32_t full_in = vertical ? a.full_in_h : a.full_in_w;
+  const uint32_t full_out = vertical ? a.full_out_h : a.full_out_w;
+  const int64_t in0 = vertical ? a.in_y0 : a.in_x0, out0 = vertical ? a.out_y0 : a.out_x0;
+  const float scale = vertical ? a.scale_h : a.scale_w;
+  Taps t;
+  t.i0.resize(out_n), t.i1.resize(out_n), t.w1.resize(out_n);
+  auto to_tile = [&](int64_t full) {
+    full = std::clamp<int64_t>(full, 0, (int64_t)full_in - 1);
+    return std::clamp<int64_t>(full - in0, 0, (int64_t)in_tile - 1); // stay inside the tile
+  };
+  for (uint32_t o = 0; o < out_n; ++o) {
+    float x = source_coord(a.coord_mode, (float)(out0 + o), scale, full_in, full_out);
+    if (a.mode == MCL_RESIZE_NEAREST) {
+      t.i0[o] = t.i1[o] = to_tile(nearest_index(a.nearest_mode, x));
+      t.w1[o] = 0.0f;
+    } else {
+      x = std::clamp(x, 0.0f, (float)full_in - 1.0f);
+      const int64_t x0 = (int64_t)std::floor(x);
+      t.i0[o] = to_tile(x0);
+      t.i1[o] = to_tile(x0 + 1);
+      t.w1[o] = x - (float)x0;
+    }
+  }
+  return t;
+}
+} // namespace
+
+Status run_resize(const mcl_native_exec &exec, const mcl_resize_args &a) {
+  uint8_t *spm = exec.spm_base;
+  const Taps ty = axis_taps(a, true), tx = axis_taps(a, false);
+  const uint32_t C = a.output.c;
+  with_type(a.input.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
+      for (uint32_t oy = y0; oy < y1; ++oy)
+        for (uint32_t ox = 0; ox < a.output.w; ++ox) {
+          T *o = elem<T>(spm, a.output, oy, ox);
+          const uint32_t cs = a.input.channel_stride;
+          const T *p00 = elem<T>(spm, a.input, ty.i0[oy], tx.i0[ox]);
+          if (a.mode == MCL_RESIZE_NEAREST) {
+            for (uint32_t c = 0; c < C; ++c)
+              from_f(o[c], to_f(p00[c * cs], a.in_quant), a.out_quant);
+            continue;
+          }
+          const T *p01 = elem<T>(spm, a.input, ty.i0[oy], tx.i1[ox]);
+          const T *p10 = elem<T>(spm, a.input, ty.i1[oy], tx.i0[ox]);
+          const T *p11 = elem<T>(spm, a.input, ty.i1[oy], tx.i1[ox]);
+          const float wy = ty.w1[oy], wx = tx.w1[ox];
+          for (uint32_t c = 0; c < C; ++c) {
+            const float top = to_f(p00[c * cs], a.in_quant) * (1.0f - wx) +
+                              to_f(p01[c * cs], a.in_quant) * wx;
+            const float bottom = to_f(p10[c * cs], a.in_quant) * (1.0f - wx) +
+                                 to_f(p11[c * cs], a.in_quant) * wx;
+            from_f(o[c], top * (1.0f - wy) + bottom * wy, a.out_quant);
+          }
+        }
+    });
+  });
+  return Status::Ok();
+}
+
+Status run_pad(const mcl_native_exec &exec, const mcl_pad_args &a) {
+  uint8_t *spm = exec.spm_base;
+  with_type(a.input.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    T fill;
+    from_f(fill, a.value, a.quant);
+    parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
+      for (uint32_t y = y0; y < y1; ++y)
+        for (uint32_t x = 0; x < a.output.w; ++x) {
+          T *o = elem<T>(spm, a.output, y, x);
+          const bool row_in = y >= a.pad_top && y - a.pad_top < a.input.h &&
+                              x >= a.pad_left && x - a.pad_left < a.input.w;
+          const T *p = row_in ? elem<T>(spm, a.input, y - a.pad_top, x - a.pad_left) : nullptr;
+          for (uint32_t c = 0; c < a.output.c; ++c) {
+            const bool inside = p && c >= a.pad_channel && c - a.pad_channel < a.input.c;
+            o[c] = inside ? p[(c - a.pad_channel) * a.input.channel_stride] : fill;
+          }
+        }
+    });
+  });
+  return Status::Ok();
+}
+
+Status run_matmul(const mcl_native_exec &exec, const mcl_matmul_args &a) {
+  uint8_t *spm = exec.spm_base;
+  const uint32_t K = a.a.c, N = a.output.c, W = a.output.w;
+  const Act act(a.act);
+  const mcl_quant no_quant{1.0f, 0};
+  with_type(a.output.dtype, [&](auto tag) {
+    using T = decltype(tag);
+    if constexpr (std::is_same_v<T, float> || std::is_same_v<T, half_t>) {
+      const uint32_t rows = a.output.h * a.output.w;
+      parallel_rows(exec, rows, [&](uint32_t r0, uint32_t r1) {
+        std::vector<float> acc(N);
+        for (uint32_t r = r0; r < r1; ++r) {
+          std::fill(acc.begin(), acc.end(), 0.0f);
+          const T *pa = elem<T>(spm, a.a, r / a.a.w, r % a.a.w);
+          for (uint32_t k = 0; k < K; ++k) {
+            const float av = to_f(pa[k * a.a.channel_stride], no_quant);
+            const T *pb = elem<T>(spm, a.b, 0, k);
+            for (uint32_t n = 0; n < N; ++n)
+              acc[n] += av * to_f(pb[n * a.b.channel_stride], no_quant);
+          }
+          T *o = elem<T>(spm, a.output, r / W, r % W);
+          for (uint32_t n = 0; n < N; ++n)
+            from_f(o[n], act(acc[n]), no_quant);
+        }
+      });
+    }
+  });
+  return Status::Ok();
+}
+
+} // namespace manycl::native

@@ -1,0 +1,510 @@
+// The registry: argument-block sizes, the validator the program loader runs on untrusted
+// blocks, dispatch, and the modeled cycle cost.
+#include "internal.h"
+
+#include <cstdio>
+
+namespace manycl::native {
+
+namespace {
+
+using u128 = unsigned __int128;
+
+constexpr uint64_t kMaxSpm = 1ull << 32; // offsets are 32-bit
+constexpr uint32_t kMaxDim = 1u << 24;
+
+enum class Role {
+  Output,      // channel_stride 1, elements do not overlap
+  Dense,       // channel_stride 1
+  Broadcast    // any strides (0 broadcasts)
+};
+
+// Collects the first error; later checks become no-ops.
+class Checker {
+public:
+  explicit Checker(uint64_t spm) : spm_(spm) {}
+  bool ok() const { return status_.ok(); }
+  Status status() const { return status_; }
+
+  bool fail(int code, std::string msg) {
+    if (status_.ok())
+      status_ = Status::Error(code, std::move(msg));
+    return false;
+  }
+  bool require(bool cond, const std::string &msg) {
+    return cond || fail(MCL_NATIVE_ERR_BAD_ARGS, msg);
+  }
+
+  // A byte range [offset, offset+bytes) inside the SPM with the given alignment.
+  bool range(const char *what, uint64_t offset, u128 bytes, uint64_t align) {
+    if (!ok())
+      return false;
+    if (align > 1 && offset % align != 0)
+      return fail(MCL_NATIVE_ERR_BAD_ARGS, std::string(what) + ": offset " +
+                                               std::to_string(offset) + " is not " +
+                                               std::to_string(align) + "-byte aligned");
+    if ((u128)offset + bytes > spm_)
+      return fail(MCL_NATIVE_ERR_OUT_OF_RANGE,
+                  std::string(what) + ": range at offset " + std::to_string(offset) +
+                      " exceeds the SPM (" + std::to_string(spm_) + " bytes)");
+    return true;
+  }
+
+  bool tile(const char *what, const mcl_tile &t, Role role) {
+    if (!ok())
+      return false;
+    const std::string name(what);
+    const uint32_t es = dtype_size(t.dtype);
+    if (es == 0 || t.dtype == MCL_DTYPE_S32)
+      return fail(MCL_NATIVE_ERR_BAD_ARGS, name + ": invalid dtype " + std::to_string(t.dtype));
+    if (t.h == 0 || t.w == 0 || t.c == 0 || t.h > kMaxDim || t.w > kMaxDim || t.c > kMaxDim)
+      return fail(MCL_NATIVE_ERR_BAD_ARGS, name + ": dimensions must be in [1, 2^24]");
+    if (role != Role::Broadcast && t.channel_stride != 1)
+      return fail(MCL_NATIVE_ERR_BAD_ARGS, name + ": channel_stride must be 1");
+    if (role == Role::Output) {
+      if (t.w > 1 && t.pixel_stride < t.c)
+        return fail(MCL_NATIVE_ERR_BAD_ARGS, name + ": pixels overlap (pixel_stride < c)");
+      if (t.h > 1 && (uint64_t)t.row_stride < (uint64_t)(t.w - 1) * t.pixel_stride + t.c)
+        return fail(MCL_NATIVE_ERR_BAD_ARGS, name + ": rows overlap");
+    }
+    const u128 last = (u128)(t.h - 1) * t.row_stride + (u128)(t.w - 1) * t.pixel_stride +
+                      (u128)(t.c - 1) * t.channel_stride;
+    if (last >= (1u << 31))
+      return fail(MCL_NATIVE_ERR_OUT_OF_RANGE, name + ": extent exceeds 2^31 elements");
+    return range(what, t.offset, (last + 1) * es, es);
+  }
+
+  bool activation(const mcl_activation &a) {
+    if (!require(a.kind < MCL_ACT_COUNT_, "activation: unknown kind " + std::to_string(a.kind)))
+      return false;
+    if (a.kind == MCL_ACT_CLIP)
+      return require(!(a.alpha > a.beta), "activation: clip min > max");
+    return true;
+  }
+
+  bool quant(const char *what, const mcl_quant &q, uint32_t dtype) {
+    if (!is_int8(dtype))
+      return true;
+    return require(std::isfinite(q.scale) && q.scale > 0.0f,
+                   std::string(what) + ": scale must be finite and > 0") &&
+           require(q.zero_point >= qmin(dtype) && q.zero_point <= qmax(dtype),
+                   std::string(what) + ": zero point out of range");
+  }
+
+  bool same_shape(const char *what, const mcl_tile &a, const mcl_tile &b) {
+    return require(a.h == b.h && a.w == b.w && a.c == b.c,
+                   std::string(what) + ": shapes differ");
+  }
+
+private:
+  uint64_t spm_;
+  Status status_;
+};
+
+bool float_type(uint32_t d) { return d == MCL_DTYPE_F32 || d == MCL_DTYPE_F16; }
+
+void check_conv(Checker &ck, uint32_t fn, const mcl_conv_args &a, bool from_gemm) {
+  const char *what = from_gemm ? "gemm" : "conv";
+  ck.tile("input", a.input, Role::Dense);
+  ck.tile("output", a.output, Role::Output);
+  if (!ck.ok())
+    return;
+  const uint32_t in = a.input.dtype, out = a.output.dtype;
+  ck.require((float_type(in) && out == in) || (is_int8(in) && is_int8(out)),
+             std::string(what) + ": unsupported input/output types");
+  ck.require(a.groups >= 1 && a.input.c % a.groups == 0 && a.output.c % a.groups == 0,
+             std::string(what) + ": channels not divisible by groups");
+  ck.require(a.kernel_h >= 1 && a.kernel_w >= 1 && a.stride_h >= 1 && a.stride_w >= 1 &&
+                 a.dilation_h >= 1 && a.dilation_w >= 1,
+             std::string(what) + ": kernel, stride and dilation must be >= 1");
+  ck.require((a.flags & ~(uint32_t)MCL_CONV_NO_TABLE) == 0 && a.reserved0 == 0,
+             std::string(what) + ": unknown flags");
+  ck.activation(a.act);
+  if (!ck.ok())
+    return;
+  if (is_int8(in)) {
+    ck.require(a.input_zero_point >= qmin(in) && a.input_zero_point <= qmax(in),
+               "conv: input zero point out of range");
+    ck.require(a.output_zero_point >= qmin(out) && a.output_zero_point <= qmax(out),
+               "conv: output zero point out of range");
+    ck.require(a.output_min <= a.output_max && a.output_min >= qmin(out) &&
+                   a.output_max <= qmax(out),
+               "conv: output clamp range invalid");
+  }
+  const uint64_t taps = (uint64_t)a.kernel_h * a.kernel_w;
+  const uint64_t m = (uint64_t)a.output.h * a.output.w;
+  const uint64_t cin_g = a.input.c / a.groups;
+  ck.require(taps * cin_g * 32 <= 0xffffffffull, "conv: kernel too large");
+  // The address table (stored, or built per call) must fit in the SPM.
+  if (!ck.ok() || !ck.range("address table", a.table_offset, (u128)m * taps * 4, 4))
+    return;
+  // Packed parameters: compute the size only once its factors are known to be small.
+  if (!ck.range("params", a.params_offset, conv_params_size(fn, a), 4))
+    return;
+  if (a.flags & MCL_CONV_NO_TABLE) {
+    ck.require(fn == MCL_NATIVE_FN_CONV2D, "conv: transposed convolution needs a table");
+    const int64_t last_y = (int64_t)a.origin_y + (int64_t)(a.output.h - 1) * a.stride_h +
+                           (int64_t)(a.kernel_h - 1) * a.dilation_h;
+    const int64_t last_x = (int64_t)a.origin_x + (int64_t)(a.output.w - 1) * a.stride_w +
+                           (int64_t)(a.kernel_w - 1) * a.dilation_w;
+    ck.require(a.origin_y >= 0 && a.origin_x >= 0 && last_y < a.input.h && last_x < a.input.w,
+               std::string(what) + ": without a table every tap must lie inside the input");
+  } else {
+    const uint32_t es = dtype_size(in);
+    ck.range("pad row", a.pad_row_offset, (u128)a.input.c * es, es);
+  }
+}
+
+const size_t kArgsSize[MCL_NATIVE_FN_COUNT_] = {
+    0,
+    sizeof(mcl_conv_args),
+    sizeof(mcl_conv_args),
+    sizeof(mcl_gemm_args),
+    sizeof(mcl_matmul_args),
+    sizeof(mcl_pool_args),
+    sizeof(mcl_eltwise_args),
+    sizeof(mcl_scale_shift_args),
+    sizeof(mcl_unary_args),
+    sizeof(mcl_unary_args),
+    sizeof(mcl_resize_args),
+    sizeof(mcl_unary_args),
+    sizeof(mcl_pad_args),
+};
+
+const char *const kNames[MCL_NATIVE_FN_COUNT_] = {
+    "invalid", "conv2d",  "conv_transpose2d", "gemm",   "matmul", "pool2d", "eltwise",
+    "scale_shift", "activation", "softmax", "resize", "copy", "pad"};
+
+// Copies the block so it is aligned and cannot change while being checked.
+template <class T> T load_block(const void *p) {
+  T t;
+  std::memcpy(&t, p, sizeof(T));
+  return t;
+}
+
+} // namespace
+
+Status validate(uint32_t fn, const void *args, size_t size, uint64_t spm_size) {
+  if (fn == 0 || fn >= MCL_NATIVE_FN_COUNT_)
+    return Status::Error(MCL_NATIVE_ERR_UNKNOWN_FUNCTION,
+                         "unknown native function id " + std::to_string(fn));
+  if (!args || size != kArgsSize[fn])
+    return Status::Error(MCL_NATIVE_ERR_BAD_SIZE,
+                         std::string(kNames[fn]) + ": argument block is " + std::to_string(size) +
+                             " bytes, expected " + std::to_string(kArgsSize[fn]));
+  if (spm_size > kMaxSpm)
+    return Status::Error(MCL_NATIVE_ERR_BAD_ARGS, "SPM larger than 4 GiB is not addressable");
+  Checker ck(spm_size);
+  switch (fn) {
+  case MCL_NATIVE_FN_CONV2D:
+  case MCL_NATIVE_FN_CONV_TRANSPOSE2D:
+    check_conv(ck, fn, load_block<mcl_conv_args>(args), false);
+    break;
+  case MCL_NATIVE_FN_GEMM: {
+    const auto g = load_block<mcl_gemm_args>(args);
+    ck.require(g.reserved0 == 0, "gemm: reserved field must be 0");
+    ck.require(g.input.h == g.output.h && g.input.w == g.output.w,
+               "gemm: input and output rows differ");
+    check_conv(ck, MCL_NATIVE_FN_CONV2D, gemm_as_conv(g), true);
+    break;
+  }
+  case MCL_NATIVE_FN_MATMUL: {
+    const auto a = load_block<mcl_matmul_args>(args);
+    ck.tile("a", a.a, Role::Broadcast);
+    ck.tile("b", a.b, Role::Broadcast);
+    ck.tile("output", a.output, Role::Output);
+    ck.activation(a.act);
+    if (!ck.ok())
+      break;
+    ck.require(float_type(a.output.dtype) && a.a.dtype == a.output.dtype &&
+                   a.b.dtype == a.output.dtype,
+               "matmul: float types only, all the same");
+    ck.require(a.a.h == a.output.h && a.a.w == a.output.w, "matmul: rows of a and output differ");
+    ck.require(a.b.h == 1 && a.b.w == a.a.c && a.b.c == a.output.c,
+               "matmul: b must be 1 x K x N");
+    break;
+  }
+  case MCL_NATIVE_FN_POOL2D: {
+    const auto a = load_block<mcl_pool_args>(args);
+    ck.tile("input", a.input, Role::Broadcast);
+    ck.tile("output", a.output, Role::Output);
+    if (!ck.ok())
+      break;
+    ck.require(a.input.dtype == a.output.dtype, "pool: input and output types differ");
+    ck.require(a.input.c == a.output.c, "pool: channel counts differ");
+    ck.require(a.kind == MCL_POOL_MAX || a.kind == MCL_POOL_AVG, "pool: unknown kind");
+    ck.require(a.kernel_h >= 1 && a.kernel_w >= 1 && a.stride_h >= 1 && a.stride_w >= 1 &&
+                   a.dilation_h >= 1 && a.dilation_w >= 1,
+               "pool: kernel, stride and dilation must be >= 1");
+    ck.quant("pool input", a.in_quant, a.input.dtype);
+    ck.quant("pool output", a.out_quant, a.output.dtype);
+    break;
+  }
+  case MCL_NATIVE_FN_ELTWISE: {
+    const auto a = load_block<mcl_eltwise_args>(args);
+    ck.tile("a", a.a, Role::Broadcast);
+    ck.tile("b", a.b, Role::Broadcast);
+    ck.tile("output", a.output, Role::Output);
+    if (!ck.ok())
+      break;
+    ck.same_shape("eltwise a", a.a, a.output);
+    ck.same_shape("eltwise b", a.b, a.output);
+    ck.require(a.a.dtype == a.output.dtype && a.b.dtype == a.output.dtype,
+               "eltwise: operand types differ");
+    ck.require(a.op < MCL_ELTWISE_COUNT_, "eltwise: unknown op");
+    ck.activation(a.act);
+    ck.quant("eltwise a", a.a_quant, a.a.dtype);
+    ck.quant("eltwise b", a.b_quant, a.b.dtype);
+    ck.quant("eltwise output", a.out_quant, a.output.dtype);
+    break;
+  }
+  case MCL_NATIVE_FN_SCALE_SHIFT: {
+    const auto a = load_block<mcl_scale_shift_args>(args);
+    ck.tile("input", a.input, Role::Dense);
+    ck.tile("output", a.output, Role::Output);
+    if (!ck.ok())
+      break;
+    ck.same_shape("scale_shift", a.input, a.output);
+    ck.require(a.input.dtype == a.output.dtype, "scale_shift: types differ");
+    ck.require(a.reserved0 == 0, "scale_shift: reserved field must be 0");
+    ck.activation(a.act);
+    ck.quant("scale_shift input", a.in_quant, a.input.dtype);
+    ck.quant("scale_shift output", a.out_quant, a.output.dtype);
+    ck.range("scale_shift params", a.params_offset, (u128)a.input.c * 8, 4);
+    break;
+  }
+  case MCL_NATIVE_FN_ACTIVATION:
+  case MCL_NATIVE_FN_SOFTMAX:
+  case MCL_NATIVE_FN_COPY: {
+    const auto a = load_block<mcl_unary_args>(args);
+    ck.tile("input", a.input, Role::Broadcast);
+    ck.tile("output", a.output, Role::Output);
+    if (!ck.ok())
+      break;
+    ck.same_shape(kNames[fn], a.input, a.output);
+    ck.activation(a.act);
+    ck.quant("input", a.in_quant, a.input.dtype);
+    ck.quant("output", a.out_quant, a.output.dtype);
+    break;
+  }
+  case MCL_NATIVE_FN_RESIZE: {
+    const auto a = load_block<mcl_resize_args>(args);
+    ck.tile("input", a.input, Role::Broadcast);
+    ck.tile("output", a.output, Role::Output);
+    if (!ck.ok())
+      break;
+    ck.require(a.input.dtype == a.output.dtype && a.input.c == a.output.c,
+               "resize: types or channels differ");
+    ck.require(a.mode <= MCL_RESIZE_BILINEAR && a.coord_mode <= MCL_COORD_PYTORCH_HALF_PIXEL &&
+                   a.nearest_mode <= MCL_NEAREST_CEIL && a.reserved0 == 0,
+               "resize: unknown mode");
+    ck.require(std::isfinite(a.scale_h) && std::isfinite(a.scale_w) && a.scale_h > 0.0f &&
+                   a.scale_w > 0.0f,
+               "resize: scales must be finite and > 0");
+    ck.require(a.full_in_h >= 1 && a.full_in_w >= 1 && a.full_out_h >= 1 && a.full_out_w >= 1 &&
+                   a.full_in_h <= kMaxDim && a.full_in_w <= kMaxDim &&
+                   a.full_out_h <= kMaxDim && a.full_out_w <= kMaxDim,
+               "resize: full sizes must be in [1, 2^24]");
+    ck.require(std::abs((int64_t)a.in_y0) <= kMaxDim && std::abs((int64_t)a.in_x0) <= kMaxDim &&
+                   std::abs((int64_t)a.out_y0) <= kMaxDim &&
+                   std::abs((int64_t)a.out_x0) <= kMaxDim,
+               "resize: tile origins out of range");
+    ck.quant("resize input", a.in_quant, a.input.dtype);
+    ck.quant("resize output", a.out_quant, a.output.dtype);
+    break;
+  }
+  case MCL_NATIVE_FN_PAD: {
+    const auto a = load_block<mcl_pad_args>(args);
+    ck.tile("input", a.input, Role::Broadcast);
+    ck.tile("output", a.output, Role::Output);
+    if (!ck.ok())
+      break;
+    ck.require(a.input.dtype == a.output.dtype, "pad: types differ");
+    ck.require((uint64_t)a.pad_top + a.input.h <= a.output.h &&
+                   (uint64_t)a.pad_left + a.input.w <= a.output.w &&
+                   (uint64_t)a.pad_channel + a.input.c <= a.output.c,
+               "pad: input does not fit inside the output");
+    ck.quant("pad", a.quant, a.input.dtype);
+    break;
+  }
+  default:
+    break;
+  }
+  return ck.status();
+}
+
+} // namespace manycl::native
+
+using namespace manycl::native;
+
+namespace {
+
+void write_message(const Status &s, char *msg, size_t cap) {
+  if (!msg || cap == 0)
+    return;
+  std::snprintf(msg, cap, "%s", s.message.c_str());
+}
+
+uint64_t div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
+
+// Per-PE rates of the simulated coprocessor (MAC or FMA per cycle).
+uint64_t mac_rate(uint32_t dtype) {
+  switch (dtype) {
+  case MCL_DTYPE_S8:
+  case MCL_DTYPE_U8:
+    return 128;
+  case MCL_DTYPE_F16:
+    return 16;
+  default:
+    return 8; // FP32: documented assumption
+  }
+}
+
+constexpr uint64_t kCallOverhead = 100; // cycles: dispatch, PE fan-out, fence
+
+uint64_t elements(const mcl_tile &t) { return (uint64_t)t.h * t.w * t.c; }
+
+// Element-wise work: 8 elements per cycle per PE, `weight` cycles per group of 8.
+uint64_t vector_cycles(uint64_t elems, uint64_t weight, uint32_t pes) {
+  return div_up(div_up(elems, 8) * weight, pes);
+}
+
+uint64_t act_weight(const mcl_activation &a) {
+  return a.kind >= MCL_ACT_SIGMOID && a.kind != MCL_ACT_HARD_SIGMOID &&
+                 a.kind != MCL_ACT_HARD_SWISH
+             ? 4
+             : 1;
+}
+
+} // namespace
+
+extern "C" {
+
+size_t mcl_native_args_size(uint32_t fn) {
+  return fn < MCL_NATIVE_FN_COUNT_ ? kArgsSize[fn] : 0;
+}
+
+const char *mcl_native_fn_name(uint32_t fn) {
+  return fn < MCL_NATIVE_FN_COUNT_ ? kNames[fn] : "invalid";
+}
+
+int mcl_native_validate(uint32_t fn, const void *args, size_t size, uint64_t spm_size, char *msg,
+                        size_t cap) {
+  Status s = validate(fn, args, size, spm_size);
+  write_message(s, msg, cap);
+  return s.code;
+}
+
+uint64_t mcl_native_cost(uint32_t fn, const void *args, uint32_t pes) {
+  pes = pes == 0 ? 1 : pes;
+  if (!args || fn == 0 || fn >= MCL_NATIVE_FN_COUNT_)
+    return 0;
+  uint64_t cycles = 0;
+  switch (fn) {
+  case MCL_NATIVE_FN_CONV2D:
+  case MCL_NATIVE_FN_CONV_TRANSPOSE2D:
+  case MCL_NATIVE_FN_GEMM: {
+    mcl_conv_args a = fn == MCL_NATIVE_FN_GEMM ? gemm_as_conv(load_block<mcl_gemm_args>(args))
+                                               : load_block<mcl_conv_args>(args);
+    const uint64_t groups = std::max<uint32_t>(1, a.groups);
+    const uint64_t macs = (uint64_t)a.output.h * a.output.w * a.output.c * a.kernel_h *
+                          a.kernel_w * (a.input.c / groups);
+    cycles = div_up(macs, mac_rate(a.input.dtype) * pes) +
+             vector_cycles(elements(a.output), act_weight(a.act), pes);
+    break;
+  }
+  case MCL_NATIVE_FN_MATMUL: {
+    const auto a = load_block<mcl_matmul_args>(args);
+    cycles = div_up(elements(a.output) * a.a.c, mac_rate(a.output.dtype) * pes);
+    break;
+  }
+  case MCL_NATIVE_FN_POOL2D: {
+    const auto a = load_block<mcl_pool_args>(args);
+    cycles = vector_cycles(elements(a.output) * a.kernel_h * a.kernel_w, 1, pes);
+    break;
+  }
+  case MCL_NATIVE_FN_ELTWISE: {
+    const auto a = load_block<mcl_eltwise_args>(args);
+    cycles = vector_cycles(elements(a.output), 1 + act_weight(a.act), pes);
+    break;
+  }
+  case MCL_NATIVE_FN_SCALE_SHIFT: {
+    const auto a = load_block<mcl_scale_shift_args>(args);
+    cycles = vector_cycles(elements(a.output), 1 + act_weight(a.act), pes);
+    break;
+  }
+  case MCL_NATIVE_FN_ACTIVATION:
+  case MCL_NATIVE_FN_COPY:
+  case MCL_NATIVE_FN_SOFTMAX: {
+    const auto a = load_block<mcl_unary_args>(args);
+    const uint64_t w = fn == MCL_NATIVE_FN_SOFTMAX ? 6 : fn == MCL_NATIVE_FN_COPY ? 1
+                                                                               : act_weight(a.act);
+    cycles = vector_cycles(elements(a.output), w, pes);
+    break;
+  }
+  case MCL_NATIVE_FN_RESIZE: {
+    const auto a = load_block<mcl_resize_args>(args);
+    cycles = vector_cycles(elements(a.output), a.mode == MCL_RESIZE_BILINEAR ? 4 : 1, pes);
+    break;
+  }
+  case MCL_NATIVE_FN_PAD: {
+    const auto a = load_block<mcl_pad_args>(args);
+    cycles = vector_cycles(elements(a.output), 1, pes);
+    break;
+  }
+  default:
+    break;
+  }
+  return kCallOverhead + cycles;
+}
+
+int mcl_native_run(const mcl_native_exec *exec, uint32_t fn, const void *args, size_t size,
+                   char *msg, size_t cap) {
+  if (!exec || !exec->spm_base) {
+    write_message(Status::Error(MCL_NATIVE_ERR_BAD_ARGS, "no execution context"), msg, cap);
+    return MCL_NATIVE_ERR_BAD_ARGS;
+  }
+  Status s = validate(fn, args, size, exec->spm_size);
+  if (s.ok()) {
+    switch (fn) {
+    case MCL_NATIVE_FN_CONV2D:
+    case MCL_NATIVE_FN_CONV_TRANSPOSE2D:
+      s = run_conv(*exec, fn, load_block<mcl_conv_args>(args));
+      break;
+    case MCL_NATIVE_FN_GEMM:
+      s = run_gemm(*exec, load_block<mcl_gemm_args>(args));
+      break;
+    case MCL_NATIVE_FN_MATMUL:
+      s = run_matmul(*exec, load_block<mcl_matmul_args>(args));
+      break;
+    case MCL_NATIVE_FN_POOL2D:
+      s = run_pool(*exec, load_block<mcl_pool_args>(args));
+      break;
+    case MCL_NATIVE_FN_ELTWISE:
+      s = run_eltwise(*exec, load_block<mcl_eltwise_args>(args));
+      break;
+    case MCL_NATIVE_FN_SCALE_SHIFT:
+      s = run_scale_shift(*exec, load_block<mcl_scale_shift_args>(args));
+      break;
+    case MCL_NATIVE_FN_ACTIVATION:
+    case MCL_NATIVE_FN_SOFTMAX:
+    case MCL_NATIVE_FN_COPY:
+      s = run_unary(*exec, fn, load_block<mcl_unary_args>(args));
+      break;
+    case MCL_NATIVE_FN_RESIZE:
+      s = run_resize(*exec, load_block<mcl_resize_args>(args));
+      break;
+    case MCL_NATIVE_FN_PAD:
+      s = run_pad(*exec, load_block<mcl_pad_args>(args));
+      break;
+    default:
+      break;
+    }
+  }
+  write_message(s, msg, cap);
+  if (s.ok() && exec->account_cycles)
+    exec->account_cycles(exec->user, mcl_native_cost(fn, args, exec->pe_count));
+  return s.code;
+}
+
+} // extern "C"

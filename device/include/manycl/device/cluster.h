@@ -1,0 +1,76 @@
+// One simulated cluster: its scratchpad memory (an arena of exactly the configured size),
+// a control thread that runs the jobs submitted to the cluster in order, and one host
+// thread per processing element, started on first use, so that the PEs of a cluster
+// really run concurrently (SPMD work-groups synchronise at barriers across them).
+#pragma once
+
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace manycl::device {
+
+class Cluster {
+public:
+  using Job = std::function<void()>;
+
+  Cluster(unsigned id, unsigned cluster_count, unsigned pes, uint64_t spm_bytes);
+  ~Cluster();
+  Cluster(const Cluster &) = delete;
+  Cluster &operator=(const Cluster &) = delete;
+
+  unsigned id() const { return id_; }
+  unsigned pe_count() const { return pes_; }
+  std::byte *spm() const { return spm_.get(); }
+  uint64_t spm_bytes() const { return spm_bytes_; }
+
+  // Queues a job on the cluster's control thread; jobs of one cluster run one at a time,
+  // in submission order.
+  void submit(Job job);
+  // Jobs queued or running.
+  size_t pending() const;
+
+  // Runs body(pe) for pe in [0, count) concurrently, one PE thread each (count <= PEs),
+  // and returns when all have finished. Call it from a job of this cluster.
+  void run_on_pes(unsigned count, const std::function<void(unsigned pe)> &body);
+
+  // True on this cluster's control thread or one of its PE threads.
+  bool on_cluster_thread() const;
+
+private:
+  void control_loop();
+  void pe_loop(unsigned pe);
+  void start_pe_threads();
+
+  unsigned id_;
+  unsigned cluster_count_;
+  unsigned pes_;
+  uint64_t spm_bytes_;
+  std::unique_ptr<std::byte[]> spm_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable job_ready_;
+  std::deque<Job> jobs_;
+  size_t running_ = 0;
+  bool stopping_ = false;
+  std::thread control_;
+
+  // PE fan-out: a generation counter wakes the PE threads for each run_on_pes call.
+  std::mutex pe_mutex_;
+  std::condition_variable pe_start_;
+  std::condition_variable pe_done_;
+  std::vector<std::thread> pe_threads_;
+  const std::function<void(unsigned)> *pe_body_ = nullptr;
+  unsigned pe_active_count_ = 0;
+  unsigned pe_remaining_ = 0;
+  uint64_t pe_generation_ = 0;
+  bool pe_stopping_ = false;
+};
+
+} // namespace manycl::device

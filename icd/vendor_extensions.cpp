@@ -1,0 +1,13 @@
+#include "vendor_extensions.h"
+
+#include "manycl/runtime/vendor.h"
+
+namespace manycl::icd {
+
+void *vendor_extension_function(std::string_view name) {
+  if (name == "clGetDeviceConfigMCL")
+    return reinterpret_cast<void *>(&manycl::api::clGetDeviceConfigMCL);
+  return nullptr;
+}
+
+} // namespace manycl::icd

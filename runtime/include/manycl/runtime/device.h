@@ -1,0 +1,60 @@
+// An OpenCL device: a root simulated accelerator or a sub-device owning a disjoint subset of
+// its clusters. Commands sent to a device run on its clusters only.
+#pragma once
+
+#include <atomic>
+#include <vector>
+
+#include <CL/cl.h>
+
+#include "manycl/device/device.h"
+#include "manycl/result.h"
+#include "manycl/runtime/object.h"
+
+namespace manycl::rt {
+
+class Device : public Object<Device, _cl_device_id, Kind::Device> {
+public:
+  // A root device covering all clusters of `hardware`.
+  explicit Device(device::Device &hardware);
+  // A sub-device of `parent` owning `clusters` (indices into the hardware's clusters).
+  Device(Device *parent, std::vector<unsigned> clusters,
+         std::vector<cl_device_partition_property> partition_type);
+  ~Device();
+
+  bool is_root() const { return parent_ == nullptr; }
+  Device *parent() const { return parent_; }
+  Device *root() { return parent_ ? parent_->root() : this; }
+  device::Device &hardware() const { return hardware_; }
+  const device::DeviceConfig &config() const { return hardware_.config(); }
+  const std::vector<unsigned> &clusters() const { return clusters_; }
+  unsigned compute_units() const;
+
+  // Picks the cluster that runs the next command: the least busy one, round-robin on ties.
+  device::Cluster &pick_cluster();
+
+  cl_int info(cl_device_info param, size_t size, void *value, size_t *size_ret);
+
+  // clCreateSubDevices: validates `properties` and creates the sub-devices (API refcount 1
+  // each), or returns the error code the specification names.
+  Result<std::vector<Device *>> partition(const cl_device_partition_property *properties);
+
+  // Root devices are not reference counted by the application.
+  void retain_device();
+  bool release_device();
+
+private:
+  Result<std::vector<std::vector<unsigned>>> plan_partition(const cl_device_partition_property *properties,
+                                                            std::vector<cl_device_partition_property> &type);
+
+  device::Device &hardware_;
+  Device *parent_ = nullptr;
+  std::vector<unsigned> clusters_;
+  std::vector<cl_device_partition_property> partition_type_;
+  std::atomic<unsigned> next_cluster_{0};
+};
+
+// Whether `device` is one of ours and alive; a sub-device counts as valid until released.
+Device *checked_device(cl_device_id device);
+
+} // namespace manycl::rt

@@ -1,0 +1,98 @@
+// Events and the command scheduler.
+//
+// Every enqueued command owns an Event. A command is *submitted* when enqueued (ManyCL issues
+// commands immediately; clFlush has nothing left to do), becomes *ready* when its last
+// dependency completes, then runs on a cluster of its queue's device (or completes inline
+// when it has no work, e.g. a marker), and finally *completes* with CL_COMPLETE or a negative
+// error. A command whose dependency failed does not run and fails with
+// CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST.
+//
+// Lock order (no other order is allowed):
+//   Queue::mutex_  ->  Event::mutex_
+// An event's mutex is never held while calling callbacks, notifying dependents or taking a
+// queue's mutex; completion therefore takes the event lock, copies out what it must notify,
+// drops the lock, then notifies.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <mutex>
+#include <vector>
+
+#include <CL/cl.h>
+
+#include "manycl/runtime/context.h"
+#include "manycl/runtime/object.h"
+
+namespace manycl::rt {
+
+class Queue;
+class Device;
+
+uint64_t host_time_ns();
+
+class Event : public Object<Event, _cl_event, Kind::Event> {
+public:
+  using Action = std::function<cl_int()>;
+  using Callback = void(CL_CALLBACK *)(cl_event, cl_int, void *);
+
+  // A command event. `action` runs on a cluster of `device`; an empty action completes inline.
+  Event(Context *context, Queue *queue, cl_command_type type, Action action);
+  // A user event (clCreateUserEvent): CL_SUBMITTED until clSetUserEventStatus.
+  explicit Event(Context *context);
+  ~Event();
+
+  Context *context() const { return context_.get(); }
+  Queue *queue() const { return queue_.get(); }
+  cl_command_type command_type() const { return type_; }
+  bool is_user_event() const { return type_ == CL_COMMAND_USER; }
+  cl_int status() const;
+
+  // Makes this event wait for `dependency` (before submit()).
+  void add_dependency(Event *dependency);
+  // Ends dependency registration: the command becomes ready once its dependencies complete.
+  void submit();
+
+  // User events only. Returns false when the status was already set.
+  bool set_user_status(cl_int status);
+
+  // Blocks until the event is complete or failed; returns its final status.
+  cl_int wait();
+
+  cl_int add_callback(cl_int trigger, Callback fn, void *user_data);
+  cl_int info(cl_event_info param, size_t size, void *value, size_t *size_ret);
+  cl_int profiling_info(cl_profiling_info param, size_t size, void *value, size_t *size_ret);
+
+private:
+  struct PendingCallback {
+    cl_int trigger;
+    Callback fn;
+    void *user_data;
+  };
+
+  void dependency_finished(bool failed);
+  void start();
+  void run_on_device();
+  // Moves the event to `status` (CL_RUNNING, CL_COMPLETE or an error) and fires what that
+  // transition triggers; completion also releases dependents.
+  void transition(cl_int status);
+  static void finish_chain(Event *first, cl_int status);
+
+  Ref<Context> context_;
+  Ref<Queue> queue_;
+  cl_command_type type_;
+  Action action_;
+
+  mutable std::mutex mutex_;
+  std::condition_variable done_;
+  cl_int status_;
+  int pending_dependencies_ = 1; // 1 = the registration guard released by submit()
+  bool dependency_failed_ = false;
+  bool finished_ = false; // completed and callbacks fired
+  std::vector<Ref<Event>> dependents_;
+  std::vector<PendingCallback> callbacks_;
+  uint64_t queued_ns_ = 0, submit_ns_ = 0, start_ns_ = 0, end_ns_ = 0;
+};
+
+} // namespace manycl::rt

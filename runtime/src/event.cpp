@@ -1,0 +1,226 @@
+#include "manycl/runtime/event.h"
+
+#include <chrono>
+
+#include "manycl/runtime/info.h"
+#include "manycl/runtime/queue.h"
+
+namespace manycl::rt {
+
+uint64_t host_time_ns() {
+  return static_cast<uint64_t>(std::chrono::duration_cast<std::chrono::nanoseconds>(
+                                   std::chrono::steady_clock::now().time_since_epoch())
+                                   .count());
+}
+
+Event::Event(Context *context, Queue *queue, cl_command_type type, Action action)
+    : context_(context), queue_(queue), type_(type), action_(std::move(action)), status_(CL_QUEUED),
+      queued_ns_(host_time_ns()) {}
+
+Event::Event(Context *context)
+    : context_(context), type_(CL_COMMAND_USER), status_(CL_SUBMITTED), queued_ns_(host_time_ns()) {}
+
+Event::~Event() = default;
+
+cl_int Event::status() const {
+  std::lock_guard lock(mutex_);
+  return status_;
+}
+
+void Event::add_dependency(Event *dependency) {
+  std::lock_guard lock(dependency->mutex_);
+  if (dependency->status_ > CL_COMPLETE || !dependency->finished_) {
+    dependency->dependents_.emplace_back(this);
+    std::lock_guard own(mutex_);
+    ++pending_dependencies_;
+  } else if (dependency->status_ < 0) {
+    std::lock_guard own(mutex_);
+    dependency_failed_ = true;
+  }
+}
+
+void Event::submit() {
+  {
+    std::lock_guard lock(mutex_);
+    status_ = CL_SUBMITTED;
+    submit_ns_ = host_time_ns();
+  }
+  dependency_finished(false);
+}
+
+void Event::dependency_finished(bool failed) {
+  bool ready;
+  {
+    std::lock_guard lock(mutex_);
+    if (failed)
+      dependency_failed_ = true;
+    ready = --pending_dependencies_ == 0;
+  }
+  if (ready)
+    start();
+}
+
+void Event::start() {
+  bool failed;
+  {
+    std::lock_guard lock(mutex_);
+    failed = dependency_failed_;
+  }
+  if (failed) {
+    finish_chain(this, CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+    return;
+  }
+  if (!action_) {
+    finish_chain(this, CL_COMPLETE);
+    return;
+  }
+  Ref<Event> self(this);
+  queue_->device()->pick_cluster().submit([self] { self->run_on_device(); });
+}
+
+void Event::run_on_device() {
+  transition(CL_RUNNING);
+  cl_int result = action_();
+  action_ = nullptr; // drop captured buffers now, not when the event dies
+  finish_chain(this, result == CL_SUCCESS ? CL_COMPLETE : (result < 0 ? result : CL_OUT_OF_RESOURCES));
+}
+
+void Event::transition(cl_int status) {
+  std::vector<PendingCallback> fire;
+  {
+    std::lock_guard lock(mutex_);
+    status_ = status;
+    uint64_t now = host_time_ns();
+    if (status == CL_RUNNING) {
+      start_ns_ = now;
+    } else {
+      if (start_ns_ == 0)
+        start_ns_ = now;
+      end_ns_ = now;
+      if (submit_ns_ == 0)
+        submit_ns_ = start_ns_;
+    }
+    for (auto it = callbacks_.begin(); it != callbacks_.end();) {
+      if (status <= it->trigger) {
+        fire.push_back(*it);
+        it = callbacks_.erase(it);
+      } else {
+        ++it;
+      }
+    }
+  }
+  for (auto &cb : fire)
+    cb.fn(handle(), status, cb.user_data);
+}
+
+void Event::finish_chain(Event *first, cl_int status) {
+  // Completing an event can make dependents ready that complete inline too (markers, failed
+  // commands); a work list instead of recursion keeps long chains off the stack.
+  std::vector<std::pair<Ref<Event>, cl_int>> work;
+  work.emplace_back(first, status);
+  while (!work.empty()) {
+    auto [event, final_status] = std::move(work.back());
+    work.pop_back();
+    event->transition(final_status);
+    std::vector<Ref<Event>> dependents;
+    {
+      std::lock_guard lock(event->mutex_);
+      event->finished_ = true;
+      dependents.swap(event->dependents_);
+    }
+    event->done_.notify_all();
+    if (event->queue_)
+      event->queue_->command_finished(event.get());
+    for (auto &dependent : dependents) {
+      bool ready, failed, inline_completion;
+      {
+        std::lock_guard lock(dependent->mutex_);
+        if (final_status < 0)
+          dependent->dependency_failed_ = true;
+        ready = --dependent->pending_dependencies_ == 0;
+        failed = dependent->dependency_failed_;
+        inline_completion = !dependent->action_;
+      }
+      if (!ready)
+        continue;
+      if (failed)
+        work.emplace_back(dependent, CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+      else if (inline_completion)
+        work.emplace_back(dependent, CL_COMPLETE);
+      else
+        dependent->start();
+    }
+  }
+}
+
+bool Event::set_user_status(cl_int status) {
+  {
+    std::lock_guard lock(mutex_);
+    if (status_ != CL_SUBMITTED || finished_)
+      return false;
+  }
+  finish_chain(this, status);
+  return true;
+}
+
+cl_int Event::wait() {
+  std::unique_lock lock(mutex_);
+  done_.wait(lock, [this] { return finished_; });
+  return status_;
+}
+
+cl_int Event::add_callback(cl_int trigger, Callback fn, void *user_data) {
+  cl_int status;
+  {
+    std::lock_guard lock(mutex_);
+    if (!(status_ <= trigger)) {
+      callbacks_.push_back({trigger, fn, user_data});
+      return CL_SUCCESS;
+    }
+    status = status_;
+  }
+  fn(handle(), status, user_data);
+  return CL_SUCCESS;
+}
+
+cl_int Event::info(cl_event_info param, size_t size, void *value, size_t *size_ret) {
+  InfoWriter out(size, value, size_ret);
+  switch (param) {
+  case CL_EVENT_COMMAND_QUEUE:
+    return out.scalar<cl_command_queue>(queue_ ? queue_->handle() : nullptr);
+  case CL_EVENT_CONTEXT:
+    return out.scalar<cl_context>(context_->handle());
+  case CL_EVENT_COMMAND_TYPE:
+    return out.scalar<cl_command_type>(type_);
+  case CL_EVENT_COMMAND_EXECUTION_STATUS:
+    return out.scalar<cl_int>(status());
+  case CL_EVENT_REFERENCE_COUNT:
+    return out.scalar<cl_uint>(api_ref_count());
+  default:
+    return CL_INVALID_VALUE;
+  }
+}
+
+cl_int Event::profiling_info(cl_profiling_info param, size_t size, void *value, size_t *size_ret) {
+  if (!queue_ || !queue_->profiling())
+    return CL_PROFILING_INFO_NOT_AVAILABLE;
+  std::lock_guard lock(mutex_);
+  if (!finished_ || status_ != CL_COMPLETE)
+    return CL_PROFILING_INFO_NOT_AVAILABLE;
+  InfoWriter out(size, value, size_ret);
+  switch (param) {
+  case CL_PROFILING_COMMAND_QUEUED:
+    return out.scalar<cl_ulong>(queued_ns_);
+  case CL_PROFILING_COMMAND_SUBMIT:
+    return out.scalar<cl_ulong>(submit_ns_);
+  case CL_PROFILING_COMMAND_START:
+    return out.scalar<cl_ulong>(start_ns_);
+  case CL_PROFILING_COMMAND_END:
+  case CL_PROFILING_COMMAND_COMPLETE:
+    return out.scalar<cl_ulong>(end_ns_);
+  default:
+    return CL_INVALID_VALUE;
+  }
+}
+
+} // namespace manycl::rt

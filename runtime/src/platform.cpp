@@ -1,0 +1,66 @@
+#include "manycl/runtime/platform.h"
+
+#include <atomic>
+
+#include "manycl/runtime/device.h"
+#include "manycl/runtime/info.h"
+
+namespace manycl::rt {
+
+namespace {
+std::atomic<void *> g_dispatch_data{nullptr};
+}
+
+void *platform_dispatch_data() { return g_dispatch_data.load(std::memory_order_acquire); }
+
+Platform &Platform::get() {
+  // Never destroyed: the loaders call into the ICD from their own atexit handlers and
+  // worker threads must not outlive the objects they use.
+  static Platform *platform = new Platform();
+  return *platform;
+}
+
+Platform::Platform() {
+  auto configs = device::configs_from_environment();
+  if (!configs) {
+    init_error_ = configs.error().message;
+    return;
+  }
+  for (auto &config : configs.value()) {
+    if (auto valid = config.validate(); !valid) {
+      init_error_ = config.name + ": " + valid.error().message;
+      continue;
+    }
+    hardware_.push_back(std::make_unique<device::Device>(config));
+    roots_.push_back(new Device(*hardware_.back()));
+  }
+}
+
+void Platform::set_dispatch_data(void *data) {
+  g_dispatch_data.store(data, std::memory_order_release);
+  this->dispatch_data = data;
+  for (Device *device : roots_)
+    device->dispatch_data = data;
+}
+
+cl_int Platform::info(cl_platform_info param, size_t size, void *value, size_t *size_ret) {
+  InfoWriter out(size, value, size_ret);
+  switch (param) {
+  case CL_PLATFORM_PROFILE:
+    return out.string("FULL_PROFILE");
+  case CL_PLATFORM_VERSION:
+    return out.string(std::string("OpenCL 1.2 ManyCL ") + kDriverVersion);
+  case CL_PLATFORM_NAME:
+    return out.string(kPlatformName);
+  case CL_PLATFORM_VENDOR:
+    return out.string(kPlatformVendor);
+  case CL_PLATFORM_EXTENSIONS:
+    return out.string("cl_khr_icd cl_manycl_device_config");
+  case CL_PLATFORM_ICD_SUFFIX_KHR:
+    return out.string(kIcdSuffix);
+  default:
+    return CL_INVALID_VALUE;
+  }
+}
+
+} // namespace manycl::rt

@@ -1,0 +1,206 @@
+// build / compile / link entry points.
+#include "frontend.h"
+
+#include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/Bitcode/BitcodeWriter.h>
+#include <llvm/IR/DiagnosticInfo.h>
+#include <llvm/IR/DiagnosticPrinter.h>
+#include <llvm/IR/LLVMContext.h>
+#include <llvm/IR/Module.h>
+#include <llvm/Linker/Linker.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/raw_ostream.h>
+
+#include <mutex>
+
+extern "C" const char manycl_builtins_bc[];
+extern "C" const char manycl_builtins_bc_end[];
+
+#ifndef MANYCL_COMPILER_VERSION
+#define MANYCL_COMPILER_VERSION "0.1.0"
+#endif
+
+namespace manycl::compiler {
+using namespace detail;
+
+std::string DeviceDesc::key() const {
+  return "ab=" + std::to_string(address_bits) + ";lm=" + std::to_string(local_mem_size) +
+         ";mode=" + std::to_string(static_cast<int>(mode)) + ";pes=" + std::to_string(pes_per_cluster) +
+         ";fp64=" + std::to_string(fp64) + ";fp16=" + std::to_string(fp16);
+}
+
+std::string compilerVersion() {
+  static const std::string v = [] {
+    uint64_t h = fnv1a64(manycl_builtins_bc,
+                         static_cast<size_t>(manycl_builtins_bc_end - manycl_builtins_bc));
+    char buf[32];
+    std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+    return std::string("manycl-compiler " MANYCL_COMPILER_VERSION " llvm-16 builtins-") + buf +
+           " cpu-" + hostCpu();
+  }();
+  return v;
+}
+
+static std::string toBitcode(llvm::Module &M) {
+  std::string s;
+  llvm::raw_string_ostream os(s);
+  llvm::WriteBitcodeToFile(M, os);
+  os.flush();
+  return s;
+}
+
+static BuildResult fail(ErrorCode c, std::string log, std::string msg) {
+  BuildResult r;
+  r.status = Status::error(c, std::move(msg));
+  r.log = std::move(log);
+  return r;
+}
+
+static BuildResult fromContainer(Container &&c, bool cached) {
+  BuildResult r;
+  r.kind = c.kind;
+  r.log = c.log;
+  r.kernels = c.kernels;
+  r.binary = writeContainer(c);
+  r.from_cache = cached;
+  return r;
+}
+
+BuildResult build(std::string_view source, std::string_view options, const DeviceDesc &dev) {
+  try {
+    ParsedOptions po = parseOptions(options, OptionsKind::Build);
+    if (!po.error.empty()) return fail(ErrorCode::InvalidOptions, "error: " + po.error + "\n", po.error);
+    initLLVM();
+    llvm::LLVMContext ctx;
+    std::string key;
+    if (!cacheDirectory().empty()) {
+      auto pp = runFrontend(ctx, source, po, dev, {}, /*preprocessOnly=*/true);
+      if (pp.invalidOptions) return fail(ErrorCode::InvalidOptions, pp.log, "invalid build options");
+      if (pp.ok) {
+        std::string text = pp.preprocessed;
+        text += "\n// source\n";
+        text.append(source.data(), source.size());
+        key = cacheKey(text, options, dev);
+        Container c;
+        if (cacheLoad(key, c)) return fromContainer(std::move(c), true);
+      }
+    }
+    auto fe = runFrontend(ctx, source, po, dev, {}, false);
+    if (fe.invalidOptions) return fail(ErrorCode::InvalidOptions, fe.log, "invalid build options");
+    if (!fe.ok) return fail(ErrorCode::BuildFailure, fe.log, "compilation failed");
+    Container c;
+    c.kind = BinaryKind::Executable;
+    c.options = std::string(options);
+    c.device_key = dev.key();
+    std::string log = fe.log;
+    Status s = finalizeModule(*fe.module, po, dev, c.kernels, log);
+    if (!s) return fail(s.code, log, s.message);
+    c.log = log;
+    c.bitcode = toBitcode(*fe.module);
+    BuildResult r = fromContainer(std::move(c), false);
+    if (!key.empty()) cacheStore(key, r.binary);
+    return r;
+  } catch (const std::exception &e) {
+    return fail(ErrorCode::Internal, std::string("internal error: ") + e.what() + "\n", e.what());
+  }
+}
+
+BuildResult compile(std::string_view source, std::string_view options, const DeviceDesc &dev,
+                    std::span<const HeaderSource> headers) {
+  try {
+    ParsedOptions po = parseOptions(options, OptionsKind::Compile);
+    if (!po.error.empty()) return fail(ErrorCode::InvalidOptions, "error: " + po.error + "\n", po.error);
+    initLLVM();
+    llvm::LLVMContext ctx;
+    auto fe = runFrontend(ctx, source, po, dev, headers, false);
+    if (fe.invalidOptions) return fail(ErrorCode::InvalidOptions, fe.log, "invalid compile options");
+    if (!fe.ok) return fail(ErrorCode::BuildFailure, fe.log, "compilation failed");
+    Container c;
+    c.kind = BinaryKind::Object;
+    c.options = std::string(options);
+    c.device_key = dev.key();
+    c.log = fe.log;
+    c.kernels = extractKernels(*fe.module);
+    c.bitcode = toBitcode(*fe.module);
+    return fromContainer(std::move(c), false);
+  } catch (const std::exception &e) {
+    return fail(ErrorCode::Internal, std::string("internal error: ") + e.what() + "\n", e.what());
+  }
+}
+
+BuildResult link(std::span<const std::span<const uint8_t>> inputs, std::string_view options,
+                 const DeviceDesc &dev) {
+  try {
+    ParsedOptions po = parseOptions(options, OptionsKind::Link);
+    if (!po.error.empty()) return fail(ErrorCode::InvalidOptions, "error: " + po.error + "\n", po.error);
+    if (inputs.empty()) return fail(ErrorCode::LinkFailure, "error: nothing to link\n", "no inputs");
+    initLLVM();
+    llvm::LLVMContext ctx;
+    std::unique_ptr<llvm::Module> dst;
+    std::string log;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      Container c;
+      if (Status s = readContainer(inputs[i], c); !s)
+        return fail(ErrorCode::InvalidBinary, "error: input " + std::to_string(i) + ": " + s.message + "\n", s.message);
+      if (c.kind != BinaryKind::Object && c.kind != BinaryKind::Library)
+        return fail(ErrorCode::InvalidBinary, "error: input " + std::to_string(i) +
+                                                  " is not a compiled object or library\n",
+                    "not an object");
+      auto buf = llvm::MemoryBuffer::getMemBuffer(llvm::StringRef(c.bitcode), "input", false);
+      auto m = llvm::parseBitcodeFile(buf->getMemBufferRef(), ctx);
+      if (!m) {
+        std::string e = llvm::toString(m.takeError());
+        return fail(ErrorCode::InvalidBinary, "error: input " + std::to_string(i) + ": " + e + "\n", e);
+      }
+      if (!dst) {
+        dst = std::move(*m);
+        continue;
+      }
+      std::string diag;
+      ctx.setDiagnosticHandlerCallBack(
+          [](const llvm::DiagnosticInfo &DI, void *p) {
+            llvm::raw_string_ostream os(*static_cast<std::string *>(p));
+            llvm::DiagnosticPrinterRawOStream dp(os);
+            DI.print(dp);
+            os << "\n";
+          },
+          &diag);
+      if (llvm::Linker::linkModules(*dst, std::move(*m)))
+        return fail(ErrorCode::LinkFailure, "error: " + (diag.empty() ? std::string("link failed\n") : diag),
+                    "link failed");
+      log += diag;
+    }
+    Container c;
+    c.options = std::string(options);
+    c.device_key = dev.key();
+    if (po.create_library) {
+      c.kind = BinaryKind::Library;
+      c.kernels = extractKernels(*dst);
+      c.bitcode = toBitcode(*dst);
+      c.log = log;
+      return fromContainer(std::move(c), false);
+    }
+    c.kind = BinaryKind::Executable;
+    Status s = finalizeModule(*dst, po, dev, c.kernels, log);
+    if (!s) return fail(ErrorCode::LinkFailure, log, s.message);
+    c.log = log;
+    c.bitcode = toBitcode(*dst);
+    return fromContainer(std::move(c), false);
+  } catch (const std::exception &e) {
+    return fail(ErrorCode::Internal, std::string("internal error: ") + e.what() + "\n", e.what());
+  }
+}
+
+Result<BinaryInfo> inspectBinary(std::span<const uint8_t> binary) {
+  Container c;
+  if (Status s = readContainer(binary, c); !s) return s;
+  BinaryInfo bi;
+  bi.kind = c.kind;
+  bi.options = c.options;
+  bi.log = c.log;
+  bi.device_key = c.device_key;
+  bi.kernels = c.kernels;
+  return bi;
+}
+
+} // namespace manycl::compiler

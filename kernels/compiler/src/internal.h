@@ -1,0 +1,87 @@
+// Internal definitions shared by the compiler pieces (not installed).
+#pragma once
+
+#include "manycl/compiler/compiler.h"
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace llvm {
+class Module;
+class LLVMContext;
+} // namespace llvm
+
+namespace manycl::compiler::detail {
+
+// Layout of the per-PE work-item context (all slots are 64-bit). JIT code
+// reads it through `ptr %wctx` with fixed slot indices; each 3-D array has a
+// 4th slot holding the value for dimension indices >= 3.
+enum CtxSlot : unsigned {
+  SlotWorkDim = 0,
+  SlotGlobalOffset = 1,   // [4]
+  SlotGlobalSize = 5,     // [4]
+  SlotLocalSize = 9,      // [4] actual size of this group
+  SlotGroupId = 13,       // [4]
+  SlotNumGroups = 17,     // [4]
+  SlotEnqLocalSize = 21,  // [4]
+  SlotLocalStatic = 25,   // char* base of kernel-scope __local variables
+  SlotSched = 26,         // fiber scheduler of this PE (barrier kernels)
+  SlotAsyncHook = 27,     // AsyncCopyHook
+  SlotAsyncUser = 28,
+  SlotCount = 32,
+};
+
+struct WiCtx {
+  uint64_t slot[SlotCount];
+};
+
+/// Parsed build/compile/link options.
+struct ParsedOptions {
+  std::vector<std::string> clang_args; // passed to cc1
+  std::string cl_std = "CL1.2";
+  bool opt_disable = false;
+  bool kernel_arg_info = false;
+  bool create_library = false;
+  bool fast_math = false;
+  std::string error; // non-empty: invalid option
+};
+enum class OptionsKind { Build, Compile, Link };
+ParsedOptions parseOptions(std::string_view options, OptionsKind kind);
+
+// Binary container.
+struct Container {
+  BinaryKind kind = BinaryKind::None;
+  std::string options;
+  std::string log;
+  std::string device_key;
+  std::vector<KernelInfo> kernels;
+  std::string bitcode;
+};
+std::vector<uint8_t> writeContainer(const Container &c);
+Status readContainer(std::span<const uint8_t> bytes, Container &out);
+
+// Host-side symbols the JIT may resolve (the fixed, explicit set).
+void *lookupHostSymbol(std::string_view name);
+
+// Cache.
+std::string cacheKey(std::string_view preprocessed, std::string_view options,
+                     const DeviceDesc &dev);
+bool cacheLoad(const std::string &key, Container &out);
+void cacheStore(const std::string &key, const std::vector<uint8_t> &bytes);
+
+uint64_t fnv1a64(const void *data, size_t n, uint64_t h = 0xcbf29ce484222325ull);
+
+// Names of generated entry points.
+inline std::string wgName(const std::string &k) { return "__manycl_wg_" + k; }
+inline std::string fiberName(const std::string &k) { return "__manycl_fiber_" + k; }
+
+using WgFn = void (*)(void **args, WiCtx *ctx, uint64_t x0, uint64_t x1,
+                      uint64_t r0, uint64_t r1);
+using FiberFn = void (*)(void **args, WiCtx *ctx, uint64_t x, uint64_t y,
+                         uint64_t z);
+
+// Fiber scheduler (executor.cpp); called by JIT code at barriers.
+extern "C" void __manycl_barrier(WiCtx *ctx);
+
+} // namespace manycl::compiler::detail

@@ -1,0 +1,528 @@
+// Loading (validation + ORC LLJIT) and work-group execution (LWI / SPMD).
+#include "fiber.h"
+#include "frontend.h"
+
+#include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Support/MemoryBuffer.h>
+
+#include <algorithm>
+#include <barrier>
+#include <condition_variable>
+#include <cstring>
+#include <mutex>
+#include <sys/mman.h>
+#include <thread>
+#include <unistd.h>
+
+#if defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MANYCL_ASAN 1
+#endif
+#endif
+#if defined(__SANITIZE_ADDRESS__)
+#define MANYCL_ASAN 1
+#endif
+#ifdef MANYCL_ASAN
+#include <sanitizer/common_interface_defs.h>
+#endif
+
+namespace manycl::compiler {
+using namespace detail;
+
+namespace {
+
+class KernelImpl final : public Kernel {
+public:
+  KernelInfo info_;
+  WgFn wg = nullptr;
+  FiberFn fiber = nullptr;
+  const KernelInfo &info() const override { return info_; }
+};
+
+class ProgramImpl final : public Program {
+public:
+  std::unique_ptr<llvm::orc::LLJIT> jit;
+  std::vector<KernelInfo> infos;
+  std::vector<std::unique_ptr<KernelImpl>> kernels_;
+  const std::vector<KernelInfo> &kernels() const override { return infos; }
+  const Kernel *kernel(std::string_view name) const override {
+    for (auto &k : kernels_)
+      if (k->info_.name == name) return k.get();
+    return nullptr;
+  }
+};
+
+} // namespace
+
+Result<std::shared_ptr<Program>> load(std::span<const uint8_t> binary) {
+  using namespace llvm;
+  Container c;
+  if (Status s = readContainer(binary, c); !s) return s;
+  if (c.kind != BinaryKind::Executable)
+    return Status::error(ErrorCode::InvalidBinary, "binary is not an executable (compiled object or library)");
+  initLLVM();
+
+  auto tsc = std::make_unique<LLVMContext>();
+  auto buf = MemoryBuffer::getMemBuffer(StringRef(c.bitcode.data(), c.bitcode.size()), "program", false);
+  auto mod = parseBitcodeFile(buf->getMemBufferRef(), *tsc);
+  if (!mod) {
+    std::string e = toString(mod.takeError());
+    return Status::error(ErrorCode::InvalidBinary, "invalid bitcode in binary: " + e);
+  }
+  Module &M = **mod;
+  {
+    std::string err;
+    raw_string_ostream es(err);
+    if (verifyModule(M, &es)) {
+      es.flush();
+      return Status::error(ErrorCode::InvalidBinary, "invalid module in binary: " + err);
+    }
+  }
+  // Every kernel in the metadata must have its entry point, with the
+  // expected signature.
+  for (const KernelInfo &k : c.kernels) {
+    Function *f = M.getFunction(k.uses_barriers ? fiberName(k.name) : wgName(k.name));
+    unsigned want = k.uses_barriers ? 5 : 6;
+    if (!f || f->isDeclaration() || f->arg_size() != want || !f->getReturnType()->isVoidTy())
+      return Status::error(ErrorCode::InvalidBinary, "binary lacks the entry point of kernel '" + k.name + "'");
+  }
+  // The fixed symbol set: host builtins + registered natives.
+  orc::SymbolMap syms;
+  std::string unresolved;
+  auto jtmb = orc::JITTargetMachineBuilder::detectHost();
+  if (!jtmb) return Status::error(ErrorCode::Internal, toString(jtmb.takeError()));
+  jtmb->setCodeGenOptLevel(CodeGenOpt::Aggressive);
+  auto jit = orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
+  if (!jit) return Status::error(ErrorCode::Internal, "cannot create JIT: " + toString(jit.takeError()));
+  for (Function &F : M) {
+    if (!F.isDeclaration() || F.isIntrinsic()) continue;
+    std::string n = F.getName().str();
+    void *p = lookupHostSymbol(n);
+    if (!p) p = resolveNative(n);
+    if (!p) {
+      if (F.use_empty()) continue;
+      unresolved += "error: unresolved native function '" + n + "'\n";
+      continue;
+    }
+    syms[(*jit)->mangleAndIntern(n)] =
+        JITEvaluatedSymbol(pointerToJITTargetAddress(p), JITSymbolFlags::Exported | JITSymbolFlags::Callable);
+  }
+  // Helpers that LLVM code generation may introduce.
+  for (const char *n : {"memcpy", "memset", "memmove", "sincosf", "sincos", "exp10f", "exp10"}) {
+    auto name = (*jit)->mangleAndIntern(n);
+    if (syms.count(name)) continue;
+    if (void *p = lookupHostSymbol(n))
+      syms[name] = JITEvaluatedSymbol(pointerToJITTargetAddress(p), JITSymbolFlags::Exported | JITSymbolFlags::Callable);
+  }
+  if (!unresolved.empty()) return Status::error(ErrorCode::BuildFailure, unresolved);
+  if (auto err = (*jit)->getMainJITDylib().define(orc::absoluteSymbols(std::move(syms))))
+    return Status::error(ErrorCode::Internal, toString(std::move(err)));
+  if (auto err = (*jit)->addIRModule(orc::ThreadSafeModule(std::move(*mod), std::move(tsc))))
+    return Status::error(ErrorCode::Internal, "JIT: " + toString(std::move(err)));
+
+  auto prog = std::make_shared<ProgramImpl>();
+  prog->infos = c.kernels;
+  for (const KernelInfo &k : c.kernels) {
+    auto ki = std::make_unique<KernelImpl>();
+    ki->info_ = k;
+    auto sym = (*jit)->lookup(k.uses_barriers ? fiberName(k.name) : wgName(k.name));
+    if (!sym) return Status::error(ErrorCode::Internal, "JIT lookup failed: " + toString(sym.takeError()));
+    if (k.uses_barriers) ki->fiber = sym->toPtr<FiberFn>();
+    else ki->wg = sym->toPtr<WgFn>();
+    prog->kernels_.push_back(std::move(ki));
+  }
+  prog->jit = std::move(*jit);
+  return std::shared_ptr<Program>(std::move(prog));
+}
+
+// ====================================================================== run
+
+struct Launch::Impl {
+  const KernelImpl *k = nullptr;
+  NDRange range;
+  std::vector<void *> slots;          // pointer args / pointers to by-value bytes
+  std::vector<int64_t> localOffset;   // per arg, -1 if not a __local arg
+  std::vector<uint64_t> bytes;        // 8-byte aligned storage for by-value args
+  uint64_t staticOffset = 0;
+  uint64_t total = 0;
+  AsyncCopyHook hook = nullptr;
+  void *hookUser = nullptr;
+};
+
+Launch::Launch() = default;
+Launch::~Launch() = default;
+Launch::Launch(Launch &&) noexcept = default;
+Launch &Launch::operator=(Launch &&) noexcept = default;
+
+uint64_t Launch::localMemSize() const { return impl_ ? impl_->total : 0; }
+
+void Launch::setAsyncCopyHook(AsyncCopyHook hook, void *user) {
+  if (!impl_) return;
+  impl_->hook = hook;
+  impl_->hookUser = user;
+}
+
+static uint64_t alignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+
+Result<Launch> Launch::prepare(const Kernel &kernel, std::span<const ArgValue> args,
+                               const NDRange &range) {
+  auto &k = static_cast<const KernelImpl &>(kernel);
+  const KernelInfo &info = k.info_;
+  if (args.size() != info.args.size())
+    return Status::error(ErrorCode::InvalidArgs, "kernel '" + info.name + "' takes " +
+                                                     std::to_string(info.args.size()) + " arguments, " +
+                                                     std::to_string(args.size()) + " given");
+  if (range.work_dim < 1 || range.work_dim > 3)
+    return Status::error(ErrorCode::InvalidWorkGroup, "work_dim must be 1..3");
+  for (int d = 0; d < 3; ++d)
+    if (range.local[d] == 0 || range.global[d] == 0)
+      return Status::error(ErrorCode::InvalidWorkGroup, "zero global or local size");
+  auto impl = std::make_unique<Impl>();
+  impl->k = &k;
+  impl->range = range;
+  for (unsigned d = range.work_dim; d < 3; ++d) {
+    impl->range.global[d] = 1;
+    impl->range.local[d] = 1;
+    impl->range.offset[d] = 0;
+  }
+  size_t byteWords = 0;
+  for (size_t i = 0; i < args.size(); ++i)
+    if (args[i].kind == ArgValue::Kind::Bytes) byteWords += (args[i].bytes.size() + 16) / 8 + 2;
+  impl->bytes.assign(byteWords, 0);
+  impl->slots.assign(args.size(), nullptr);
+  impl->localOffset.assign(args.size(), -1);
+  size_t w = 0;
+  uint64_t off = 0;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const KernelArgInfo &ai = info.args[i];
+    const ArgValue &a = args[i];
+    std::string which = "argument " + std::to_string(i) + " of kernel '" + info.name + "'";
+    if (ai.address == AddressQual::Local) {
+      if (a.kind != ArgValue::Kind::Local || a.local_size == 0)
+        return Status::error(ErrorCode::InvalidArgs, which + " must be a non-zero __local size");
+      off = alignUp(off, 64);
+      impl->localOffset[i] = static_cast<int64_t>(off);
+      off += a.local_size;
+    } else if (ai.is_pointer) {
+      if (a.kind != ArgValue::Kind::Pointer)
+        return Status::error(ErrorCode::InvalidArgs, which + " must be a buffer (pointer)");
+      impl->slots[i] = a.ptr;
+    } else {
+      if (a.kind != ArgValue::Kind::Bytes)
+        return Status::error(ErrorCode::InvalidArgs, which + " must be a value");
+      if (a.bytes.size() != ai.size)
+        return Status::error(ErrorCode::InvalidArgs, which + " has size " + std::to_string(ai.size) +
+                                                         ", " + std::to_string(a.bytes.size()) + " given");
+      w = alignUp(w, 2); // 16-byte alignment
+      std::memcpy(&impl->bytes[w], a.bytes.data(), a.bytes.size());
+      impl->slots[i] = &impl->bytes[w];
+      w += (a.bytes.size() + 16) / 8;
+    }
+  }
+  off = alignUp(off, 64);
+  impl->staticOffset = off;
+  impl->total = off + info.static_local_size;
+  Launch l;
+  l.impl_ = std::move(impl);
+  return l;
+}
+
+// ------------------------------------------------------------------ fibers
+namespace {
+
+enum : uint8_t { FiberReady = 0, FiberAtBarrier = 1, FiberDone = 2 };
+
+struct Sched;
+struct FiberRec {
+  void *sp = nullptr;
+  uint64_t x = 0, y = 0, z = 0;
+  uint8_t state = FiberReady;
+  Sched *s = nullptr;
+  void *stackBase = nullptr;
+};
+
+struct Sched {
+  void *mainSp = nullptr;
+  FiberRec *cur = nullptr;
+  FiberFn fn = nullptr;
+  void **args = nullptr;
+  WiCtx *ctx = nullptr;
+  size_t stackSize = 0;
+#ifdef MANYCL_ASAN
+  const void *mainBottom = nullptr;
+  size_t mainSize = 0;
+#endif
+};
+
+/// Per-thread pool of fiber stacks (mmap'ed, with a guard page): private
+/// state never lives on the host thread's own stack.
+struct StackPool {
+  size_t size = 0;
+  std::vector<void *> stacks;
+  ~StackPool() { release(); }
+  void release() {
+    for (void *s : stacks) munmap(static_cast<char *>(s) - pageSize(), size + pageSize());
+    stacks.clear();
+  }
+  static size_t pageSize() {
+    static size_t p = static_cast<size_t>(sysconf(_SC_PAGESIZE));
+    return p;
+  }
+  bool reserve(size_t n, size_t sz) {
+    if (sz > size) {
+      release();
+      size = sz;
+    }
+    while (stacks.size() < n) {
+      void *m = mmap(nullptr, size + pageSize(), PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (m == MAP_FAILED) return false;
+      mprotect(m, pageSize(), PROT_NONE); // guard page below the stack
+      stacks.push_back(static_cast<char *>(m) + pageSize());
+    }
+    return true;
+  }
+};
+thread_local StackPool tlsStacks;
+
+void fiberEntry(void *p) {
+  auto *f = static_cast<FiberRec *>(p);
+  Sched *s = f->s;
+#ifdef MANYCL_ASAN
+  __sanitizer_finish_switch_fiber(nullptr, &s->mainBottom, &s->mainSize);
+#endif
+  s->fn(s->args, s->ctx, f->x, f->y, f->z);
+  f->state = FiberDone;
+#ifdef MANYCL_ASAN
+  __sanitizer_start_switch_fiber(nullptr, s->mainBottom, s->mainSize);
+#endif
+  manycl_fiber_switch(&f->sp, s->mainSp);
+  __builtin_trap();
+}
+
+inline void switchToFiber(Sched &s, FiberRec &f) {
+  s.cur = &f;
+#ifdef MANYCL_ASAN
+  void *fake = nullptr;
+  __sanitizer_start_switch_fiber(&fake, f.stackBase, s.stackSize);
+  manycl_fiber_switch(&s.mainSp, f.sp);
+  __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
+#else
+  manycl_fiber_switch(&s.mainSp, f.sp);
+#endif
+}
+
+using TeamBarrier = std::barrier<>;
+
+Status runFibers(const KernelImpl &k, void **args, WiCtx &ctx, uint64_t first, uint64_t last,
+                 TeamBarrier *team) {
+  const uint64_t l0 = ctx.slot[SlotLocalSize], l1 = ctx.slot[SlotLocalSize + 1];
+  const uint64_t n = last > first ? last - first : 0;
+  Sched s;
+  s.fn = k.fiber;
+  s.args = args;
+  s.ctx = &ctx;
+  s.stackSize = std::max<size_t>(64 << 10, alignUp(k.info_.private_size * 2 + (32 << 10), 4096));
+  ctx.slot[SlotSched] = reinterpret_cast<uint64_t>(&s);
+  StackPool &pool = tlsStacks;
+  if (!pool.reserve(n, s.stackSize)) {
+    if (team) team->arrive_and_drop();
+    return Status::error(ErrorCode::OutOfResources, "cannot allocate fiber stacks");
+  }
+  s.stackSize = pool.size;
+  std::vector<FiberRec> fibers(n);
+  for (uint64_t i = 0; i < n; ++i) {
+    uint64_t lin = first + i;
+    FiberRec &f = fibers[i];
+    f.x = lin % l0;
+    f.y = (lin / l0) % l1;
+    f.z = lin / (l0 * l1);
+    f.s = &s;
+    f.stackBase = pool.stacks[i];
+    f.sp = fiberInitStack(pool.stacks[i], pool.size, fiberEntry, &f);
+  }
+  for (;;) {
+    bool atBarrier = false;
+    for (FiberRec &f : fibers) {
+      if (f.state == FiberDone) continue;
+      f.state = FiberReady;
+      switchToFiber(s, f);
+      if (f.state == FiberAtBarrier) atBarrier = true;
+    }
+    if (!atBarrier) break;
+    if (team) team->arrive_and_wait();
+  }
+  if (team) team->arrive_and_drop();
+  return Status::success();
+}
+
+} // namespace
+} // namespace manycl::compiler
+
+extern "C" void manycl::compiler::detail::__manycl_barrier(WiCtx *ctx) {
+  using namespace manycl::compiler;
+  auto *s = reinterpret_cast<Sched *>(ctx->slot[SlotSched]);
+  FiberRec *f = s->cur;
+  f->state = FiberAtBarrier;
+#ifdef MANYCL_ASAN
+  void *fake = nullptr;
+  __sanitizer_start_switch_fiber(&fake, s->mainBottom, s->mainSize);
+  manycl_fiber_switch(&f->sp, s->mainSp);
+  __sanitizer_finish_switch_fiber(fake, &s->mainBottom, &s->mainSize);
+#else
+  manycl_fiber_switch(&f->sp, s->mainSp);
+#endif
+}
+
+namespace manycl::compiler {
+
+Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_size,
+                        ExecMode mode, PeTeam *team) const {
+  if (!impl_) return Status::error(ErrorCode::Internal, "empty launch");
+  const Impl &L = *impl_;
+  if (arena_size < L.total || (L.total && !arena))
+    return Status::error(ErrorCode::OutOfResources,
+                         "__local memory: kernel needs " + std::to_string(L.total) + " bytes, arena has " +
+                             std::to_string(arena_size));
+  const NDRange &R = L.range;
+  WiCtx ctx;
+  std::memset(&ctx, 0, sizeof ctx);
+  ctx.slot[SlotWorkDim] = R.work_dim;
+  uint64_t ls[3];
+  for (int d = 0; d < 3; ++d) {
+    if (group_id[d] >= R.numGroups(d))
+      return Status::error(ErrorCode::InvalidWorkGroup, "group id out of range");
+    ls[d] = std::min<uint64_t>(R.local[d], R.global[d] - group_id[d] * R.local[d]);
+    ctx.slot[SlotGlobalOffset + d] = R.offset[d];
+    ctx.slot[SlotGlobalSize + d] = R.global[d];
+    ctx.slot[SlotLocalSize + d] = ls[d];
+    ctx.slot[SlotGroupId + d] = group_id[d];
+    ctx.slot[SlotNumGroups + d] = R.numGroups(d);
+    ctx.slot[SlotEnqLocalSize + d] = R.local[d];
+  }
+  ctx.slot[SlotGlobalOffset + 3] = 0;
+  ctx.slot[SlotGlobalSize + 3] = 1;
+  ctx.slot[SlotLocalSize + 3] = 1;
+  ctx.slot[SlotGroupId + 3] = 0;
+  ctx.slot[SlotNumGroups + 3] = 1;
+  ctx.slot[SlotEnqLocalSize + 3] = 1;
+  auto *base = static_cast<char *>(arena);
+  ctx.slot[SlotLocalStatic] = reinterpret_cast<uint64_t>(base + L.staticOffset);
+  ctx.slot[SlotAsyncHook] = reinterpret_cast<uint64_t>(L.hook);
+  ctx.slot[SlotAsyncUser] = reinterpret_cast<uint64_t>(L.hookUser);
+
+  void *slotsBuf[64];
+  std::vector<void *> slotsVec;
+  void **slots = slotsBuf;
+  if (L.slots.size() > 64) {
+    slotsVec.resize(L.slots.size());
+    slots = slotsVec.data();
+  }
+  for (size_t i = 0; i < L.slots.size(); ++i)
+    slots[i] = L.localOffset[i] >= 0 ? base + L.localOffset[i] : L.slots[i];
+
+  const KernelImpl &k = *L.k;
+  const uint64_t rows = ls[1] * ls[2];
+  const uint64_t total = ls[0] * rows;
+  if (mode == ExecMode::LWI || !team || team->size() <= 1) {
+    if (k.wg) {
+      k.wg(slots, &ctx, 0, ls[0], 0, rows);
+      return Status::success();
+    }
+    return runFibers(k, slots, ctx, 0, total, nullptr);
+  }
+  const unsigned P = team->size();
+  if (k.wg) {
+    team->run([&](unsigned pe) {
+      WiCtx my = ctx;
+      if (rows >= P) {
+        k.wg(slots, &my, 0, ls[0], rows * pe / P, rows * (pe + 1) / P);
+      } else {
+        uint64_t a = ls[0] * pe / P, b = ls[0] * (pe + 1) / P;
+        if (a < b) k.wg(slots, &my, a, b, 0, rows);
+      }
+    });
+    return Status::success();
+  }
+  TeamBarrier barrier(static_cast<std::ptrdiff_t>(P));
+  std::mutex mu;
+  Status result;
+  team->run([&](unsigned pe) {
+    WiCtx my = ctx;
+    Status s = runFibers(k, slots, my, total * pe / P, total * (pe + 1) / P, &barrier);
+    if (!s) {
+      std::lock_guard<std::mutex> g(mu);
+      result = s;
+    }
+  });
+  return result;
+}
+
+// ------------------------------------------------------------ thread team
+namespace {
+class ThreadPeTeam final : public PeTeam {
+public:
+  explicit ThreadPeTeam(unsigned n) : n_(n ? n : 1) {
+    for (unsigned i = 1; i < n_; ++i) threads_.emplace_back([this, i] { loop(i); });
+  }
+  ~ThreadPeTeam() override {
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      stop_ = true;
+      ++gen_;
+    }
+    cv_.notify_all();
+    for (auto &t : threads_) t.join();
+  }
+  unsigned size() const override { return n_; }
+  void run(const std::function<void(unsigned)> &fn) override {
+    std::lock_guard<std::mutex> runLock(runMu_);
+    {
+      std::lock_guard<std::mutex> l(mu_);
+      fn_ = &fn;
+      pending_ = n_ - 1;
+      ++gen_;
+    }
+    cv_.notify_all();
+    fn(0);
+    std::unique_lock<std::mutex> l(mu_);
+    doneCv_.wait(l, [&] { return pending_ == 0; });
+    fn_ = nullptr;
+  }
+
+private:
+  void loop(unsigned idx) {
+    uint64_t seen = 0;
+    for (;;) {
+      const std::function<void(unsigned)> *fn;
+      {
+        std::unique_lock<std::mutex> l(mu_);
+        cv_.wait(l, [&] { return gen_ != seen; });
+        seen = gen_;
+        if (stop_) return;
+        fn = fn_;
+      }
+      (*fn)(idx);
+      {
+        std::lock_guard<std::mutex> l(mu_);
+        if (--pending_ == 0) doneCv_.notify_all();
+      }
+    }
+  }
+  unsigned n_;
+  std::vector<std::thread> threads_;
+  std::mutex mu_, runMu_;
+  std::condition_variable cv_, doneCv_;
+  const std::function<void(unsigned)> *fn_ = nullptr;
+  unsigned pending_ = 0;
+  uint64_t gen_ = 0;
+  bool stop_ = false;
+};
+} // namespace
+
+std::unique_ptr<PeTeam> makeThreadPeTeam(unsigned n) { return std::make_unique<ThreadPeTeam>(n); }
+
+} // namespace manycl::compiler

@@ -1,0 +1,634 @@
+// Work-group function generation: turns OpenCL kernels (single work-item
+// functions) into entry points the executor calls per work-group.
+//
+//   __manycl_wg_K(void **args, WiCtx *ctx, x0, x1, r0, r1)
+//       barrier-free kernels: loops r in [r0,r1) (y = r % ly, z = r / ly)
+//       and x in [x0,x1); the inner loop is vectorizable across work-items.
+//   __manycl_fiber_K(void **args, WiCtx *ctx, x, y, z)
+//       kernels with barriers: one work-item; barrier() switches fibers.
+#include "frontend.h"
+
+#include <llvm/ADT/SmallPtrSet.h>
+#include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/IR/Constants.h>
+#include <llvm/IR/DataLayout.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/InstIterator.h>
+#include <llvm/IR/Instructions.h>
+#include <llvm/IR/IntrinsicInst.h>
+#include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/Verifier.h>
+#include <llvm/Linker/Linker.h>
+#include <llvm/MC/TargetRegistry.h>
+#include <llvm/Passes/PassBuilder.h>
+#include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/TargetSelect.h>
+#include <llvm/Target/TargetMachine.h>
+#include <llvm/Target/TargetOptions.h>
+#include <llvm/TargetParser/Host.h>
+#include <llvm/Transforms/Utils/Cloning.h>
+#include <llvm/Transforms/Utils/ValueMapper.h>
+
+#include <map>
+#include <mutex>
+#include <set>
+
+extern "C" const char manycl_builtins_bc[];
+extern "C" const char manycl_builtins_bc_end[];
+
+namespace manycl::compiler::detail {
+
+using namespace llvm;
+
+void initLLVM() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    InitializeNativeTarget();
+    InitializeNativeTargetAsmPrinter();
+    InitializeNativeTargetAsmParser();
+  });
+}
+
+std::string hostCpu() { return sys::getHostCPUName().str(); }
+
+std::string hostFeatures() {
+  StringMap<bool> f;
+  std::string s;
+  if (sys::getHostCPUFeatures(f)) {
+    for (auto &kv : f) {
+      if (!s.empty()) s += ',';
+      s += (kv.second ? "+" : "-") + kv.first().str();
+    }
+  }
+  return s;
+}
+
+// ---------------------------------------------------------------- metadata
+static std::string mdString(MDNode *n, unsigned i) {
+  if (!n || i >= n->getNumOperands()) return {};
+  if (auto *s = dyn_cast_or_null<MDString>(n->getOperand(i).get())) return s->getString().str();
+  return {};
+}
+static int64_t mdInt(MDNode *n, unsigned i) {
+  if (!n || i >= n->getNumOperands()) return 0;
+  if (auto *c = mdconst::dyn_extract_or_null<ConstantInt>(n->getOperand(i))) return c->getSExtValue();
+  return 0;
+}
+
+static std::string typeName(Type *t, bool isSigned) {
+  if (auto *vt = dyn_cast<FixedVectorType>(t))
+    return typeName(vt->getElementType(), isSigned) + std::to_string(vt->getNumElements());
+  if (t->isFloatTy()) return "float";
+  if (t->isDoubleTy()) return "double";
+  if (t->isHalfTy()) return "half";
+  if (t->isIntegerTy(8)) return isSigned ? "char" : "uchar";
+  if (t->isIntegerTy(16)) return isSigned ? "short" : "ushort";
+  if (t->isIntegerTy(32)) return isSigned ? "int" : "uint";
+  if (t->isIntegerTy(64)) return isSigned ? "long" : "ulong";
+  return "unknown";
+}
+
+static bool isKernel(const Function &F) {
+  return !F.isDeclaration() && F.getMetadata("kernel_arg_addr_space") != nullptr;
+}
+
+std::vector<KernelInfo> extractKernels(Module &M) {
+  std::vector<KernelInfo> out;
+  const DataLayout &DL = M.getDataLayout();
+  for (Function &F : M) {
+    if (!isKernel(F)) continue;
+    KernelInfo k;
+    k.name = F.getName().str();
+    MDNode *as = F.getMetadata("kernel_arg_addr_space");
+    MDNode *acc = F.getMetadata("kernel_arg_access_qual");
+    MDNode *ty = F.getMetadata("kernel_arg_type");
+    MDNode *tq = F.getMetadata("kernel_arg_type_qual");
+    MDNode *nm = F.getMetadata("kernel_arg_name");
+    for (unsigned i = 0; i < F.arg_size(); ++i) {
+      KernelArgInfo a;
+      Argument *arg = F.getArg(i);
+      int64_t space = mdInt(as, i);
+      a.address = space >= 0 && space <= 3 ? static_cast<AddressQual>(space) : AddressQual::Private;
+      std::string accs = mdString(acc, i);
+      a.access = accs == "read_only" ? AccessQual::ReadOnly
+                 : accs == "write_only" ? AccessQual::WriteOnly
+                 : accs == "read_write" ? AccessQual::ReadWrite
+                                        : AccessQual::None;
+      a.type_name = mdString(ty, i);
+      std::string q = mdString(tq, i);
+      if (q.find("const") != std::string::npos) a.type_qual |= TypeQualConst;
+      if (q.find("restrict") != std::string::npos) a.type_qual |= TypeQualRestrict;
+      if (q.find("volatile") != std::string::npos) a.type_qual |= TypeQualVolatile;
+      if (q.find("pipe") != std::string::npos) a.type_qual |= TypeQualPipe;
+      a.name = mdString(nm, i);
+      Type *t = arg->getType();
+      if (a.address != AddressQual::Private || (t->isPointerTy() && !arg->hasByValAttr())) {
+        a.is_pointer = true;
+        a.size = 8;
+        a.align = 8;
+      } else if (arg->hasByValAttr()) {
+        Type *bt = arg->getParamByValType();
+        a.size = static_cast<uint32_t>(DL.getTypeAllocSize(bt));
+        a.align = static_cast<uint32_t>(DL.getABITypeAlign(bt).value());
+      } else {
+        a.size = static_cast<uint32_t>(DL.getTypeAllocSize(t));
+        a.align = static_cast<uint32_t>(DL.getABITypeAlign(t).value());
+      }
+      k.args.push_back(std::move(a));
+    }
+    std::string attrs;
+    if (MDNode *r = F.getMetadata("reqd_work_group_size")) {
+      for (int d = 0; d < 3; ++d) k.reqd_work_group_size[d] = static_cast<uint32_t>(mdInt(r, d));
+      attrs += "reqd_work_group_size(" + std::to_string(k.reqd_work_group_size[0]) + "," +
+               std::to_string(k.reqd_work_group_size[1]) + "," +
+               std::to_string(k.reqd_work_group_size[2]) + ")";
+    }
+    if (MDNode *h = F.getMetadata("work_group_size_hint")) {
+      for (int d = 0; d < 3; ++d) k.work_group_size_hint[d] = static_cast<uint32_t>(mdInt(h, d));
+      if (!attrs.empty()) attrs += ' ';
+      attrs += "work_group_size_hint(" + std::to_string(k.work_group_size_hint[0]) + "," +
+               std::to_string(k.work_group_size_hint[1]) + "," +
+               std::to_string(k.work_group_size_hint[2]) + ")";
+    }
+    if (MDNode *v = F.getMetadata("vec_type_hint")) {
+      if (v->getNumOperands() >= 1) {
+        if (auto *c = mdconst::dyn_extract_or_null<Constant>(v->getOperand(0))) {
+          k.vec_type_hint = typeName(c->getType(), mdInt(v, 1) != 0);
+          if (!attrs.empty()) attrs += ' ';
+          attrs += "vec_type_hint(" + k.vec_type_hint + ")";
+        }
+      }
+    }
+    k.attributes = attrs;
+    out.push_back(std::move(k));
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------- helpers
+static std::unique_ptr<TargetMachine> makeHostTM(CodeGenOpt::Level lvl) {
+  initLLVM();
+  std::string triple = sys::getProcessTriple();
+  std::string err;
+  const Target *T = TargetRegistry::lookupTarget(triple, err);
+  if (!T) return nullptr;
+  TargetOptions opts;
+  return std::unique_ptr<TargetMachine>(T->createTargetMachine(
+      triple, hostCpu(), hostFeatures(), opts, Reloc::PIC_, std::nullopt, lvl));
+}
+
+/// Replaces constant-expression users of `G` by instructions so that every
+/// use of G is an instruction operand.
+static void expandConstantUsers(Constant *G) {
+  SmallVector<ConstantExpr *, 8> ces;
+  for (User *U : G->users())
+    if (auto *ce = dyn_cast<ConstantExpr>(U)) ces.push_back(ce);
+  for (ConstantExpr *ce : ces) {
+    expandConstantUsers(ce);
+    SmallVector<Use *, 8> uses;
+    for (Use &u : ce->uses()) uses.push_back(&u);
+    for (Use *u : uses) {
+      auto *I = dyn_cast<Instruction>(u->getUser());
+      if (!I) continue;
+      Instruction *ni = ce->getAsInstruction();
+      if (auto *phi = dyn_cast<PHINode>(I))
+        ni->insertBefore(phi->getIncomingBlock(*u)->getTerminator());
+      else
+        ni->insertBefore(I);
+      u->set(ni);
+    }
+    if (ce->use_empty()) ce->destroyConstant();
+  }
+}
+
+static LoadInst *loadSlot(IRBuilder<> &B, Value *ctx, Value *index) {
+  Value *p = B.CreateInBoundsGEP(B.getInt64Ty(), ctx, index);
+  LoadInst *l = B.CreateLoad(B.getInt64Ty(), p);
+  l->setMetadata(LLVMContext::MD_invariant_load, MDNode::get(B.getContext(), {}));
+  return l;
+}
+
+/// ctx[base + min(dim,3)]
+static Value *loadDim(IRBuilder<> &B, Value *ctx, unsigned base, Value *dim) {
+  Value *d = B.CreateZExtOrTrunc(dim, B.getInt64Ty());
+  if (auto *c = dyn_cast<ConstantInt>(d)) {
+    uint64_t v = std::min<uint64_t>(c->getZExtValue(), 3);
+    return loadSlot(B, ctx, B.getInt64(base + v));
+  }
+  Value *cl = B.CreateSelect(B.CreateICmpULT(d, B.getInt64(3)), d, B.getInt64(3));
+  return loadSlot(B, ctx, B.CreateAdd(cl, B.getInt64(base)));
+}
+
+struct WiArgs {
+  Value *ctx, *x, *y, *z;
+};
+
+static Value *localId(IRBuilder<> &B, const WiArgs &w, Value *dim) {
+  Value *d = B.CreateZExtOrTrunc(dim, B.getInt64Ty());
+  if (auto *c = dyn_cast<ConstantInt>(d)) {
+    switch (c->getZExtValue()) {
+    case 0: return w.x;
+    case 1: return w.y;
+    case 2: return w.z;
+    default: return B.getInt64(0);
+    }
+  }
+  Value *r = B.CreateSelect(B.CreateICmpEQ(d, B.getInt64(2)), w.z, B.getInt64(0));
+  r = B.CreateSelect(B.CreateICmpEQ(d, B.getInt64(1)), w.y, r);
+  return B.CreateSelect(B.CreateICmpEQ(d, B.getInt64(0)), w.x, r);
+}
+
+static Value *globalId(IRBuilder<> &B, const WiArgs &w, Value *dim) {
+  Value *g = loadDim(B, w.ctx, SlotGroupId, dim);
+  Value *l = loadDim(B, w.ctx, SlotEnqLocalSize, dim);
+  Value *o = loadDim(B, w.ctx, SlotGlobalOffset, dim);
+  return B.CreateAdd(B.CreateAdd(B.CreateMul(g, l), localId(B, w, dim)), o);
+}
+
+/// Replaces work-item function calls, barriers and __manycl_wctx() inside
+/// a work-item function. Returns true if it contains barriers.
+static bool lowerWorkItemCalls(Function &F, const WiArgs &w, FunctionCallee barrierFn) {
+  bool barriers = false;
+  std::vector<CallInst *> calls;
+  for (Instruction &I : instructions(F))
+    if (auto *ci = dyn_cast<CallInst>(&I))
+      if (Function *cf = ci->getCalledFunction(); cf && cf->isDeclaration()) calls.push_back(ci);
+  for (CallInst *ci : calls) {
+    StringRef n = ci->getCalledFunction()->getName();
+    IRBuilder<> B(ci);
+    Value *r = nullptr;
+    auto arg0 = [&]() { return ci->getArgOperand(0); };
+    if (n == "_Z12get_local_idj") r = localId(B, w, arg0());
+    else if (n == "_Z13get_global_idj") r = globalId(B, w, arg0());
+    else if (n == "_Z14get_local_sizej") r = loadDim(B, w.ctx, SlotLocalSize, arg0());
+    else if (n == "_Z23get_enqueued_local_sizej") r = loadDim(B, w.ctx, SlotEnqLocalSize, arg0());
+    else if (n == "_Z15get_global_sizej") r = loadDim(B, w.ctx, SlotGlobalSize, arg0());
+    else if (n == "_Z14get_num_groupsj") r = loadDim(B, w.ctx, SlotNumGroups, arg0());
+    else if (n == "_Z12get_group_idj") r = loadDim(B, w.ctx, SlotGroupId, arg0());
+    else if (n == "_Z17get_global_offsetj") r = loadDim(B, w.ctx, SlotGlobalOffset, arg0());
+    else if (n == "_Z12get_work_dimv") r = B.CreateTrunc(loadSlot(B, w.ctx, B.getInt64(SlotWorkDim)), B.getInt32Ty());
+    else if (n == "_Z19get_local_linear_idv") {
+      Value *l0 = loadSlot(B, w.ctx, B.getInt64(SlotLocalSize));
+      Value *l1 = loadSlot(B, w.ctx, B.getInt64(SlotLocalSize + 1));
+      r = B.CreateAdd(B.CreateMul(B.CreateAdd(B.CreateMul(w.z, l1), w.y), l0), w.x);
+    } else if (n == "_Z20get_global_linear_idv") {
+      Value *g[3];
+      for (unsigned d = 0; d < 3; ++d)
+        g[d] = B.CreateSub(globalId(B, w, B.getInt32(d)), loadSlot(B, w.ctx, B.getInt64(SlotGlobalOffset + d)));
+      Value *s0 = loadSlot(B, w.ctx, B.getInt64(SlotGlobalSize));
+      Value *s1 = loadSlot(B, w.ctx, B.getInt64(SlotGlobalSize + 1));
+      r = B.CreateAdd(B.CreateMul(B.CreateAdd(B.CreateMul(g[2], s1), g[1]), s0), g[0]);
+    } else if (n == "__manycl_wctx") {
+      r = w.ctx;
+    } else if (n == "__manycl_local_linear_id") {
+      Value *l0 = loadSlot(B, w.ctx, B.getInt64(SlotLocalSize));
+      Value *l1 = loadSlot(B, w.ctx, B.getInt64(SlotLocalSize + 1));
+      r = B.CreateAdd(B.CreateMul(B.CreateAdd(B.CreateMul(w.z, l1), w.y), l0), w.x);
+    } else if (n == "_Z7barrierj" || n.startswith("_Z18work_group_barrierj")) {
+      B.CreateCall(barrierFn, {w.ctx});
+      barriers = true;
+      ci->eraseFromParent();
+      continue;
+    } else {
+      continue;
+    }
+    if (r->getType() != ci->getType()) r = B.CreateZExtOrTrunc(r, ci->getType());
+    ci->replaceAllUsesWith(r);
+    ci->eraseFromParent();
+  }
+  return barriers;
+}
+
+static Status inlineAll(Function &F) {
+  for (int round = 0; round < 10000; ++round) {
+    CallBase *target = nullptr;
+    for (Instruction &I : instructions(F)) {
+      if (auto *cb = dyn_cast<CallBase>(&I)) {
+        Function *cf = cb->getCalledFunction();
+        if (cf && !cf->isDeclaration() && !cf->isIntrinsic()) { target = cb; break; }
+      }
+    }
+    if (!target) return Status::success();
+    if (target->getCalledFunction() == &F)
+      return Status::error(ErrorCode::BuildFailure, "recursion is not supported in OpenCL C");
+    InlineFunctionInfo ifi;
+    InlineResult r = InlineFunction(*target, ifi);
+    if (!r.isSuccess())
+      return Status::error(ErrorCode::BuildFailure,
+                           std::string("cannot inline call: ") + r.getFailureReason());
+  }
+  return Status::error(ErrorCode::BuildFailure, "call graph too deep (recursion?)");
+}
+
+static uint64_t allocaBytes(Function &F) {
+  const DataLayout &DL = F.getParent()->getDataLayout();
+  uint64_t total = 0;
+  for (Instruction &I : instructions(F))
+    if (auto *a = dyn_cast<AllocaInst>(&I))
+      if (auto sz = a->getAllocationSizeInBits(DL)) total += (*sz + 7) / 8;
+  return total;
+}
+
+static std::vector<Value *> unpackArgs(IRBuilder<> &B, Value *argv, Function *wi,
+                                       const KernelInfo &k) {
+  std::vector<Value *> vals;
+  for (unsigned i = 0; i < k.args.size(); ++i) {
+    Argument *p = wi->getArg(i);
+    Value *slotp = B.CreateInBoundsGEP(B.getPtrTy(), argv, B.getInt64(i));
+    LoadInst *slot = B.CreateLoad(B.getPtrTy(), slotp);
+    slot->setMetadata(LLVMContext::MD_invariant_load, MDNode::get(B.getContext(), {}));
+    if (k.args[i].is_pointer || p->hasByValAttr()) {
+      vals.push_back(slot);
+    } else {
+      vals.push_back(B.CreateAlignedLoad(p->getType(), slot, Align(1)));
+    }
+  }
+  return vals;
+}
+
+static const std::set<std::string> &knownRuntimeSymbols() {
+  static const std::set<std::string> s = {"__manycl_barrier"};
+  return s;
+}
+
+// ---------------------------------------------------------------- finalize
+Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
+                      std::vector<KernelInfo> &kernels, std::string &log) {
+  (void)dev;
+  initLLVM();
+  LLVMContext &C = M.getContext();
+  kernels = extractKernels(M);
+
+  // 1. Builtin library: only what is used.
+  {
+    size_t n = static_cast<size_t>(manycl_builtins_bc_end - manycl_builtins_bc);
+    auto buf = MemoryBuffer::getMemBuffer(StringRef(manycl_builtins_bc, n), "manycl-builtins", false);
+    auto lib = getOwningLazyBitcodeModule(std::move(buf), C);
+    if (!lib) {
+      std::string e = toString(lib.takeError());
+      return Status::error(ErrorCode::Internal, "cannot read builtin library: " + e);
+    }
+    (*lib)->setDataLayout(M.getDataLayout());
+    (*lib)->setTargetTriple(M.getTargetTriple());
+    if (Linker::linkModules(M, std::move(*lib), Linker::LinkOnlyNeeded))
+      return Status::error(ErrorCode::Internal, "cannot link builtin library");
+  }
+
+  // Host CPU for all functions.
+  const std::string cpu = hostCpu(), features = hostFeatures();
+  for (Function &F : M) {
+    F.removeFnAttr("target-cpu");
+    F.removeFnAttr("target-features");
+    F.removeFnAttr("tune-cpu");
+    if (!F.isDeclaration()) {
+      F.addFnAttr("target-cpu", cpu);
+      if (!features.empty()) F.addFnAttr("target-features", features);
+    }
+  }
+
+  Type *i64 = Type::getInt64Ty(C);
+  PointerType *ptr = PointerType::get(C, 0);
+  FunctionCallee barrierFn = M.getOrInsertFunction("__manycl_barrier", Type::getVoidTy(C), ptr);
+  if (auto *bf = dyn_cast<Function>(barrierFn.getCallee())) {
+    bf->addFnAttr(Attribute::NoUnwind);
+    bf->addFnAttr(Attribute::Convergent);
+    bf->addFnAttr(Attribute::NoDuplicate);
+  }
+
+  // 2. Single work-item clones with (ctx, x, y, z) parameters.
+  std::vector<Function *> wis;
+  std::vector<Function *> origKernels;
+  for (auto &k : kernels) {
+    Function *K = M.getFunction(k.name);
+    origKernels.push_back(K);
+    std::vector<Type *> params;
+    for (Argument &a : K->args()) params.push_back(a.getType());
+    params.push_back(ptr);
+    params.push_back(i64);
+    params.push_back(i64);
+    params.push_back(i64);
+    auto *ft = FunctionType::get(Type::getVoidTy(C), params, false);
+    Function *wi = Function::Create(ft, GlobalValue::InternalLinkage, "__manycl_wi_" + k.name, &M);
+    ValueToValueMapTy vmap;
+    for (unsigned i = 0; i < K->arg_size(); ++i) {
+      vmap[K->getArg(i)] = wi->getArg(i);
+      wi->getArg(i)->setName(K->getArg(i)->getName());
+    }
+    SmallVector<ReturnInst *, 4> rets;
+    CloneFunctionInto(wi, K, vmap, CloneFunctionChangeType::LocalChangesOnly, rets);
+    wi->setCallingConv(CallingConv::C);
+    wi->setLinkage(GlobalValue::InternalLinkage);
+    // Drop the kernel metadata from the clone.
+    for (const char *md : {"kernel_arg_addr_space", "kernel_arg_access_qual", "kernel_arg_type",
+                           "kernel_arg_base_type", "kernel_arg_type_qual", "kernel_arg_name",
+                           "reqd_work_group_size", "work_group_size_hint", "vec_type_hint"})
+      wi->setMetadata(md, nullptr);
+    wis.push_back(wi);
+  }
+
+  // 3. Everything else internal and inlinable.
+  for (Function &F : M) {
+    if (F.isDeclaration()) continue;
+    F.setLinkage(GlobalValue::InternalLinkage);
+    F.removeFnAttr(Attribute::NoInline);
+    F.removeFnAttr(Attribute::OptimizeNone);
+    F.addFnAttr(Attribute::AlwaysInline);
+  }
+  for (GlobalVariable &G : M.globals())
+    if (!G.isDeclaration()) G.setLinkage(GlobalValue::InternalLinkage);
+
+  // 4. Inline everything into the work-item functions.
+  for (Function *wi : wis) {
+    Status s = inlineAll(*wi);
+    if (!s) {
+      log += "error: " + s.message + "\n";
+      return s;
+    }
+  }
+
+  // 5. Kernel-scope __local variables -> offsets from the static local base.
+  std::vector<GlobalVariable *> locals;
+  for (GlobalVariable &G : M.globals())
+    if (!G.isDeclaration() && G.hasLocalLinkage() && G.hasInitializer() &&
+        isa<UndefValue>(G.getInitializer()))
+      locals.push_back(&G);
+  for (GlobalVariable *G : locals) expandConstantUsers(G);
+
+  const DataLayout &DL = M.getDataLayout();
+  for (size_t ki = 0; ki < kernels.size(); ++ki) {
+    Function *wi = wis[ki];
+    WiArgs w{wi->getArg(kernels[ki].args.size()), wi->getArg(kernels[ki].args.size() + 1),
+             wi->getArg(kernels[ki].args.size() + 2), wi->getArg(kernels[ki].args.size() + 3)};
+    // locals used by this work-item function
+    std::vector<GlobalVariable *> used;
+    for (GlobalVariable *G : locals) {
+      for (User *U : G->users())
+        if (auto *I = dyn_cast<Instruction>(U); I && I->getFunction() == wi) {
+          used.push_back(G);
+          break;
+        }
+    }
+    uint64_t off = 0;
+    if (!used.empty()) {
+      IRBuilder<> B(&*wi->getEntryBlock().getFirstInsertionPt());
+      Value *base = B.CreateIntToPtr(loadSlot(B, w.ctx, B.getInt64(SlotLocalStatic)), ptr);
+      for (GlobalVariable *G : used) {
+        uint64_t al = std::max<uint64_t>(16, G->getAlign() ? G->getAlign()->value() : 16);
+        off = (off + al - 1) / al * al;
+        Value *p = B.CreateInBoundsGEP(B.getInt8Ty(), base, B.getInt64(off));
+        off += DL.getTypeAllocSize(G->getValueType());
+        std::vector<Use *> uses;
+        for (Use &u : G->uses())
+          if (auto *I = dyn_cast<Instruction>(u.getUser()); I && I->getFunction() == wi) uses.push_back(&u);
+        for (Use *u : uses) u->set(p);
+      }
+    }
+    kernels[ki].static_local_size = (off + 63) / 64 * 64;
+    kernels[ki].uses_barriers = lowerWorkItemCalls(*wi, w, barrierFn);
+    kernels[ki].private_size = allocaBytes(*wi);
+    for (Instruction &I : instructions(*wi))
+      if (auto *ci = dyn_cast<CallInst>(&I))
+        if (Function *cf = ci->getCalledFunction(); cf && cf->getName() == "printf")
+          kernels[ki].uses_printf = true;
+  }
+
+  // 6. Entry points.
+  for (size_t ki = 0; ki < kernels.size(); ++ki) {
+    const KernelInfo &k = kernels[ki];
+    Function *wi = wis[ki];
+    if (k.uses_barriers) {
+      auto *ft = FunctionType::get(Type::getVoidTy(C), {ptr, ptr, i64, i64, i64}, false);
+      Function *f = Function::Create(ft, GlobalValue::ExternalLinkage, fiberName(k.name), &M);
+      f->addFnAttr(Attribute::NoUnwind);
+      f->addFnAttr("target-cpu", cpu);
+      if (!features.empty()) f->addFnAttr("target-features", features);
+      BasicBlock *bb = BasicBlock::Create(C, "entry", f);
+      IRBuilder<> B(bb);
+      auto vals = unpackArgs(B, f->getArg(0), wi, k);
+      vals.push_back(f->getArg(1));
+      vals.push_back(f->getArg(2));
+      vals.push_back(f->getArg(3));
+      vals.push_back(f->getArg(4));
+      B.CreateCall(wi, vals);
+      B.CreateRetVoid();
+    } else {
+      auto *ft = FunctionType::get(Type::getVoidTy(C), {ptr, ptr, i64, i64, i64, i64}, false);
+      Function *f = Function::Create(ft, GlobalValue::ExternalLinkage, wgName(k.name), &M);
+      f->addFnAttr(Attribute::NoUnwind);
+      f->addFnAttr("target-cpu", cpu);
+      if (!features.empty()) f->addFnAttr("target-features", features);
+      Argument *argv = f->getArg(0), *ctx = f->getArg(1), *x0 = f->getArg(2), *x1 = f->getArg(3),
+               *r0 = f->getArg(4), *r1 = f->getArg(5);
+      BasicBlock *entry = BasicBlock::Create(C, "entry", f);
+      BasicBlock *rhead = BasicBlock::Create(C, "r.head", f);
+      BasicBlock *rbody = BasicBlock::Create(C, "r.body", f);
+      BasicBlock *xbody = BasicBlock::Create(C, "x.body", f);
+      BasicBlock *xexit = BasicBlock::Create(C, "x.exit", f);
+      BasicBlock *exit = BasicBlock::Create(C, "exit", f);
+      IRBuilder<> B(entry);
+      auto vals = unpackArgs(B, argv, wi, k);
+      Value *ly = loadSlot(B, ctx, B.getInt64(SlotLocalSize + 1));
+      Value *xEmpty = B.CreateICmpUGE(x0, x1);
+      B.CreateBr(rhead);
+      B.SetInsertPoint(rhead);
+      PHINode *r = B.CreatePHI(i64, 2, "r");
+      r->addIncoming(r0, entry);
+      B.CreateCondBr(B.CreateICmpULT(r, r1), rbody, exit);
+      B.SetInsertPoint(rbody);
+      Value *y = B.CreateURem(r, ly);
+      Value *z = B.CreateUDiv(r, ly);
+      B.CreateCondBr(xEmpty, xexit, xbody);
+      B.SetInsertPoint(xbody);
+      PHINode *x = B.CreatePHI(i64, 2, "x");
+      x->addIncoming(x0, rbody);
+      auto callVals = vals;
+      callVals.push_back(ctx);
+      callVals.push_back(x);
+      callVals.push_back(y);
+      callVals.push_back(z);
+      B.CreateCall(wi, callVals);
+      Value *xn = B.CreateAdd(x, B.getInt64(1), "x.next", true, true);
+      x->addIncoming(xn, xbody);
+      B.CreateCondBr(B.CreateICmpULT(xn, x1), xbody, xexit);
+      B.SetInsertPoint(xexit);
+      Value *rn = B.CreateAdd(r, B.getInt64(1), "r.next", true, true);
+      r->addIncoming(rn, xexit);
+      B.CreateBr(rhead);
+      B.SetInsertPoint(exit);
+      B.CreateRetVoid();
+    }
+  }
+
+  // 7. Remove the original kernels and anything now unused.
+  for (Function *K : origKernels) {
+    K->setLinkage(GlobalValue::InternalLinkage);
+    if (K->use_empty()) K->eraseFromParent();
+    else K->deleteBody(); // only calls remained from other (inlined) kernels
+  }
+  bool changed = true;
+  while (changed) {
+    changed = false;
+    for (auto it = M.begin(); it != M.end();) {
+      Function &F = *it++;
+      if (F.hasLocalLinkage() && F.use_empty()) { F.eraseFromParent(); changed = true; }
+    }
+    for (auto it = M.global_begin(); it != M.global_end();) {
+      GlobalVariable &G = *it++;
+      if (G.hasLocalLinkage() && G.use_empty()) { G.eraseFromParent(); changed = true; }
+    }
+  }
+
+  {
+    std::string err;
+    raw_string_ostream es(err);
+    if (verifyModule(M, &es)) {
+      es.flush();
+      log += "internal error: invalid module after work-group generation:\n" + err;
+      return Status::error(ErrorCode::Internal, "invalid module after work-group generation");
+    }
+  }
+
+  // 8. Optimize for the host CPU.
+  {
+    auto TM = makeHostTM(po.opt_disable ? CodeGenOpt::Less : CodeGenOpt::Aggressive);
+    LoopAnalysisManager LAM;
+    FunctionAnalysisManager FAM;
+    CGSCCAnalysisManager CGAM;
+    ModuleAnalysisManager MAM;
+    PipelineTuningOptions pto;
+    pto.LoopVectorization = !po.opt_disable;
+    pto.SLPVectorization = !po.opt_disable;
+    PassBuilder PB(TM.get(), pto);
+    PB.registerModuleAnalyses(MAM);
+    PB.registerCGSCCAnalyses(CGAM);
+    PB.registerFunctionAnalyses(FAM);
+    PB.registerLoopAnalyses(LAM);
+    PB.crossRegisterProxies(LAM, FAM, CGAM, MAM);
+    ModulePassManager MPM =
+        PB.buildPerModuleDefaultPipeline(po.opt_disable ? OptimizationLevel::O1 : OptimizationLevel::O3);
+    MPM.run(M, MAM);
+  }
+
+  // 9. Every remaining external must be known (host symbol or native).
+  std::string unresolved;
+  for (Function &F : M) {
+    if (!F.isDeclaration() || F.isIntrinsic() || F.use_empty()) continue;
+    std::string n = F.getName().str();
+    if (knownRuntimeSymbols().count(n) || lookupHostSymbol(n)) continue;
+    if (resolveNative(n)) continue;
+    unresolved += "error: unresolved external function '" + n +
+                  "' (not a builtin, and no registered native library provides this "
+                  "__attribute__((mppa_native)) function)\n";
+  }
+  for (GlobalVariable &G : M.globals()) {
+    if (!G.isDeclaration() || G.use_empty()) continue;
+    unresolved += "error: unresolved external variable '" + G.getName().str() + "'\n";
+  }
+  if (!unresolved.empty()) {
+    log += unresolved;
+    return Status::error(ErrorCode::BuildFailure, "unresolved symbols");
+  }
+  return Status::success();
+}
+
+} // namespace manycl::compiler::detail

@@ -1,0 +1,32 @@
+#pragma once
+#include "manycl/compiler/compiler.h"
+
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <memory>
+#include <string>
+#include <vector>
+
+namespace mct {
+using namespace manycl::compiler;
+
+inline DeviceDesc dev() { return DeviceDesc{}; }
+
+/// Builds and loads, failing the test with the log on error.
+std::shared_ptr<Program> buildLoad(const std::string &src, const std::string &opts = "");
+
+/// Runs a whole NDRange, group by group, in the given mode.
+Status runND(const Program &p, const std::string &kernel, const std::vector<ArgValue> &args,
+             const NDRange &r, ExecMode mode, unsigned pes = 4);
+
+PeTeam &team(unsigned n);
+
+struct ModeParam {
+  ExecMode mode;
+  unsigned pes;
+};
+inline std::string modeName(const testing::TestParamInfo<ModeParam> &i) {
+  return i.param.mode == ExecMode::LWI ? "LWI" : "SPMD" + std::to_string(i.param.pes);
+}
+} // namespace mct

@@ -173,7 +173,7 @@ cl_int Device::info(cl_device_info param, size_t size, void *value, size_t *size
     return out.scalar<cl_platform_id>(Platform::get().handle());
   case CL_DEVICE_NAME: {
     std::string name = std::string("ManyCL ") + c.name + " (" + std::to_string(clusters_.size()) +
-                       " clusters x " + std::to_string(c.pes_per_cluster) + " PEs, " +
+                       " cluster(s) x " + std::to_string(c.pes_per_cluster) + " PEs, " +
                        (spmd ? "SPMD" : "LWI") + ")";
     return out.string(name);
   }

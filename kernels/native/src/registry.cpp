@@ -152,6 +152,15 @@ void check_conv(Checker &ck, uint32_t fn, const mcl_conv_args &a, bool from_gemm
   } else {
     const uint32_t es = dtype_size(in);
     ck.range("pad row", a.pad_row_offset, (u128)a.input.c * es, es);
+    // The table is the one operand whose content decides addresses: an output overlapping it
+    // would rewrite it while other PEs read it (and after checked mode looked at it).
+    const u128 out_begin = a.output.offset;
+    const u128 out_end = out_begin + ((u128)(a.output.h - 1) * a.output.row_stride +
+                                      (u128)(a.output.w - 1) * a.output.pixel_stride +
+                                      a.output.c) * dtype_size(out);
+    const u128 tab_begin = a.table_offset, tab_end = tab_begin + (u128)m * taps * 4;
+    ck.require(out_end <= tab_begin || tab_end <= out_begin,
+               std::string(what) + ": output overlaps the address table");
   }
 }
 

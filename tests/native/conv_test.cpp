@@ -1,0 +1,533 @@
+// Convolution / transposed convolution / GEMM against straightforward references on random
+// shapes: odd sizes, strides, dilations, groups, depthwise, padding at every border, output
+// tiles in the middle and at the corners of the image, halos around input tiles.
+#include "native_test_util.h"
+
+#include <algorithm>
+
+using namespace native_test;
+
+namespace {
+
+struct ConvCase {
+  bool transposed = false;
+  uint32_t H, W, cin, cout, groups, kh, kw, sh, sw, dh, dw;
+  uint32_t pt, pl, pb, pr;        // padding (transposed: ONNX pads)
+  uint32_t OH, OW;                // full output size
+  uint32_t oy0, ox0, oh, ow;      // output tile
+  uint32_t dtype = MCL_DTYPE_F32; // input dtype
+  uint32_t out_dtype = MCL_DTYPE_F32;
+  bool per_channel = false;
+  mcl_activation act{};
+  std::string describe() const {
+    char b[256];
+    std::snprintf(b, sizeof b,
+                  "%s H%u W%u cin%u cout%u g%u k%ux%u s%ux%u d%ux%u pad%u,%u,%u,%u tile(%u,%u %ux%u) "
+                  "dtype%u->%u act%u",
+                  transposed ? "convT" : "conv", H, W, cin, cout, groups, kh, kw, sh, sw, dh, dw,
+                  pt, pl, pb, pr, oy0, ox0, oh, ow, dtype, out_dtype, act.kind);
+    return b;
+  }
+};
+
+int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
+int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+
+ConvCase random_case(std::mt19937 &rng, bool transposed, bool depthwise) {
+  auto pick = [&](uint32_t lo, uint32_t hi) {
+    return std::uniform_int_distribution<uint32_t>(lo, hi)(rng);
+  };
+  ConvCase c;
+  c.transposed = transposed;
+  c.kh = pick(1, 5);
+  c.kw = pick(1, 5);
+  c.sh = pick(1, 3);
+  c.sw = pick(1, 3);
+  c.dh = pick(1, 2);
+  c.dw = pick(1, 2);
+  c.H = pick(1, 13);
+  c.W = pick(1, 13);
+  if (depthwise) {
+    c.groups = c.cin = c.cout = pick(2, 40);
+  } else {
+    c.groups = pick(1, 3);
+    c.cin = c.groups * pick(1, 9);
+    c.cout = c.groups * pick(1, 21);
+  }
+  c.pt = pick(0, c.kh - 1);
+  c.pb = pick(0, c.kh - 1);
+  c.pl = pick(0, c.kw - 1);
+  c.pr = pick(0, c.kw - 1);
+  if (!transposed) {
+    // Make sure at least one output exists.
+    const uint32_t ekh = (c.kh - 1) * c.dh + 1, ekw = (c.kw - 1) * c.dw + 1;
+    if (c.H + c.pt + c.pb < ekh)
+      c.H = ekh;
+    if (c.W + c.pl + c.pr < ekw)
+      c.W = ekw;
+    c.OH = (c.H + c.pt + c.pb - ekh) / c.sh + 1;
+    c.OW = (c.W + c.pl + c.pr - ekw) / c.sw + 1;
+  } else {
+    c.H = std::min<uint32_t>(c.H, 7);
+    c.W = std::min<uint32_t>(c.W, 7);
+    const int64_t oh = (int64_t)(c.H - 1) * c.sh - c.pt - c.pb + (c.kh - 1) * c.dh + 1;
+    const int64_t ow = (int64_t)(c.W - 1) * c.sw - c.pl - c.pr + (c.kw - 1) * c.dw + 1;
+    c.pt = oh < 1 ? 0 : c.pt;
+    c.pb = oh < 1 ? 0 : c.pb;
+    c.pl = ow < 1 ? 0 : c.pl;
+    c.pr = ow < 1 ? 0 : c.pr;
+    c.OH = (c.H - 1) * c.sh - c.pt - c.pb + (c.kh - 1) * c.dh + 1;
+    c.OW = (c.W - 1) * c.sw - c.pl - c.pr + (c.kw - 1) * c.dw + 1;
+  }
+  // Output tile: whole image, a corner, or an interior box.
+  switch (pick(0, 2)) {
+  case 0:
+    c.oy0 = c.ox0 = 0, c.oh = c.OH, c.ow = c.OW;
+    break;
+  default:
+    c.oy0 = pick(0, c.OH - 1);
+    c.ox0 = pick(0, c.OW - 1);
+    c.oh = pick(1, c.OH - c.oy0);
+    c.ow = pick(1, c.OW - c.ox0);
+  }
+  return c;
+}
+
+// Runs one case; checks every output element against the reference.
+void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, bool use_table = true) {
+  SCOPED_TRACE(c.describe() + " isa=" + mcl_native_isa() + " threads=" + std::to_string(threads));
+  std::mt19937 rng(seed);
+  Spm spm(4u << 20, threads);
+  const bool int8 = c.dtype == MCL_DTYPE_S8 || c.dtype == MCL_DTYPE_U8;
+  const uint32_t cin_g = c.cin / c.groups, cout_g = c.cout / c.groups;
+  const uint32_t taps = c.kh * c.kw;
+
+  // Full input image, weights (ONNX layout), bias.
+  std::vector<double> x((size_t)c.H * c.W * c.cin);
+  std::vector<float> wf((size_t)c.cout * cin_g * taps);
+  std::vector<uint16_t> wh(wf.size());
+  std::vector<int8_t> w8(wf.size());
+  std::vector<float> bias_f(c.cout);
+  std::vector<int32_t> bias_i(c.cout);
+  std::uniform_real_distribution<float> uni(-1.0f, 1.0f);
+  const int32_t xlo = c.dtype == MCL_DTYPE_U8 ? 0 : -128, xhi = c.dtype == MCL_DTYPE_U8 ? 255 : 127;
+  std::uniform_int_distribution<int32_t> xq(xlo, xhi), wq(-128, 127), bq(-5000, 5000);
+  for (auto &v : x)
+    v = int8 ? (double)xq(rng) : c.dtype == MCL_DTYPE_F16 ? h2f(f2h(uni(rng))) : uni(rng);
+  for (size_t i = 0; i < wf.size(); ++i) {
+    wf[i] = uni(rng);
+    wh[i] = f2h(wf[i]);
+    w8[i] = (int8_t)wq(rng);
+    if (c.dtype == MCL_DTYPE_F16)
+      wf[i] = h2f(wh[i]);
+  }
+  for (uint32_t i = 0; i < c.cout; ++i) {
+    bias_f[i] = uni(rng);
+    bias_i[i] = bq(rng);
+  }
+  // Quantization.
+  const uint32_t nscale = c.per_channel ? c.cout : 1;
+  std::vector<float> wscale(nscale);
+  std::vector<int32_t> wzp(nscale);
+  for (uint32_t i = 0; i < nscale; ++i) {
+    wscale[i] = 0.002f + 0.01f * (uni(rng) + 1.0f);
+    wzp[i] = c.per_channel ? 0 : std::uniform_int_distribution<int32_t>(-3, 3)(rng);
+  }
+  const float xscale = 0.02f, yscale = 0.05f + 0.1f * (uni(rng) + 1.0f);
+  const int32_t xzp = std::uniform_int_distribution<int32_t>(xlo, xhi)(rng) / 2;
+  const int32_t ylo = c.out_dtype == MCL_DTYPE_U8 ? 0 : -128, yhi = c.out_dtype == MCL_DTYPE_U8 ? 255 : 127;
+  const int32_t yzp = std::uniform_int_distribution<int32_t>(ylo, yhi)(rng) / 2;
+
+  // Input tile: rows/cols of the image the output tile needs.
+  int64_t iy0, iy1, ix0, ix1, origin_y, origin_x;
+  if (!c.transposed) {
+    iy0 = std::max<int64_t>(0, (int64_t)c.oy0 * c.sh - c.pt);
+    iy1 = std::min<int64_t>(c.H, (int64_t)(c.oy0 + c.oh - 1) * c.sh - c.pt + (c.kh - 1) * c.dh + 1);
+    ix0 = std::max<int64_t>(0, (int64_t)c.ox0 * c.sw - c.pl);
+    ix1 = std::min<int64_t>(c.W, (int64_t)(c.ox0 + c.ow - 1) * c.sw - c.pl + (c.kw - 1) * c.dw + 1);
+    if (iy1 <= iy0)
+      iy0 = 0, iy1 = 1; // the whole tile reads padding
+    if (ix1 <= ix0)
+      ix0 = 0, ix1 = 1;
+    origin_y = (int64_t)c.oy0 * c.sh - c.pt - iy0;
+    origin_x = (int64_t)c.ox0 * c.sw - c.pl - ix0;
+  } else {
+    iy0 = std::max<int64_t>(0, ceil_div((int64_t)c.oy0 + c.pt - (int64_t)(c.kh - 1) * c.dh, c.sh));
+    iy1 = std::min<int64_t>(c.H, floor_div((int64_t)c.oy0 + c.oh - 1 + c.pt, c.sh) + 1);
+    ix0 = std::max<int64_t>(0, ceil_div((int64_t)c.ox0 + c.pl - (int64_t)(c.kw - 1) * c.dw, c.sw));
+    ix1 = std::min<int64_t>(c.W, floor_div((int64_t)c.ox0 + c.ow - 1 + c.pl, c.sw) + 1);
+    if (iy1 <= iy0)
+      iy0 = 0, iy1 = 1;
+    if (ix1 <= ix0)
+      ix0 = 0, ix1 = 1;
+    origin_y = (int64_t)c.oy0 + c.pt - iy0 * c.sh;
+    origin_x = (int64_t)c.ox0 + c.pl - ix0 * c.sw;
+  }
+  // NaN (0xff bytes) around float tiles: any read outside the tile poisons the result.
+  const uint8_t poison = int8 ? 0x5a : 0xff;
+  mcl_conv_args a{};
+  a.input = place_tile(spm, (uint32_t)(iy1 - iy0), (uint32_t)(ix1 - ix0), c.cin, c.dtype, 2, 3, poison);
+  a.output = place_tile(spm, c.oh, c.ow, c.cout, c.out_dtype, 1, 2, 0xee);
+  for (uint32_t y = 0; y < a.input.h; ++y)
+    for (uint32_t xx = 0; xx < a.input.w; ++xx)
+      for (uint32_t ch = 0; ch < c.cin; ++ch)
+        set(spm, a.input, y, xx, ch, x[((size_t)(iy0 + y) * c.W + ix0 + xx) * c.cin + ch]);
+  a.groups = c.groups;
+  a.kernel_h = (uint16_t)c.kh;
+  a.kernel_w = (uint16_t)c.kw;
+  a.stride_h = (uint16_t)c.sh;
+  a.stride_w = (uint16_t)c.sw;
+  a.dilation_h = (uint16_t)c.dh;
+  a.dilation_w = (uint16_t)c.dw;
+  a.origin_y = (int32_t)origin_y;
+  a.origin_x = (int32_t)origin_x;
+  a.act = c.act;
+  a.input_zero_point = xzp;
+  a.output_zero_point = yzp;
+  a.output_min = ylo;
+  a.output_max = yhi;
+  if (int8 && c.act.kind == MCL_ACT_RELU) { // fused ReLU = clamp at the zero point
+    a.output_min = yzp;
+    a.act.kind = MCL_ACT_NONE;
+  }
+  const uint32_t fn = c.transposed ? MCL_NATIVE_FN_CONV_TRANSPOSE2D : MCL_NATIVE_FN_CONV2D;
+  a.pad_row_offset = spm.alloc((uint64_t)c.cin * esize(c.dtype));
+  if (use_table) {
+    const size_t entries = mcl_native_conv_table_size(&a);
+    a.table_offset = spm.alloc(entries * 4);
+    ASSERT_EQ(mcl_native_plan_conv(fn, &a, spm.at<int32_t>(a.table_offset), entries), MCL_NATIVE_OK);
+  } else {
+    a.flags = MCL_CONV_NO_TABLE;
+  }
+  const size_t psize = mcl_native_conv_params_size(fn, &a);
+  a.params_offset = spm.alloc(psize);
+  mcl_weight_quant q{xscale, yscale, wscale.data(), wzp.data(), nscale};
+  const void *weights = int8 ? (const void *)w8.data()
+                             : c.dtype == MCL_DTYPE_F16 ? (const void *)wh.data() : (const void *)wf.data();
+  const void *bias = int8 ? (const void *)bias_i.data() : (const void *)bias_f.data();
+  ASSERT_EQ(mcl_native_pack_conv(fn, &a, weights, bias, int8 ? &q : nullptr,
+                                 spm.base() + a.params_offset, psize),
+            MCL_NATIVE_OK);
+  spm.run(fn, a);
+
+  // Reference on the full image, compared on the tile.
+  auto wval = [&](uint32_t g, uint32_t co, uint32_t ci, uint32_t t) -> double {
+    size_t idx = c.transposed ? (((size_t)g * cin_g + ci) * cout_g + co) * taps + t
+                              : (((size_t)g * cout_g + co) * cin_g + ci) * taps + t;
+    if (int8)
+      return (double)w8[idx] - wzp[c.per_channel ? g * cout_g + co : 0];
+    return wf[idx];
+  };
+  size_t bad = 0;
+  for (uint32_t ty = 0; ty < c.oh; ++ty)
+    for (uint32_t tx = 0; tx < c.ow; ++tx)
+      for (uint32_t oc = 0; oc < c.cout; ++oc) {
+        const uint32_t g = oc / cout_g, co = oc % cout_g;
+        const int64_t oy = c.oy0 + ty, ox = c.ox0 + tx;
+        double acc = 0.0, mag = 0.0;
+        for (uint32_t ky = 0; ky < c.kh; ++ky)
+          for (uint32_t kx = 0; kx < c.kw; ++kx) {
+            int64_t iy, ix;
+            if (!c.transposed) {
+              iy = oy * c.sh - c.pt + (int64_t)ky * c.dh;
+              ix = ox * c.sw - c.pl + (int64_t)kx * c.dw;
+            } else {
+              const int64_t ny = oy + c.pt - (int64_t)ky * c.dh, nx = ox + c.pl - (int64_t)kx * c.dw;
+              if (ny < 0 || nx < 0 || ny % c.sh || nx % c.sw)
+                continue;
+              iy = ny / c.sh;
+              ix = nx / c.sw;
+            }
+            if (iy < 0 || ix < 0 || iy >= c.H || ix >= c.W)
+              continue;
+            for (uint32_t ci = 0; ci < cin_g; ++ci) {
+              double xv = x[((size_t)iy * c.W + ix) * c.cin + g * cin_g + ci];
+              if (int8)
+                xv -= xzp;
+              const double term = xv * wval(g, co, ci, ky * c.kw + kx);
+              acc += term;
+              mag += std::fabs(term);
+            }
+          }
+        const double got = get(spm, a.output, ty, tx, oc);
+        if (int8) {
+          const float m = xscale * wscale[c.per_channel ? oc : 0] / yscale;
+          const int32_t want = requant_ref((int32_t)acc + bias_i[oc], m, yzp, a.output_min, a.output_max);
+          if ((int32_t)got != want && bad++ < 5)
+            ADD_FAILURE() << "at " << ty << "," << tx << "," << oc << " got " << got << " want " << want;
+        } else {
+          acc += bias_f[oc];
+          mag += std::fabs(bias_f[oc]);
+          double want = acc;
+          if (c.act.kind != MCL_ACT_NONE) {
+            // Reference activations in double.
+            const double v = acc;
+            switch (c.act.kind) {
+            case MCL_ACT_RELU: want = std::max(v, 0.0); break;
+            case MCL_ACT_CLIP: want = std::min(std::max(v, (double)c.act.alpha), (double)c.act.beta); break;
+            case MCL_ACT_SILU: want = v / (1.0 + std::exp(-v)); break;
+            case MCL_ACT_HARD_SWISH: want = v * std::min(1.0, std::max(0.0, v / 6.0 + 0.5)); break;
+            default: break;
+            }
+          }
+          const double tol = c.dtype == MCL_DTYPE_F16 ? 2e-3 * mag + 1e-3 * std::fabs(want) + 1e-4
+                                                      : 1e-5 * mag + 1e-6;
+          if (!(std::fabs(got - want) <= tol) && bad++ < 5)
+            ADD_FAILURE() << "at " << ty << "," << tx << "," << oc << " got " << got << " want " << want;
+        }
+      }
+  EXPECT_EQ(bad, 0u);
+  // Nothing outside the output tile was written.
+  const uint8_t *obase = spm.base() + a.output.offset;
+  const uint32_t es = esize(c.out_dtype);
+  for (uint32_t y = 0; y < c.oh; ++y)
+    for (uint32_t xx = 0; xx < c.ow; ++xx)
+      for (uint32_t e = c.cout * es; e < a.output.pixel_stride * es; ++e)
+        ASSERT_EQ(obase[((size_t)y * a.output.row_stride + (size_t)xx * a.output.pixel_stride) * es + e], 0xee);
+}
+
+class ConvRandom : public ::testing::TestWithParam<std::string> {
+protected:
+  void SetUp() override {
+    if (mcl_native_set_isa(GetParam().c_str()) != MCL_NATIVE_OK)
+      GTEST_SKIP() << GetParam() << " not available on this host";
+  }
+  void TearDown() override { mcl_native_set_isa(guard_.best.c_str()); }
+  IsaGuard guard_;
+};
+
+TEST_P(ConvRandom, Fp32Conv) {
+  std::mt19937 rng(1234);
+  for (int i = 0; i < 60; ++i)
+    run_case(random_case(rng, false, false), 100 + i, 1 + i % 2);
+}
+
+TEST_P(ConvRandom, Fp32Depthwise) {
+  std::mt19937 rng(99);
+  for (int i = 0; i < 30; ++i)
+    run_case(random_case(rng, false, true), 200 + i, 2);
+}
+
+TEST_P(ConvRandom, Fp32Transposed) {
+  std::mt19937 rng(7);
+  for (int i = 0; i < 30; ++i)
+    run_case(random_case(rng, true, i % 5 == 0), 300 + i, 1 + i % 2);
+}
+
+TEST_P(ConvRandom, Fp32FusedActivations) {
+  std::mt19937 rng(5);
+  const mcl_activation acts[] = {{MCL_ACT_RELU, 0, 0}, {MCL_ACT_CLIP, 0.0f, 0.3f}, {MCL_ACT_SILU, 0, 0},
+                                 {MCL_ACT_HARD_SWISH, 0, 0}};
+  for (int i = 0; i < 12; ++i) {
+    ConvCase c = random_case(rng, false, i % 3 == 0);
+    c.act = acts[i % 4];
+    run_case(c, 400 + i, 2);
+  }
+}
+
+TEST_P(ConvRandom, Fp16Conv) {
+  std::mt19937 rng(77);
+  for (int i = 0; i < 30; ++i) {
+    ConvCase c = random_case(rng, i % 4 == 3, i % 5 == 0);
+    c.dtype = c.out_dtype = MCL_DTYPE_F16;
+    run_case(c, 500 + i, 1 + i % 2);
+  }
+}
+
+TEST_P(ConvRandom, Int8ConvBitExact) {
+  std::mt19937 rng(31);
+  const uint32_t types[] = {MCL_DTYPE_U8, MCL_DTYPE_S8};
+  for (int i = 0; i < 48; ++i) {
+    ConvCase c = random_case(rng, i % 6 == 5, i % 4 == 0);
+    c.dtype = types[i % 2];
+    c.out_dtype = types[(i / 2) % 2];
+    c.per_channel = (i / 4) % 2;
+    if (i % 7 == 0)
+      c.act.kind = MCL_ACT_RELU;
+    run_case(c, 600 + i, 1 + i % 2);
+  }
+}
+
+TEST_P(ConvRandom, NoTableValidInterior) {
+  // 1x1 and strided convs with every tap inside the tile run without an address table.
+  std::mt19937 rng(3);
+  for (int i = 0; i < 16; ++i) {
+    ConvCase c = random_case(rng, false, false);
+    c.pt = c.pl = c.pb = c.pr = 0;
+    c.kh = c.kw = 1 + (i % 3 == 0);
+    c.H = std::max<uint32_t>(c.H, (c.kh - 1) * c.dh + 1);
+    c.W = std::max<uint32_t>(c.W, (c.kw - 1) * c.dw + 1);
+    c.OH = (c.H - ((c.kh - 1) * c.dh + 1)) / c.sh + 1;
+    c.OW = (c.W - ((c.kw - 1) * c.dw + 1)) / c.sw + 1;
+    c.oy0 = c.ox0 = 0;
+    c.oh = c.OH;
+    c.ow = c.OW;
+    if (i % 2) {
+      c.dtype = MCL_DTYPE_U8;
+      c.out_dtype = MCL_DTYPE_S8;
+    }
+    run_case(c, 700 + i, 2, false);
+  }
+}
+
+TEST_P(ConvRandom, LargeChannels) {
+  // Several panels, K large enough for cache blocking, many rows: the fast path proper.
+  ConvCase c{};
+  c.H = 9, c.W = 11, c.cin = 67, c.cout = 70, c.groups = 1, c.kh = c.kw = 3, c.sh = c.sw = 1;
+  c.dh = c.dw = 1, c.pt = c.pl = c.pb = c.pr = 1, c.OH = 9, c.OW = 11;
+  c.oy0 = c.ox0 = 0, c.oh = 9, c.ow = 11;
+  run_case(c, 800, 2);
+  c.dtype = MCL_DTYPE_S8;
+  c.out_dtype = MCL_DTYPE_U8;
+  c.per_channel = true;
+  run_case(c, 801, 2);
+}
+
+INSTANTIATE_TEST_SUITE_P(Isa, ConvRandom, ::testing::Values("generic", "avx2", "avx512"),
+                         [](const auto &info) { return info.param; });
+
+// GEMM through the registry: FP32 / FP16 / INT8, transposed and plain B.
+void run_gemm(uint32_t dtype, uint32_t out_dtype, uint32_t M, uint32_t K, uint32_t N, bool trans_b,
+              uint32_t seed) {
+  SCOPED_TRACE("gemm M" + std::to_string(M) + " K" + std::to_string(K) + " N" + std::to_string(N) +
+               " dtype" + std::to_string(dtype) + " transB" + std::to_string(trans_b));
+  std::mt19937 rng(seed);
+  Spm spm;
+  const bool int8 = dtype == MCL_DTYPE_S8 || dtype == MCL_DTYPE_U8;
+  mcl_gemm_args g{};
+  g.input = place_tile(spm, 1, M, K, dtype, 0, 5, 0);
+  g.output = place_tile(spm, 1, M, N, out_dtype, 0, 1, 0);
+  std::uniform_real_distribution<float> uni(-1, 1);
+  std::uniform_int_distribution<int32_t> q8(0, 255), s8(-128, 127);
+  std::vector<double> A((size_t)M * K);
+  for (uint32_t m = 0; m < M; ++m)
+    for (uint32_t k = 0; k < K; ++k) {
+      double v = int8 ? (dtype == MCL_DTYPE_U8 ? q8(rng) : s8(rng)) : uni(rng);
+      set(spm, g.input, 0, m, k, v);
+      A[(size_t)m * K + k] = get(spm, g.input, 0, m, k);
+    }
+  std::vector<float> Bf((size_t)K * N);
+  std::vector<uint16_t> Bh(Bf.size());
+  std::vector<int8_t> B8(Bf.size());
+  for (size_t i = 0; i < Bf.size(); ++i) {
+    Bh[i] = f2h(uni(rng));
+    Bf[i] = dtype == MCL_DTYPE_F16 ? h2f(Bh[i]) : uni(rng);
+    B8[i] = (int8_t)s8(rng);
+  }
+  auto bval = [&](uint32_t k, uint32_t n) -> double {
+    const size_t i = trans_b ? (size_t)n * K + k : (size_t)k * N + n;
+    return int8 ? B8[i] : Bf[i];
+  };
+  const float xs = 0.01f, ys = 0.4f, ws = 0.03f;
+  g.input_zero_point = int8 ? 3 : 0;
+  g.output_zero_point = int8 ? -7 + (out_dtype == MCL_DTYPE_U8 ? 130 : 0) : 0;
+  g.output_min = out_dtype == MCL_DTYPE_U8 ? 0 : -128;
+  g.output_max = out_dtype == MCL_DTYPE_U8 ? 255 : 127;
+  const size_t psize = mcl_native_gemm_params_size(&g);
+  g.params_offset = spm.alloc(psize);
+  mcl_weight_quant q{xs, ys, &ws, nullptr, 1};
+  const void *b = int8 ? (const void *)B8.data() : dtype == MCL_DTYPE_F16 ? (const void *)Bh.data() : (const void *)Bf.data();
+  ASSERT_EQ(mcl_native_pack_gemm(&g, b, trans_b, nullptr, int8 ? &q : nullptr, spm.base() + g.params_offset, psize),
+            MCL_NATIVE_OK);
+  spm.run(MCL_NATIVE_FN_GEMM, g);
+  for (uint32_t m = 0; m < M; ++m)
+    for (uint32_t n = 0; n < N; ++n) {
+      double acc = 0, mag = 0;
+      for (uint32_t k = 0; k < K; ++k) {
+        const double t = (A[(size_t)m * K + k] - g.input_zero_point) * bval(k, n);
+        acc += t;
+        mag += std::fabs(t);
+      }
+      const double got = get(spm, g.output, 0, m, n);
+      if (int8) {
+        ASSERT_EQ((int32_t)got, requant_ref((int32_t)acc, xs * ws / ys, g.output_zero_point, g.output_min, g.output_max))
+            << m << "," << n;
+      } else {
+        const double tol = dtype == MCL_DTYPE_F16 ? 2e-3 * mag + 1e-3 * std::fabs(acc) + 1e-4 : 1e-5 * mag + 1e-6;
+        ASSERT_NEAR(got, acc, tol) << m << "," << n;
+      }
+    }
+}
+
+TEST(NativeGemm, AllPrecisions) {
+  IsaGuard guard;
+  for (const auto &isa : available_isas()) {
+    ASSERT_EQ(mcl_native_set_isa(isa.c_str()), MCL_NATIVE_OK);
+    SCOPED_TRACE(isa);
+    run_gemm(MCL_DTYPE_F32, MCL_DTYPE_F32, 37, 53, 41, false, 1);
+    run_gemm(MCL_DTYPE_F32, MCL_DTYPE_F32, 1, 300, 17, true, 2);
+    run_gemm(MCL_DTYPE_F16, MCL_DTYPE_F16, 13, 29, 33, true, 3);
+    run_gemm(MCL_DTYPE_U8, MCL_DTYPE_U8, 19, 77, 35, false, 4);
+    run_gemm(MCL_DTYPE_S8, MCL_DTYPE_S8, 7, 16, 16, true, 5);
+  }
+}
+
+TEST(NativeConvTable, PlannerEncodesPaddingAsPadRow) {
+  // 3x3 conv, pad 1, 2x2 input: corner output (0,0) reads the pad row for the first row and
+  // column of taps and the input pixels for the others.
+  mcl_conv_args a{};
+  a.input = {64, 2, 2, 3, 6, 3, 1, MCL_DTYPE_F32};
+  a.output = {1024, 2, 2, 4, 8, 4, 1, MCL_DTYPE_F32};
+  a.pad_row_offset = 16;
+  a.groups = 1;
+  a.kernel_h = a.kernel_w = 3;
+  a.stride_h = a.stride_w = a.dilation_h = a.dilation_w = 1;
+  a.origin_y = a.origin_x = -1;
+  std::vector<int32_t> table(mcl_native_conv_table_size(&a));
+  ASSERT_EQ(table.size(), 2u * 2u * 9u);
+  ASSERT_EQ(mcl_native_plan_conv(MCL_NATIVE_FN_CONV2D, &a, table.data(), table.size()), MCL_NATIVE_OK);
+  const int32_t pad = (16 - 64) / 4;
+  const int32_t want0[9] = {pad, pad, pad, pad, 0, 3, pad, 6, 9};
+  for (int t = 0; t < 9; ++t)
+    EXPECT_EQ(table[t], want0[t]) << t;
+  EXPECT_EQ(mcl_native_plan_conv(MCL_NATIVE_FN_CONV2D, &a, table.data(), 3), MCL_NATIVE_ERR_BAD_SIZE);
+  EXPECT_EQ(mcl_native_plan_conv(MCL_NATIVE_FN_POOL2D, &a, table.data(), table.size()), MCL_NATIVE_ERR_BAD_ARGS);
+}
+
+TEST(NativeConvTable, CheckedModeRejectsCorruptTable) {
+  Spm spm;
+  mcl_conv_args a{};
+  a.input = place_tile(spm, 4, 4, 8, MCL_DTYPE_F32, 0, 0, 0);
+  a.output = place_tile(spm, 4, 4, 8, MCL_DTYPE_F32, 0, 0, 0);
+  a.groups = 1;
+  a.kernel_h = a.kernel_w = 3;
+  a.stride_h = a.stride_w = a.dilation_h = a.dilation_w = 1;
+  a.origin_y = a.origin_x = -1;
+  a.pad_row_offset = spm.alloc(8 * 4);
+  const size_t n = mcl_native_conv_table_size(&a);
+  a.table_offset = spm.alloc(n * 4);
+  ASSERT_EQ(mcl_native_plan_conv(MCL_NATIVE_FN_CONV2D, &a, spm.at<int32_t>(a.table_offset), n), MCL_NATIVE_OK);
+  const size_t ps = mcl_native_conv_params_size(MCL_NATIVE_FN_CONV2D, &a);
+  a.params_offset = spm.alloc(ps);
+  std::vector<float> w(8 * 8 * 9, 0.5f);
+  ASSERT_EQ(mcl_native_pack_conv(MCL_NATIVE_FN_CONV2D, &a, w.data(), nullptr, nullptr, spm.base() + a.params_offset, ps),
+            MCL_NATIVE_OK);
+  spm.exec().flags = MCL_NATIVE_EXEC_CHECKED;
+  spm.run(MCL_NATIVE_FN_CONV2D, a); // a good table passes the check
+  spm.at<int32_t>(a.table_offset)[5] = 1 << 30; // far outside the SPM
+  char msg[256];
+  EXPECT_EQ(mcl_native_run(&spm.exec(), MCL_NATIVE_FN_CONV2D, &a, sizeof a, msg, sizeof msg),
+            MCL_NATIVE_ERR_BAD_TABLE);
+  EXPECT_NE(std::string(msg).find("table"), std::string::npos);
+}
+
+TEST(NativeCost, ConvCyclesFollowMacRates) {
+  mcl_conv_args a{};
+  a.input = {0, 8, 8, 16, 128, 16, 1, MCL_DTYPE_F32};
+  a.output = {0, 8, 8, 32, 256, 32, 1, MCL_DTYPE_F32};
+  a.groups = 1;
+  a.kernel_h = a.kernel_w = 3;
+  const uint64_t macs = 8ull * 8 * 32 * 9 * 16;
+  const uint64_t f32 = mcl_native_cost(MCL_NATIVE_FN_CONV2D, &a, 16);
+  EXPECT_GE(f32, macs / (8 * 16));
+  a.input.dtype = a.output.dtype = MCL_DTYPE_F16;
+  const uint64_t f16 = mcl_native_cost(MCL_NATIVE_FN_CONV2D, &a, 16);
+  a.input.dtype = a.output.dtype = MCL_DTYPE_S8;
+  const uint64_t i8 = mcl_native_cost(MCL_NATIVE_FN_CONV2D, &a, 16);
+  EXPECT_GT(f32, f16);
+  EXPECT_GT(f16, i8);
+  EXPECT_EQ(f32, 100 + macs / (8 * 16) + 2048 / 8 / 16); // overhead + MACs + epilogue
+  EXPECT_GE(mcl_native_cost(MCL_NATIVE_FN_CONV2D, &a, 1), i8 * 8);
+}
+
+} // namespace

@@ -1,11 +1,12 @@
 // AVX2 + FMA + F16C kernels (this file is compiled with -mavx2 -mfma -mf16c).
 #include "kernels_impl.h"
+#include "steps_avx2.h"
 
 #include <immintrin.h>
 
 namespace {
 
-struct Avx2Simd {
+struct Avx2Simd : Avx2Steps {
   static constexpr int W = 8;
   static constexpr int MR = 6; // 6 rows x 2 vectors = 12 accumulators of 16 registers
   using VF = __m256;
@@ -28,7 +29,8 @@ struct Avx2Simd {
   static void store_i(int32_t *p, VI x) { _mm256_storeu_si256(reinterpret_cast<__m256i *>(p), x); }
 };
 
-const IsaKernels kAvx2 = {"avx2", Avx2Simd::MR, conv_float<Avx2Simd>, conv_int8<Avx2Simd>, depthwise};
+const IsaKernels kAvx2 = {"avx2", Avx2Simd::MR, conv_float<Avx2Simd>, conv_int8<Avx2Simd>,
+                             depthwise<Avx2Simd>};
 
 } // namespace
 

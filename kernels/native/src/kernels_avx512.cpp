@@ -1,11 +1,12 @@
 // AVX-512 (F + BW) kernels (this file is compiled with -mavx512f -mavx512bw -mfma -mf16c).
 #include "kernels_impl.h"
+#include "steps_avx2.h"
 
 #include <immintrin.h>
 
 namespace {
 
-struct Avx512Simd {
+struct Avx512Simd : Avx2Steps {
   static constexpr int W = 16;
   static constexpr int MR = 14; // 14 accumulators + panel + broadcast of 32 registers
   using VF = __m512;
@@ -26,7 +27,8 @@ struct Avx512Simd {
   static void store_i(int32_t *p, VI x) { _mm512_storeu_si512(p, x); }
 };
 
-const IsaKernels kAvx512 = {"avx512", Avx512Simd::MR, conv_float<Avx512Simd>, conv_int8<Avx512Simd>, depthwise};
+const IsaKernels kAvx512 = {"avx512", Avx512Simd::MR, conv_float<Avx512Simd>, conv_int8<Avx512Simd>,
+                             depthwise<Avx512Simd>};
 
 } // namespace
 

@@ -3,7 +3,7 @@
 
 namespace {
 
-struct GenericSimd {
+struct GenericSimd : PortableSteps {
   static constexpr int W = 8;
   static constexpr int MR = 4;
   struct VF {
@@ -73,8 +73,8 @@ struct GenericSimd {
   }
 };
 
-const IsaKernels kGeneric = {"generic", GenericSimd::MR, conv_float<GenericSimd>, conv_int8<GenericSimd>,
-                             depthwise};
+const IsaKernels kGeneric = {"generic", GenericSimd::MR, conv_float<GenericSimd>,
+                             conv_int8<GenericSimd>, depthwise<GenericSimd>};
 
 } // namespace
 

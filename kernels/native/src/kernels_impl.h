@@ -105,10 +105,15 @@ template <class S, class T> static void conv_float_impl(const ConvJob &j, const 
     for (uint32_t nb = r.nb_begin; nb < r.nb_end; ++nb) {
       ukernel_float<S, MR, T>(j.taps, j.cin_g, in, rows, wg + nb * panel, c);
       const uint32_t n0 = nb * 16, nvalid = std::min<uint32_t>(16, j.cout_g - n0);
-      for (uint32_t i = 0; i < mr; ++i) {
-        T *o = orow[i] + n0;
-        for (uint32_t x = 0; x < nvalid; ++x)
-          from_float(o + x, ep(j.act, c[i][x] + bias[n0 + x]));
+      if (nvalid == kPanelWidth && !ep.general) {
+        for (uint32_t i = 0; i < mr; ++i)
+          S::bias_clamp_store16(c[i], bias + n0, ep.lo, ep.hi, orow[i] + n0);
+      } else {
+        for (uint32_t i = 0; i < mr; ++i) {
+          T *o = orow[i] + n0;
+          for (uint32_t x = 0; x < nvalid; ++x)
+            from_float(o + x, ep(j.act, c[i][x] + bias[n0 + x]));
+        }
       }
     }
   }
@@ -166,6 +171,42 @@ static inline int32_t wrap_add(int32_t a, int32_t b) {
   return (int32_t)((uint32_t)a + (uint32_t)b);
 }
 
+
+// Portable versions of the epilogue / packing steps; ISA traits may override them.
+struct PortableSteps {
+  template <class T>
+  static void bias_clamp_store16(const float *c, const float *bias, float lo, float hi, T *out) {
+    for (int x = 0; x < 16; ++x) {
+      float v = c[x] + bias[x];
+      v = v > lo ? v : lo;
+      v = v < hi ? v : hi;
+      from_float(out + x, v);
+    }
+  }
+  template <class TO>
+  static void requant_store16(const int32_t *c, const int32_t *bias, const float *mult, float lo,
+                              float hi, int32_t zp, TO *out) {
+    for (int x = 0; x < 16; ++x)
+      out[x] = (TO)requantize(wrap_add(c[x], bias[x]), mult[x], lo, hi, zp);
+  }
+  template <class TI> static uint32_t widen_sub(const TI *, uint32_t, int32_t, int16_t *) {
+    return 0; // nothing vectorized: the caller's scalar loop does all
+  }
+  template <class TI>
+  static void dw_int8_16(const TI *in, const int32_t *tab, uint32_t taps, const int16_t *w,
+                         uint32_t w_stride, int32_t zp, int32_t *c) {
+    uint32_t acc[16] = {};
+    for (uint32_t t = 0; t < taps; ++t) {
+      const TI *p = in + tab[t];
+      const int16_t *wt = w + (size_t)t * w_stride;
+      for (int x = 0; x < 16; ++x)
+        acc[x] += (uint32_t)((int32_t)(p[x] - zp) * (int32_t)wt[x]);
+    }
+    for (int x = 0; x < 16; ++x)
+      c[x] = (int32_t)acc[x];
+  }
+};
+
 template <class S, class TI, class TO>
 static void conv_int8_impl(const ConvJob &j, const ConvRange &r) {
   constexpr int MR = S::MR;
@@ -192,7 +233,8 @@ static void conv_int8_impl(const ConvJob &j, const ConvRange &r) {
       int16_t *dst = reinterpret_cast<int16_t *>(apack + (size_t)i * words);
       for (uint32_t t = 0; t < j.taps; ++t) {
         const TI *src = in + tab[t];
-        for (uint32_t k = 0; k < kc; ++k)
+        uint32_t k = S::widen_sub(src, kc, zp_in, dst);
+        for (; k < kc; ++k)
           dst[k] = (int16_t)(src[k] - zp_in);
         if (kc & 1)
           dst[kc] = 0;
@@ -202,10 +244,15 @@ static void conv_int8_impl(const ConvJob &j, const ConvRange &r) {
     for (uint32_t nb = r.nb_begin; nb < r.nb_end; ++nb) {
       ukernel_int8<S, MR>(words, apack, wg + nb * panel, c);
       const uint32_t n0 = nb * 16, nvalid = std::min<uint32_t>(16, j.cout_g - n0);
-      for (uint32_t i = 0; i < mr; ++i) {
-        TO *o = orow[i] + n0;
-        for (uint32_t x = 0; x < nvalid; ++x)
-          o[x] = (TO)requantize(wrap_add(c[i][x], bias[n0 + x]), mult[n0 + x], lo, hi, j.out_zp);
+      if (nvalid == kPanelWidth) {
+        for (uint32_t i = 0; i < mr; ++i)
+          S::requant_store16(c[i], bias + n0, mult + n0, lo, hi, j.out_zp, orow[i] + n0);
+      } else {
+        for (uint32_t i = 0; i < mr; ++i) {
+          TO *o = orow[i] + n0;
+          for (uint32_t x = 0; x < nvalid; ++x)
+            o[x] = (TO)requantize(wrap_add(c[i][x], bias[n0 + x]), mult[n0 + x], lo, hi, j.out_zp);
+        }
       }
     }
   }
@@ -223,99 +270,108 @@ template <class S> static void conv_int8(const ConvJob &j, const ConvRange &r) {
     conv_int8_impl<S, int8_t, int8_t>(j, r);
 }
 
-// Depthwise: one channel per group, vectorized over channels, taps from the address table.
-template <class T>
+// Depthwise: one channel per group, vectorized over channels (16 at a time), taps from the
+// address table. Channel tails take the scalar path.
+template <class S, class T>
 static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
+  constexpr int V = kPanelWidth / S::W;
   const T *in = reinterpret_cast<const T *>(j.in);
   const T *w = reinterpret_cast<const T *>(j.weights);
   const float *bias = static_cast<const float *>(j.bias);
   const uint32_t C = j.cout_g * j.groups, Cp = j.channels_padded;
+  const uint32_t full = C / kPanelWidth * kPanelWidth;
   T *out = reinterpret_cast<T *>(j.out);
   FloatEpilogue ep(j.act);
+  alignas(64) float c[16];
   for (uint32_t m = r.m_begin; m < r.m_end; ++m) {
     const int32_t *tab = j.table + (size_t)m * j.taps;
     T *o = out + (m / j.out_w) * j.out_row_stride + (m % j.out_w) * j.out_pixel_stride;
-    for (uint32_t c0 = 0; c0 < C; c0 += 16) {
-      const uint32_t n = std::min<uint32_t>(16, C - c0);
-      float acc[16];
-      for (int x = 0; x < 16; ++x)
-        acc[x] = bias[c0 + x];
-      if (n == 16) {
-        for (uint32_t t = 0; t < j.taps; ++t) {
-          const T *p = in + tab[t] + c0;
-          const T *wt = w + (size_t)t * Cp + c0;
-          for (int x = 0; x < 16; ++x)
-            acc[x] += to_float(p[x]) * to_float(wt[x]);
-        }
+    for (uint32_t c0 = 0; c0 < full; c0 += kPanelWidth) {
+      typename S::VF acc[V];
+      for (int v = 0; v < V; ++v)
+        acc[v] = S::zero();
+      for (uint32_t t = 0; t < j.taps; ++t) {
+        const T *p = in + tab[t] + c0;
+        const T *wt = w + (size_t)t * Cp + c0;
+        for (int v = 0; v < V; ++v)
+          acc[v] = S::fma(S::load(p + v * S::W), S::load(wt + v * S::W), acc[v]);
+      }
+      for (int v = 0; v < V; ++v)
+        S::store(c + v * S::W, acc[v]);
+      if (!ep.general) {
+        S::bias_clamp_store16(c, bias + c0, ep.lo, ep.hi, o + c0);
       } else {
-        for (uint32_t t = 0; t < j.taps; ++t) {
-          const T *p = in + tab[t] + c0;
-          const T *wt = w + (size_t)t * Cp + c0;
-          for (uint32_t x = 0; x < n; ++x)
-            acc[x] += to_float(p[x]) * to_float(wt[x]);
-        }
+        for (int x = 0; x < 16; ++x)
+          from_float(o + c0 + x, ep(j.act, c[x] + bias[c0 + x]));
+      }
+    }
+    if (full < C) {
+      const uint32_t n = C - full;
+      float acc[16] = {};
+      for (uint32_t t = 0; t < j.taps; ++t) {
+        const T *p = in + tab[t] + full;
+        const T *wt = w + (size_t)t * Cp + full;
+        for (uint32_t x = 0; x < n; ++x)
+          acc[x] += to_float(p[x]) * to_float(wt[x]);
       }
       for (uint32_t x = 0; x < n; ++x)
-        from_float(o + c0 + x, ep(j.act, acc[x]));
+        from_float(o + full + x, ep(j.act, acc[x] + bias[full + x]));
     }
   }
 }
 
-template <class TI, class TO>
+template <class S, class TI, class TO>
 static void depthwise_int8_impl(const ConvJob &j, const ConvRange &r) {
   const TI *in = reinterpret_cast<const TI *>(j.in);
   const int16_t *w = reinterpret_cast<const int16_t *>(j.weights);
   const int32_t *bias = static_cast<const int32_t *>(j.bias);
   const uint32_t C = j.cout_g * j.groups, Cp = j.channels_padded;
+  const uint32_t full = C / kPanelWidth * kPanelWidth;
   TO *out = reinterpret_cast<TO *>(j.out);
   const float lo = (float)(j.out_min - j.out_zp), hi = (float)(j.out_max - j.out_zp);
+  alignas(64) int32_t c[16];
   for (uint32_t m = r.m_begin; m < r.m_end; ++m) {
     const int32_t *tab = j.table + (size_t)m * j.taps;
     TO *o = out + (m / j.out_w) * j.out_row_stride + (m % j.out_w) * j.out_pixel_stride;
-    for (uint32_t c0 = 0; c0 < C; c0 += 16) {
-      const uint32_t n = std::min<uint32_t>(16, C - c0);
-      // Unsigned accumulation: wraps like the hardware instead of signed overflow.
+    for (uint32_t c0 = 0; c0 < full; c0 += kPanelWidth) {
+      S::dw_int8_16(in + c0, tab, j.taps, w + c0, Cp, j.in_zp, c);
+      S::requant_store16(c, bias + c0, j.multipliers + c0, lo, hi, j.out_zp, o + c0);
+    }
+    if (full < C) {
+      const uint32_t n = C - full;
+      // Unsigned accumulation: wraps like the vector code instead of signed overflow.
       uint32_t acc[16] = {};
-      if (n == 16) {
-        for (uint32_t t = 0; t < j.taps; ++t) {
-          const TI *p = in + tab[t] + c0;
-          const int16_t *wt = w + (size_t)t * Cp + c0;
-          for (int x = 0; x < 16; ++x)
-            acc[x] += (uint32_t)((int32_t)(p[x] - j.in_zp) * (int32_t)wt[x]);
-        }
-      } else {
-        for (uint32_t t = 0; t < j.taps; ++t) {
-          const TI *p = in + tab[t] + c0;
-          const int16_t *wt = w + (size_t)t * Cp + c0;
-          for (uint32_t x = 0; x < n; ++x)
-            acc[x] += (uint32_t)((int32_t)(p[x] - j.in_zp) * (int32_t)wt[x]);
-        }
+      for (uint32_t t = 0; t < j.taps; ++t) {
+        const TI *p = in + tab[t] + full;
+        const int16_t *wt = w + (size_t)t * Cp + full;
+        for (uint32_t x = 0; x < n; ++x)
+          acc[x] += (uint32_t)((int32_t)(p[x] - j.in_zp) * (int32_t)wt[x]);
       }
       for (uint32_t x = 0; x < n; ++x)
-        o[c0 + x] = (TO)requantize(wrap_add((int32_t)acc[x], bias[c0 + x]),
-                                   j.multipliers[c0 + x], lo, hi, j.out_zp);
+        o[full + x] = (TO)requantize(wrap_add((int32_t)acc[x], bias[full + x]),
+                                     j.multipliers[full + x], lo, hi, j.out_zp);
     }
   }
 }
 
-static void depthwise(const ConvJob &j, const ConvRange &r) {
+template <class S> static void depthwise(const ConvJob &j, const ConvRange &r) {
   switch (j.in_dtype) {
   case MCL_DTYPE_F32:
-    return depthwise_float_impl<float>(j, r);
+    return depthwise_float_impl<S, float>(j, r);
   case MCL_DTYPE_F16:
-    return depthwise_float_impl<uint16_t>(j, r);
+    return depthwise_float_impl<S, uint16_t>(j, r);
   default:
     break;
   }
   const bool in_u8 = j.in_dtype == MCL_DTYPE_U8, out_u8 = j.out_dtype == MCL_DTYPE_U8;
   if (in_u8 && out_u8)
-    depthwise_int8_impl<uint8_t, uint8_t>(j, r);
+    depthwise_int8_impl<S, uint8_t, uint8_t>(j, r);
   else if (in_u8)
-    depthwise_int8_impl<uint8_t, int8_t>(j, r);
+    depthwise_int8_impl<S, uint8_t, int8_t>(j, r);
   else if (out_u8)
-    depthwise_int8_impl<int8_t, uint8_t>(j, r);
+    depthwise_int8_impl<S, int8_t, uint8_t>(j, r);
   else
-    depthwise_int8_impl<int8_t, int8_t>(j, r);
+    depthwise_int8_impl<S, int8_t, int8_t>(j, r);
 }
 
 } // namespace

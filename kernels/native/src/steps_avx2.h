@@ -1,0 +1,89 @@
+// AVX2 versions of the epilogue / packing steps (included by the AVX2 and AVX-512 units,
+// whose flags both enable AVX2). Bit-identical to PortableSteps: same float operations,
+// cvtps_epi32 rounds to nearest even like std::nearbyint in the default rounding mode.
+#pragma once
+
+#include "kernels_impl.h"
+
+#include <immintrin.h>
+
+namespace {
+
+struct Avx2Steps {
+  static void store8(float *p, __m256 v) { _mm256_storeu_ps(p, v); }
+  static void store8(uint16_t *p, __m256 v) {
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
+  }
+  template <class T>
+  static void bias_clamp_store16(const float *c, const float *bias, float lo, float hi, T *out) {
+    const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+    for (int v = 0; v < 2; ++v) {
+      __m256 x = _mm256_add_ps(_mm256_loadu_ps(c + 8 * v), _mm256_loadu_ps(bias + 8 * v));
+      x = _mm256_min_ps(_mm256_max_ps(x, vlo), vhi); // max(NaN, lo) = lo, as the scalar code
+      store8(out + 8 * v, x);
+    }
+  }
+  static void store16(uint8_t *out, __m128i lo, __m128i hi) {
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(out), _mm_packus_epi16(lo, hi));
+  }
+  static void store16(int8_t *out, __m128i lo, __m128i hi) {
+    _mm_storeu_si128(reinterpret_cast<__m128i *>(out), _mm_packs_epi16(lo, hi));
+  }
+  template <class TO>
+  static void requant_store16(const int32_t *c, const int32_t *bias, const float *mult, float lo,
+                              float hi, int32_t zp, TO *out) {
+    const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+    const __m256i vzp = _mm256_set1_epi32(zp);
+    __m256i r[2];
+    for (int v = 0; v < 2; ++v) {
+      const __m256i acc =
+          _mm256_add_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(c + 8 * v)),
+                           _mm256_loadu_si256(reinterpret_cast<const __m256i *>(bias + 8 * v)));
+      __m256 f = _mm256_mul_ps(_mm256_cvtepi32_ps(acc), _mm256_loadu_ps(mult + 8 * v));
+      f = _mm256_min_ps(_mm256_max_ps(f, vlo), vhi);
+      r[v] = _mm256_add_epi32(_mm256_cvtps_epi32(f), vzp);
+    }
+    // Values are inside the output range already: packing never saturates.
+    const __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(r[0], r[1]), 0xd8);
+    store16(out, _mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
+  }
+  static __m256i widen16(const uint8_t *p) {
+    return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+  }
+  static __m256i widen16(const int8_t *p) {
+    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+  }
+  template <class TI> static uint32_t widen_sub(const TI *src, uint32_t n, int32_t zp, int16_t *dst) {
+    const __m256i vzp = _mm256_set1_epi16((int16_t)zp);
+    uint32_t k = 0;
+    for (; k + 16 <= n; k += 16)
+      _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst + k), _mm256_sub_epi16(widen16(src + k), vzp));
+    return k;
+  }
+  static __m256i widen32(const uint8_t *p) {
+    return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p)));
+  }
+  static __m256i widen32(const int8_t *p) {
+    return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p)));
+  }
+  template <class TI>
+  static void dw_int8_16(const TI *in, const int32_t *tab, uint32_t taps, const int16_t *w,
+                         uint32_t w_stride, int32_t zp, int32_t *c) {
+    const __m256i vzp = _mm256_set1_epi32(zp);
+    __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
+    for (uint32_t t = 0; t < taps; ++t) {
+      const TI *p = in + tab[t];
+      const int16_t *wt = w + (size_t)t * w_stride;
+      const __m256i x0 = _mm256_sub_epi32(widen32(p), vzp);
+      const __m256i x1 = _mm256_sub_epi32(widen32(p + 8), vzp);
+      const __m256i w0 = _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(wt)));
+      const __m256i w1 = _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(wt + 8)));
+      acc0 = _mm256_add_epi32(acc0, _mm256_mullo_epi32(x0, w0));
+      acc1 = _mm256_add_epi32(acc1, _mm256_mullo_epi32(x1, w1));
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(c), acc0);
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(c + 8), acc1);
+  }
+};
+
+} // namespace

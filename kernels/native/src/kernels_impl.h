@@ -192,18 +192,21 @@ struct PortableSteps {
   template <class TI> static uint32_t widen_sub(const TI *, uint32_t, int32_t, int16_t *) {
     return 0; // nothing vectorized: the caller's scalar loop does all
   }
+  // Depthwise INT8, 16 channels of 4 pixels: c[i][x] = sum_t (in_i,t[x] - zp) * w[t][x].
   template <class TI>
-  static void dw_int8_16(const TI *in, const int32_t *tab, uint32_t taps, const int16_t *w,
-                         uint32_t w_stride, int32_t zp, int32_t *c) {
-    uint32_t acc[16] = {};
-    for (uint32_t t = 0; t < taps; ++t) {
-      const TI *p = in + tab[t];
-      const int16_t *wt = w + (size_t)t * w_stride;
+  static void dw_int8_16x4(const TI *in, const int32_t *const *tabs, uint32_t taps,
+                           const int16_t *w, uint32_t w_stride, int32_t zp, int32_t (*c)[16]) {
+    for (int i = 0; i < 4; ++i) {
+      uint32_t acc[16] = {};
+      for (uint32_t t = 0; t < taps; ++t) {
+        const TI *p = in + tabs[i][t];
+        const int16_t *wt = w + (size_t)t * w_stride;
+        for (int x = 0; x < 16; ++x)
+          acc[x] += (uint32_t)((int32_t)(p[x] - zp) * (int32_t)wt[x]);
+      }
       for (int x = 0; x < 16; ++x)
-        acc[x] += (uint32_t)((int32_t)(p[x] - zp) * (int32_t)wt[x]);
+        c[i][x] = (int32_t)acc[x];
     }
-    for (int x = 0; x < 16; ++x)
-      c[x] = (int32_t)acc[x];
   }
 };
 
@@ -282,30 +285,50 @@ static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
   const uint32_t full = C / kPanelWidth * kPanelWidth;
   T *out = reinterpret_cast<T *>(j.out);
   FloatEpilogue ep(j.act);
-  alignas(64) float c[16];
-  for (uint32_t m = r.m_begin; m < r.m_end; ++m) {
-    const int32_t *tab = j.table + (size_t)m * j.taps;
-    T *o = out + (m / j.out_w) * j.out_row_stride + (m % j.out_w) * j.out_pixel_stride;
+  // Blocks of kPixels output pixels share each weight load (rows past the end repeat the
+  // last pixel: computed, not stored).
+  constexpr uint32_t kPixels = 4;
+  alignas(64) float c[kPixels][16];
+  for (uint32_t mb = r.m_begin; mb < r.m_end; mb += kPixels) {
+    const uint32_t np = std::min<uint32_t>(kPixels, r.m_end - mb);
+    const int32_t *tabs[kPixels];
+    T *orow[kPixels];
+    for (uint32_t i = 0; i < kPixels; ++i) {
+      const uint32_t m = mb + std::min(i, np - 1);
+      tabs[i] = j.table + (size_t)m * j.taps;
+      orow[i] = out + (m / j.out_w) * j.out_row_stride + (m % j.out_w) * j.out_pixel_stride;
+    }
     for (uint32_t c0 = 0; c0 < full; c0 += kPanelWidth) {
-      typename S::VF acc[V];
-      for (int v = 0; v < V; ++v)
-        acc[v] = S::zero();
-      for (uint32_t t = 0; t < j.taps; ++t) {
-        const T *p = in + tab[t] + c0;
-        const T *wt = w + (size_t)t * Cp + c0;
+      typename S::VF acc[kPixels][V];
+      for (uint32_t i = 0; i < kPixels; ++i)
         for (int v = 0; v < V; ++v)
-          acc[v] = S::fma(S::load(p + v * S::W), S::load(wt + v * S::W), acc[v]);
+          acc[i][v] = S::zero();
+      for (uint32_t t = 0; t < j.taps; ++t) {
+        const T *wt = w + (size_t)t * Cp + c0;
+        typename S::VF wv[V];
+        for (int v = 0; v < V; ++v)
+          wv[v] = S::load(wt + v * S::W);
+        for (uint32_t i = 0; i < kPixels; ++i) {
+          const T *p = in + tabs[i][t] + c0;
+          for (int v = 0; v < V; ++v)
+            acc[i][v] = S::fma(S::load(p + v * S::W), wv[v], acc[i][v]);
+        }
       }
-      for (int v = 0; v < V; ++v)
-        S::store(c + v * S::W, acc[v]);
-      if (!ep.general) {
-        S::bias_clamp_store16(c, bias + c0, ep.lo, ep.hi, o + c0);
-      } else {
-        for (int x = 0; x < 16; ++x)
-          from_float(o + c0 + x, ep(j.act, c[x] + bias[c0 + x]));
+      for (uint32_t i = 0; i < kPixels; ++i)
+        for (int v = 0; v < V; ++v)
+          S::store(c[i] + v * S::W, acc[i][v]);
+      for (uint32_t i = 0; i < np; ++i) {
+        if (!ep.general) {
+          S::bias_clamp_store16(c[i], bias + c0, ep.lo, ep.hi, orow[i] + c0);
+        } else {
+          for (int x = 0; x < 16; ++x)
+            from_float(orow[i] + c0 + x, ep(j.act, c[i][x] + bias[c0 + x]));
+        }
       }
     }
-    if (full < C) {
+    for (uint32_t i = 0; i < np && full < C; ++i) {
+      const int32_t *tab = tabs[i];
+      T *o = orow[i];
       const uint32_t n = C - full;
       float acc[16] = {};
       for (uint32_t t = 0; t < j.taps; ++t) {
@@ -329,15 +352,26 @@ static void depthwise_int8_impl(const ConvJob &j, const ConvRange &r) {
   const uint32_t full = C / kPanelWidth * kPanelWidth;
   TO *out = reinterpret_cast<TO *>(j.out);
   const float lo = (float)(j.out_min - j.out_zp), hi = (float)(j.out_max - j.out_zp);
-  alignas(64) int32_t c[16];
-  for (uint32_t m = r.m_begin; m < r.m_end; ++m) {
-    const int32_t *tab = j.table + (size_t)m * j.taps;
-    TO *o = out + (m / j.out_w) * j.out_row_stride + (m % j.out_w) * j.out_pixel_stride;
-    for (uint32_t c0 = 0; c0 < full; c0 += kPanelWidth) {
-      S::dw_int8_16(in + c0, tab, j.taps, w + c0, Cp, j.in_zp, c);
-      S::requant_store16(c, bias + c0, j.multipliers + c0, lo, hi, j.out_zp, o + c0);
+  constexpr uint32_t kPixels = 4;
+  alignas(64) int32_t c[kPixels][16];
+  for (uint32_t mb = r.m_begin; mb < r.m_end; mb += kPixels) {
+    const uint32_t np = std::min<uint32_t>(kPixels, r.m_end - mb);
+    const int32_t *tabs[kPixels];
+    TO *orow[kPixels];
+    for (uint32_t i = 0; i < kPixels; ++i) {
+      const uint32_t m = mb + std::min(i, np - 1);
+      tabs[i] = j.table + (size_t)m * j.taps;
+      orow[i] = out + (m / j.out_w) * j.out_row_stride + (m % j.out_w) * j.out_pixel_stride;
     }
-    if (full < C) {
+    for (uint32_t c0 = 0; c0 < full; c0 += kPanelWidth) {
+      S::dw_int8_16x4(in + c0, tabs, j.taps, w + c0, Cp, j.in_zp, c);
+      for (uint32_t i = 0; i < np; ++i)
+        S::requant_store16(c[i], bias + c0, j.multipliers + c0, lo, hi, j.out_zp, orow[i] + c0);
+    }
+    for (uint32_t i = 0; i < np && full < C; ++i) {
+      const int32_t *tab = tabs[i];
+      TO *o = orow[i];
+      {
       const uint32_t n = C - full;
       // Unsigned accumulation: wraps like the vector code instead of signed overflow.
       uint32_t acc[16] = {};
@@ -350,6 +384,7 @@ static void depthwise_int8_impl(const ConvJob &j, const ConvRange &r) {
       for (uint32_t x = 0; x < n; ++x)
         o[full + x] = (TO)requantize(wrap_add((int32_t)acc[x], bias[full + x]),
                                      j.multipliers[full + x], lo, hi, j.out_zp);
+      }
     }
   }
 }

@@ -67,22 +67,26 @@ struct Avx2Steps {
     return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p)));
   }
   template <class TI>
-  static void dw_int8_16(const TI *in, const int32_t *tab, uint32_t taps, const int16_t *w,
-                         uint32_t w_stride, int32_t zp, int32_t *c) {
+  static void dw_int8_16x4(const TI *in, const int32_t *const *tabs, uint32_t taps,
+                           const int16_t *w, uint32_t w_stride, int32_t zp, int32_t (*c)[16]) {
     const __m256i vzp = _mm256_set1_epi32(zp);
-    __m256i acc0 = _mm256_setzero_si256(), acc1 = _mm256_setzero_si256();
+    __m256i acc[4][2];
+    for (int i = 0; i < 4; ++i)
+      acc[i][0] = acc[i][1] = _mm256_setzero_si256();
     for (uint32_t t = 0; t < taps; ++t) {
-      const TI *p = in + tab[t];
       const int16_t *wt = w + (size_t)t * w_stride;
-      const __m256i x0 = _mm256_sub_epi32(widen32(p), vzp);
-      const __m256i x1 = _mm256_sub_epi32(widen32(p + 8), vzp);
       const __m256i w0 = _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(wt)));
       const __m256i w1 = _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(wt + 8)));
-      acc0 = _mm256_add_epi32(acc0, _mm256_mullo_epi32(x0, w0));
-      acc1 = _mm256_add_epi32(acc1, _mm256_mullo_epi32(x1, w1));
+      for (int i = 0; i < 4; ++i) {
+        const TI *p = in + tabs[i][t];
+        acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_mullo_epi32(_mm256_sub_epi32(widen32(p), vzp), w0));
+        acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_mullo_epi32(_mm256_sub_epi32(widen32(p + 8), vzp), w1));
+      }
     }
-    _mm256_storeu_si256(reinterpret_cast<__m256i *>(c), acc0);
-    _mm256_storeu_si256(reinterpret_cast<__m256i *>(c + 8), acc1);
+    for (int i = 0; i < 4; ++i) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i *>(c[i]), acc[i][0]);
+      _mm256_storeu_si256(reinterpret_cast<__m256i *>(c[i] + 8), acc[i][1]);
+    }
   }
 };
 

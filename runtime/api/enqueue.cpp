@@ -361,7 +361,7 @@ cl_int CL_API_CALL clEnqueueMigrateMemObjects(cl_command_queue queue, cl_uint nu
       return e;
   }
   // All clusters of a device share its DDR: nothing moves, but the command orders like any other.
-  Event *ev = q->enqueue(CL_COMMAND_MIGRATE_MEM_OBJECTS, nullptr, waits);
+  Event *ev = q->enqueue(CL_COMMAND_MIGRATE_MEM_OBJECTS, Event::Action(), waits);
   return finish(ev, CL_FALSE, event);
 }
 

@@ -1,12 +1,13 @@
-// Program and kernel entry points. Until the compiler is wired in no program can be built, so
-// no kernel object can exist and every kernel handle is invalid.
+// Program and kernel entry points.
 #include <cstring>
 
 #include "common.h"
+#include "manycl/runtime/kernel.h"
 #include "manycl/runtime/program.h"
 
 namespace manycl::api {
 
+using rt::Kernel;
 using rt::Program;
 
 namespace {
@@ -60,15 +61,29 @@ cl_program CL_API_CALL clCreateProgramWithBinary(cl_context context, cl_uint num
   std::vector<Device *> devices;
   if (cl_int e = collect_devices(c, num_devices, device_list, devices); e != CL_SUCCESS)
     return fail<_cl_program>(errcode_ret, e);
+  std::vector<std::vector<uint8_t>> copies;
   bool missing = false;
   for (cl_uint i = 0; i < num_devices; ++i) {
-    bool empty = lengths[i] == 0 || binaries[i] == nullptr;
-    missing |= empty;
-    // No binary format is accepted yet: every binary is rejected.
-    if (binary_status)
-      binary_status[i] = empty ? CL_INVALID_VALUE : CL_INVALID_BINARY;
+    if (lengths[i] == 0 || binaries[i] == nullptr) {
+      missing = true;
+      if (binary_status)
+        binary_status[i] = CL_INVALID_VALUE;
+      copies.emplace_back();
+      continue;
+    }
+    copies.emplace_back(binaries[i], binaries[i] + lengths[i]);
   }
-  return fail<_cl_program>(errcode_ret, missing ? CL_INVALID_VALUE : CL_INVALID_BINARY);
+  if (missing)
+    return fail<_cl_program>(errcode_ret, CL_INVALID_VALUE);
+  std::vector<cl_int> status;
+  auto program = Program::from_binaries(c, devices, copies, status);
+  if (binary_status)
+    for (cl_uint i = 0; i < num_devices; ++i)
+      binary_status[i] = status[i];
+  if (!program)
+    return fail<_cl_program>(errcode_ret, program.error().code);
+  set_error(errcode_ret, CL_SUCCESS);
+  return program.value()->handle();
 }
 
 cl_program CL_API_CALL clCreateProgramWithBuiltInKernels(cl_context context, cl_uint num_devices,
@@ -122,10 +137,13 @@ cl_int CL_API_CALL clBuildProgram(cl_program program, cl_uint num_devices, const
   for (Device *d : devices)
     if (!p->has_device(d))
       return CL_INVALID_DEVICE;
-  p->record_build(CL_BUILD_ERROR, options ? options : "", "ManyCL: no OpenCL C compiler is available yet\n");
+  if (p->has_kernels())
+    return CL_INVALID_OPERATION;
+  cl_int result = p->build(device_list ? devices : std::vector<Device *>{}, options ? options : "");
+  // The build is synchronous; the callback still reports its end, as the specification allows.
   if (pfn_notify)
     pfn_notify(program, user_data);
-  return CL_COMPILER_NOT_AVAILABLE;
+  return result;
 }
 
 cl_int CL_API_CALL clCompileProgram(cl_program program, cl_uint num_devices, const cl_device_id *device_list,
@@ -141,8 +159,21 @@ cl_int CL_API_CALL clCompileProgram(cl_program program, cl_uint num_devices, con
   std::vector<Device *> devices;
   if (cl_int e = collect_devices(p->context(), num_devices, device_list, devices); e != CL_SUCCESS)
     return e;
-  p->record_build(CL_BUILD_ERROR, options ? options : "", "ManyCL: no OpenCL C compiler is available yet\n");
-  return CL_COMPILER_NOT_AVAILABLE;
+  if (!p->from_source())
+    return CL_INVALID_OPERATION;
+  if (p->has_kernels())
+    return CL_INVALID_OPERATION;
+  std::vector<compiler::HeaderSource> headers;
+  for (cl_uint i = 0; i < num_input_headers; ++i) {
+    Program *h = Program::from(input_headers[i]);
+    if (!h || !header_include_names[i])
+      return CL_INVALID_VALUE;
+    headers.push_back({header_include_names[i], h->source()});
+  }
+  cl_int result = p->compile(device_list ? devices : std::vector<Device *>{}, options ? options : "", headers);
+  if (pfn_notify)
+    pfn_notify(program, user_data);
+  return result;
 }
 
 cl_program CL_API_CALL clLinkProgram(cl_context context, cl_uint num_devices, const cl_device_id *device_list,
@@ -151,7 +182,6 @@ cl_program CL_API_CALL clLinkProgram(cl_context context, cl_uint num_devices, co
                                      void(CL_CALLBACK *pfn_notify)(cl_program, void *), void *user_data,
                                      cl_int *errcode_ret) {
   Context *c = Context::from(context);
-  (void)options;
   if (!c)
     return fail<_cl_program>(errcode_ret, CL_INVALID_CONTEXT);
   if (num_input_programs == 0 || !input_programs || (!pfn_notify && user_data))
@@ -159,10 +189,19 @@ cl_program CL_API_CALL clLinkProgram(cl_context context, cl_uint num_devices, co
   std::vector<Device *> devices;
   if (cl_int e = collect_devices(c, num_devices, device_list, devices); e != CL_SUCCESS)
     return fail<_cl_program>(errcode_ret, e);
-  for (cl_uint i = 0; i < num_input_programs; ++i)
-    if (!Program::from(input_programs[i]))
+  std::vector<Program *> inputs;
+  for (cl_uint i = 0; i < num_input_programs; ++i) {
+    Program *input = Program::from(input_programs[i]);
+    if (!input || input->context() != c)
       return fail<_cl_program>(errcode_ret, CL_INVALID_PROGRAM);
-  return fail<_cl_program>(errcode_ret, CL_LINKER_NOT_AVAILABLE);
+    inputs.push_back(input);
+  }
+  cl_int result = CL_SUCCESS;
+  Program *linked = Program::link(c, devices, options ? options : "", inputs, result);
+  set_error(errcode_ret, result);
+  if (linked && pfn_notify)
+    pfn_notify(linked->handle(), user_data);
+  return linked ? linked->handle() : nullptr;
 }
 
 cl_int CL_API_CALL clUnloadCompiler() { return CL_SUCCESS; }
@@ -203,56 +242,150 @@ cl_int CL_API_CALL clSetProgramSpecializationConstant(cl_program program, cl_uin
 }
 
 cl_kernel CL_API_CALL clCreateKernel(cl_program program, const char *kernel_name, cl_int *errcode_ret) {
-  if (!Program::from(program))
+  Program *p = Program::from(program);
+  if (!p)
     return fail<_cl_kernel>(errcode_ret, CL_INVALID_PROGRAM);
   if (!kernel_name)
     return fail<_cl_kernel>(errcode_ret, CL_INVALID_VALUE);
-  return fail<_cl_kernel>(errcode_ret, CL_INVALID_PROGRAM_EXECUTABLE);
+  auto kernel = Kernel::create(p, kernel_name);
+  if (!kernel)
+    return fail<_cl_kernel>(errcode_ret, kernel.error().code);
+  set_error(errcode_ret, CL_SUCCESS);
+  return kernel.value()->handle();
 }
 
 cl_int CL_API_CALL clCreateKernelsInProgram(cl_program program, cl_uint num_kernels, cl_kernel *kernels,
                                             cl_uint *num_kernels_ret) {
-  (void)num_kernels, (void)kernels, (void)num_kernels_ret;
-  return Program::from(program) ? CL_INVALID_PROGRAM_EXECUTABLE : CL_INVALID_PROGRAM;
+  Program *p = Program::from(program);
+  if (!p)
+    return CL_INVALID_PROGRAM;
+  if (!p->has_executable())
+    return CL_INVALID_PROGRAM_EXECUTABLE;
+  auto infos = p->kernel_infos();
+  if (kernels && num_kernels < infos.size())
+    return CL_INVALID_VALUE;
+  if (kernels) {
+    for (size_t i = 0; i < infos.size(); ++i) {
+      auto kernel = Kernel::create(p, infos[i].name);
+      if (!kernel) {
+        for (size_t j = 0; j < i; ++j)
+          Kernel::from(kernels[j])->release_api();
+        return kernel.error().code;
+      }
+      kernels[i] = kernel.value()->handle();
+    }
+  }
+  if (num_kernels_ret)
+    *num_kernels_ret = static_cast<cl_uint>(infos.size());
+  return CL_SUCCESS;
 }
 
 cl_kernel CL_API_CALL clCloneKernel(cl_kernel source_kernel, cl_int *errcode_ret) {
-  (void)source_kernel;
-  return fail<_cl_kernel>(errcode_ret, CL_INVALID_KERNEL);
+  Kernel *k = Kernel::from(source_kernel);
+  if (!k)
+    return fail<_cl_kernel>(errcode_ret, CL_INVALID_KERNEL);
+  set_error(errcode_ret, CL_SUCCESS);
+  return k->clone()->handle();
 }
 
-// No kernel object can exist yet, so every kernel handle is invalid.
-cl_int CL_API_CALL clRetainKernel(cl_kernel) { return CL_INVALID_KERNEL; }
-cl_int CL_API_CALL clReleaseKernel(cl_kernel) { return CL_INVALID_KERNEL; }
-cl_int CL_API_CALL clSetKernelArg(cl_kernel, cl_uint, size_t, const void *) { return CL_INVALID_KERNEL; }
-cl_int CL_API_CALL clSetKernelArgSVMPointer(cl_kernel, cl_uint, const void *) { return CL_INVALID_KERNEL; }
-cl_int CL_API_CALL clSetKernelExecInfo(cl_kernel, cl_kernel_exec_info, size_t, const void *) {
-  return CL_INVALID_KERNEL;
+cl_int CL_API_CALL clRetainKernel(cl_kernel kernel) {
+  Kernel *k = Kernel::from(kernel);
+  if (!k)
+    return CL_INVALID_KERNEL;
+  k->retain_api();
+  return CL_SUCCESS;
 }
-cl_int CL_API_CALL clGetKernelInfo(cl_kernel, cl_kernel_info, size_t, void *, size_t *) { return CL_INVALID_KERNEL; }
-cl_int CL_API_CALL clGetKernelArgInfo(cl_kernel, cl_uint, cl_kernel_arg_info, size_t, void *, size_t *) {
-  return CL_INVALID_KERNEL;
+
+cl_int CL_API_CALL clReleaseKernel(cl_kernel kernel) {
+  Kernel *k = Kernel::from(kernel);
+  if (!k || !k->release_api())
+    return CL_INVALID_KERNEL;
+  return CL_SUCCESS;
 }
-cl_int CL_API_CALL clGetKernelWorkGroupInfo(cl_kernel, cl_device_id, cl_kernel_work_group_info, size_t, void *,
-                                            size_t *) {
-  return CL_INVALID_KERNEL;
+
+cl_int CL_API_CALL clSetKernelArg(cl_kernel kernel, cl_uint index, size_t size, const void *value) {
+  Kernel *k = Kernel::from(kernel);
+  if (!k)
+    return CL_INVALID_KERNEL;
+  return k->set_arg(index, size, value);
 }
-cl_int CL_API_CALL clGetKernelSubGroupInfo(cl_kernel, cl_device_id, cl_kernel_sub_group_info, size_t, const void *,
-                                           size_t, void *, size_t *) {
-  return CL_INVALID_KERNEL;
+
+cl_int CL_API_CALL clSetKernelArgSVMPointer(cl_kernel kernel, cl_uint, const void *) {
+  return Kernel::from(kernel) ? CL_INVALID_OPERATION : CL_INVALID_KERNEL; // no SVM
 }
-cl_int CL_API_CALL clGetKernelSubGroupInfoKHR(cl_kernel, cl_device_id, cl_kernel_sub_group_info, size_t,
+
+cl_int CL_API_CALL clSetKernelExecInfo(cl_kernel kernel, cl_kernel_exec_info, size_t, const void *) {
+  return Kernel::from(kernel) ? CL_INVALID_OPERATION : CL_INVALID_KERNEL; // no SVM
+}
+
+cl_int CL_API_CALL clGetKernelInfo(cl_kernel kernel, cl_kernel_info param_name, size_t size, void *value,
+                                   size_t *size_ret) {
+  Kernel *k = Kernel::from(kernel);
+  if (!k)
+    return CL_INVALID_KERNEL;
+  return k->kernel_info(param_name, size, value, size_ret);
+}
+
+cl_int CL_API_CALL clGetKernelArgInfo(cl_kernel kernel, cl_uint index, cl_kernel_arg_info param_name, size_t size,
+                                      void *value, size_t *size_ret) {
+  Kernel *k = Kernel::from(kernel);
+  if (!k)
+    return CL_INVALID_KERNEL;
+  return k->arg_info(index, param_name, size, value, size_ret);
+}
+
+cl_int CL_API_CALL clGetKernelWorkGroupInfo(cl_kernel kernel, cl_device_id device,
+                                            cl_kernel_work_group_info param_name, size_t size, void *value,
+                                            size_t *size_ret) {
+  Kernel *k = Kernel::from(kernel);
+  if (!k)
+    return CL_INVALID_KERNEL;
+  Device *d = device ? Device::from(device) : nullptr;
+  if (!device) {
+    if (k->program()->devices().size() != 1)
+      return CL_INVALID_DEVICE;
+    d = k->program()->devices().front();
+  }
+  if (!d || !k->context()->has_device(d))
+    return CL_INVALID_DEVICE;
+  return k->work_group_info(d, param_name, size, value, size_ret);
+}
+
+cl_int CL_API_CALL clGetKernelSubGroupInfo(cl_kernel kernel, cl_device_id, cl_kernel_sub_group_info, size_t,
+                                           const void *, size_t, void *, size_t *) {
+  return Kernel::from(kernel) ? CL_INVALID_OPERATION : CL_INVALID_KERNEL; // no sub-groups
+}
+cl_int CL_API_CALL clGetKernelSubGroupInfoKHR(cl_kernel kernel, cl_device_id, cl_kernel_sub_group_info, size_t,
                                               const void *, size_t, void *, size_t *) {
-  return CL_INVALID_KERNEL;
+  return Kernel::from(kernel) ? CL_INVALID_OPERATION : CL_INVALID_KERNEL;
 }
 
-cl_int CL_API_CALL clEnqueueNDRangeKernel(cl_command_queue queue, cl_kernel, cl_uint, const size_t *, const size_t *,
-                                          const size_t *, cl_uint, const cl_event *, cl_event *) {
-  return Queue::from(queue) ? CL_INVALID_KERNEL : CL_INVALID_COMMAND_QUEUE;
+cl_int CL_API_CALL clEnqueueNDRangeKernel(cl_command_queue queue, cl_kernel kernel, cl_uint work_dim,
+                                          const size_t *global_offset, const size_t *global_size,
+                                          const size_t *local_size, cl_uint num_events, const cl_event *wait_list,
+                                          cl_event *event) {
+  Queue *q = Queue::from(queue);
+  if (!q)
+    return CL_INVALID_COMMAND_QUEUE;
+  Kernel *k = Kernel::from(kernel);
+  if (!k)
+    return CL_INVALID_KERNEL;
+  if (k->context() != q->context())
+    return CL_INVALID_CONTEXT;
+  std::vector<Event *> waits;
+  if (cl_int e = collect_wait_list(q->context(), num_events, wait_list, waits); e != CL_SUCCESS)
+    return e;
+  Event *ev = nullptr;
+  if (cl_int e = k->enqueue(q, work_dim, global_offset, global_size, local_size, waits, ev); e != CL_SUCCESS)
+    return e;
+  return_event(ev, event);
+  return CL_SUCCESS;
 }
 
-cl_int CL_API_CALL clEnqueueTask(cl_command_queue queue, cl_kernel, cl_uint, const cl_event *, cl_event *) {
-  return Queue::from(queue) ? CL_INVALID_KERNEL : CL_INVALID_COMMAND_QUEUE;
+cl_int CL_API_CALL clEnqueueTask(cl_command_queue queue, cl_kernel kernel, cl_uint num_events,
+                                 const cl_event *wait_list, cl_event *event) {
+  size_t one = 1;
+  return manycl::api::clEnqueueNDRangeKernel(queue, kernel, 1, nullptr, &one, &one, num_events, wait_list, event);
 }
 
 } // namespace manycl::api

@@ -11,6 +11,10 @@ namespace manycl::rt {
 
 namespace {
 constexpr size_t kMaxWorkGroupSize = 1024;
+// Only what the compiler and builtin library really implement.
+constexpr const char *kDeviceExtensions =
+    "cl_khr_global_int32_base_atomics cl_khr_global_int32_extended_atomics "
+    "cl_khr_local_int32_base_atomics cl_khr_local_int32_extended_atomics cl_khr_byte_addressable_store";
 constexpr cl_uint kMemBaseAlignBits = device::Ddr::kAlignment * 8;
 
 std::vector<unsigned> all_clusters(unsigned n) {
@@ -163,7 +167,7 @@ cl_int Device::info(cl_device_info param, size_t size, void *value, size_t *size
     return out.scalar<cl_bool>(CL_TRUE);
   case CL_DEVICE_COMPILER_AVAILABLE:
   case CL_DEVICE_LINKER_AVAILABLE:
-    return out.scalar<cl_bool>(CL_FALSE);
+    return out.scalar<cl_bool>(CL_TRUE);
   case CL_DEVICE_EXECUTION_CAPABILITIES:
     return out.scalar<cl_device_exec_capabilities>(CL_EXEC_KERNEL | CL_EXEC_NATIVE_KERNEL);
   case CL_DEVICE_QUEUE_PROPERTIES:
@@ -188,7 +192,7 @@ cl_int Device::info(cl_device_info param, size_t size, void *value, size_t *size
   case CL_DEVICE_OPENCL_C_VERSION:
     return out.string("OpenCL C 1.2 ");
   case CL_DEVICE_EXTENSIONS:
-    return out.string("");
+    return out.string(kDeviceExtensions);
   case CL_DEVICE_PRINTF_BUFFER_SIZE:
     return out.scalar<size_t>(1u << 20);
   case CL_DEVICE_BUILT_IN_KERNELS:

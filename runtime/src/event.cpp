@@ -17,6 +17,10 @@ Event::Event(Context *context, Queue *queue, cl_command_type type, Action action
     : context_(context), queue_(queue), type_(type), action_(std::move(action)), status_(CL_QUEUED),
       queued_ns_(host_time_ns()) {}
 
+Event::Event(Context *context, Queue *queue, cl_command_type type, Dispatch dispatch)
+    : context_(context), queue_(queue), type_(type), dispatch_(std::move(dispatch)), status_(CL_QUEUED),
+      queued_ns_(host_time_ns()) {}
+
 Event::Event(Context *context)
     : context_(context), type_(CL_COMMAND_USER), status_(CL_SUBMITTED), queued_ns_(host_time_ns()) {}
 
@@ -68,6 +72,16 @@ void Event::start() {
   }
   if (failed) {
     finish_chain(this, CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+    return;
+  }
+  if (dispatch_) {
+    transition(CL_RUNNING);
+    Ref<Event> self(this);
+    Dispatch dispatch = std::move(dispatch_);
+    dispatch_ = nullptr;
+    dispatch([self](cl_int result) {
+      finish_chain(self.get(), result == CL_SUCCESS ? CL_COMPLETE : (result < 0 ? result : CL_OUT_OF_RESOURCES));
+    });
     return;
   }
   if (!action_) {
@@ -139,7 +153,7 @@ void Event::finish_chain(Event *first, cl_int status) {
           dependent->dependency_failed_ = true;
         ready = --dependent->pending_dependencies_ == 0;
         failed = dependent->dependency_failed_;
-        inline_completion = !dependent->action_;
+        inline_completion = !dependent->has_work();
       }
       if (!ready)
         continue;

@@ -1,13 +1,45 @@
 #include "manycl/runtime/program.h"
 
 #include <algorithm>
+#include <cstring>
+#include <span>
 
+#include "manycl/runtime/device.h"
 #include "manycl/runtime/info.h"
 
 namespace manycl::rt {
 
+compiler::DeviceDesc device_desc(const Device &device) {
+  compiler::DeviceDesc desc;
+  const auto &config = device.config();
+  desc.address_bits = 64;
+  desc.local_mem_size = config.local_mem_bytes();
+  desc.mode = config.mode == device::ExecutionMode::SPMD ? compiler::ExecMode::SPMD : compiler::ExecMode::LWI;
+  desc.pes_per_cluster = config.pes_per_cluster;
+  desc.fp64 = false; // cl_khr_fp64 is not reported (yet)
+  desc.fp16 = false;
+  return desc;
+}
+
+cl_int compiler_error_to_cl(compiler::ErrorCode code, cl_int build_failure) {
+  switch (code) {
+  case compiler::ErrorCode::Ok:
+    return CL_SUCCESS;
+  case compiler::ErrorCode::InvalidOptions:
+    return build_failure == CL_COMPILE_PROGRAM_FAILURE ? CL_INVALID_COMPILER_OPTIONS
+           : build_failure == CL_LINK_PROGRAM_FAILURE  ? CL_INVALID_LINKER_OPTIONS
+                                                       : CL_INVALID_BUILD_OPTIONS;
+  case compiler::ErrorCode::InvalidBinary:
+    return CL_INVALID_BINARY;
+  case compiler::ErrorCode::OutOfResources:
+    return CL_OUT_OF_RESOURCES;
+  default:
+    return build_failure;
+  }
+}
+
 Program::Program(Context *context, std::vector<Device *> devices, std::string source)
-    : context_(context), devices_(std::move(devices)), source_(std::move(source)) {
+    : context_(context), devices_(std::move(devices)), source_(std::move(source)), from_source_(true) {
   for (Device *d : devices_)
     d->retain();
 }
@@ -21,11 +53,196 @@ bool Program::has_device(const Device *d) const {
   return std::find(devices_.begin(), devices_.end(), d) != devices_.end();
 }
 
-void Program::record_build(cl_build_status status, std::string options, std::string log) {
+Result<Program *> Program::from_binaries(Context *context, std::vector<Device *> devices,
+                                         const std::vector<std::vector<uint8_t>> &binaries,
+                                         std::vector<cl_int> &binary_status) {
+  std::map<const Device *, Build> builds;
+  cl_int result = CL_SUCCESS;
+  binary_status.assign(devices.size(), CL_SUCCESS);
+  for (size_t i = 0; i < devices.size(); ++i) {
+    auto info = compiler::inspectBinary(binaries[i]);
+    if (!info || info->kind == compiler::BinaryKind::None ||
+        info->device_key != device_desc(*devices[i]).key()) {
+      binary_status[i] = CL_INVALID_BINARY;
+      result = CL_INVALID_BINARY;
+      continue;
+    }
+    Build build;
+    build.kind = info->kind;
+    build.options = info->options;
+    build.log = info->log;
+    build.binary = binaries[i];
+    build.kernels = info->kernels;
+    // A binary is "built" once it is loaded; clBuildProgram on it only (re)loads.
+    build.status = CL_BUILD_NONE;
+    builds[devices[i]] = std::move(build);
+  }
+  if (result != CL_SUCCESS)
+    return make_error("invalid binary", result);
+  auto *program = new Program(context, std::move(devices), std::string());
+  program->from_source_ = false;
+  program->builds_ = std::move(builds);
+  return program;
+}
+
+cl_int Program::build(const std::vector<Device *> &targets, const std::string &options) {
+  const auto &devices = targets.empty() ? devices_ : targets;
+  cl_int result = CL_SUCCESS;
+  for (Device *device : devices) {
+    Build build;
+    build.options = options;
+    if (from_source_) {
+      auto built = compiler::build(source_, options, device_desc(*device));
+      build.log = built.log;
+      if (!built.ok()) {
+        if (!built.status.message.empty() && build.log.find(built.status.message) == std::string::npos)
+          build.log += built.status.message + "\n";
+        build.status = CL_BUILD_ERROR;
+        result = compiler_error_to_cl(built.status.code, CL_BUILD_PROGRAM_FAILURE);
+      } else {
+        build.binary = std::move(built.binary);
+        build.kind = built.kind;
+        build.kernels = std::move(built.kernels);
+      }
+    } else {
+      Build existing = build_for(device);
+      if (existing.kind == compiler::BinaryKind::None) {
+        result = CL_INVALID_BINARY;
+        continue;
+      }
+      build = std::move(existing);
+      if (build.kind != compiler::BinaryKind::Executable) {
+        // A compiled object given as binary is linked into an executable here.
+        std::vector<std::span<const uint8_t>> inputs{std::span<const uint8_t>(build.binary)};
+        auto linked = compiler::link(inputs, options, device_desc(*device));
+        build.log = linked.log;
+        if (!linked.ok()) {
+          build.status = CL_BUILD_ERROR;
+          result = compiler_error_to_cl(linked.status.code, CL_BUILD_PROGRAM_FAILURE);
+          std::lock_guard lock(mutex_);
+          builds_[device] = std::move(build);
+          continue;
+        }
+        build.binary = std::move(linked.binary);
+        build.kind = linked.kind;
+        build.kernels = std::move(linked.kernels);
+      }
+    }
+    if (build.status != CL_BUILD_ERROR) {
+      auto loaded = compiler::load(build.binary);
+      if (!loaded) {
+        build.status = CL_BUILD_ERROR;
+        build.log += loaded.status().message + "\n";
+        result = from_source_ ? CL_BUILD_PROGRAM_FAILURE : CL_INVALID_BINARY;
+      } else {
+        build.loaded = std::move(loaded.value());
+        build.status = CL_BUILD_SUCCESS;
+      }
+    }
+    std::lock_guard lock(mutex_);
+    builds_[device] = std::move(build);
+  }
+  return result;
+}
+
+cl_int Program::compile(const std::vector<Device *> &targets, const std::string &options,
+                        const std::vector<compiler::HeaderSource> &headers) {
+  const auto &devices = targets.empty() ? devices_ : targets;
+  cl_int result = CL_SUCCESS;
+  for (Device *device : devices) {
+    Build build;
+    build.options = options;
+    auto compiled = compiler::compile(source_, options, device_desc(*device), headers);
+    build.log = compiled.log;
+    if (!compiled.ok()) {
+      if (!compiled.status.message.empty() && build.log.find(compiled.status.message) == std::string::npos)
+        build.log += compiled.status.message + "\n";
+      build.status = CL_BUILD_ERROR;
+      result = compiler_error_to_cl(compiled.status.code, CL_COMPILE_PROGRAM_FAILURE);
+    } else {
+      build.status = CL_BUILD_SUCCESS;
+      build.binary = std::move(compiled.binary);
+      build.kind = compiled.kind;
+    }
+    std::lock_guard lock(mutex_);
+    builds_[device] = std::move(build);
+  }
+  return result;
+}
+
+Program *Program::link(Context *context, std::vector<Device *> devices, const std::string &options,
+                       const std::vector<Program *> &inputs, cl_int &result) {
+  auto *program = new Program(context, devices, std::string());
+  program->from_source_ = false;
+  result = CL_SUCCESS;
+  for (Device *device : devices) {
+    std::vector<Build> parts;
+    std::vector<std::span<const uint8_t>> spans;
+    for (Program *input : inputs) {
+      parts.push_back(input->build_for(device));
+      if (parts.back().kind != compiler::BinaryKind::Object && parts.back().kind != compiler::BinaryKind::Library) {
+        program->release();
+        result = CL_INVALID_OPERATION; // an input has no compiled object for the device
+        return nullptr;
+      }
+    }
+    for (auto &part : parts)
+      spans.emplace_back(part.binary);
+    auto linked = compiler::link(spans, options, device_desc(*device));
+    Build build;
+    build.options = options;
+    build.log = linked.log;
+    if (!linked.ok()) {
+      if (!linked.status.message.empty() && build.log.find(linked.status.message) == std::string::npos)
+        build.log += linked.status.message + "\n";
+      build.status = CL_BUILD_ERROR;
+      result = compiler_error_to_cl(linked.status.code, CL_LINK_PROGRAM_FAILURE);
+    } else {
+      build.binary = std::move(linked.binary);
+      build.kind = linked.kind;
+      build.kernels = std::move(linked.kernels);
+      build.status = CL_BUILD_SUCCESS;
+      if (build.kind == compiler::BinaryKind::Executable) {
+        auto loaded = compiler::load(build.binary);
+        if (!loaded) {
+          build.status = CL_BUILD_ERROR;
+          build.log += loaded.status().message + "\n";
+          result = CL_LINK_PROGRAM_FAILURE;
+        } else {
+          build.loaded = std::move(loaded.value());
+        }
+      }
+    }
+    program->builds_[device] = std::move(build);
+  }
+  if (result == CL_INVALID_LINKER_OPTIONS) {
+    program->release();
+    return nullptr;
+  }
+  // On CL_LINK_PROGRAM_FAILURE the program is still returned, so its log can be read.
+  return program;
+}
+
+Program::Build Program::build_for(const Device *device) const {
   std::lock_guard lock(mutex_);
-  status_ = status;
-  options_ = std::move(options);
-  log_ = std::move(log);
+  auto it = builds_.find(device);
+  return it == builds_.end() ? Build() : it->second;
+}
+
+bool Program::has_executable() const {
+  std::lock_guard lock(mutex_);
+  for (auto &[device, build] : builds_)
+    if (build.loaded)
+      return true;
+  return false;
+}
+
+std::vector<compiler::KernelInfo> Program::kernel_infos() const {
+  std::lock_guard lock(mutex_);
+  for (auto &[device, build] : builds_)
+    if (build.loaded)
+      return build.kernels;
+  return {};
 }
 
 cl_int Program::info(cl_program_info param, size_t size, void *value, size_t *size_ret) {
@@ -46,21 +263,45 @@ cl_int Program::info(cl_program_info param, size_t size, void *value, size_t *si
   case CL_PROGRAM_SOURCE:
     return out.string(source_);
   case CL_PROGRAM_BINARY_SIZES: {
-    std::vector<size_t> sizes(devices_.size(), 0);
+    std::vector<size_t> sizes;
+    for (Device *d : devices_)
+      sizes.push_back(build_for(d).binary.size());
     return out.array(sizes);
   }
   case CL_PROGRAM_BINARIES: {
-    // An array of pointers the application owns; with no binary (size 0) nothing is written.
+    // An array of application-owned buffers, each CL_PROGRAM_BINARY_SIZES[i] bytes.
     size_t needed = devices_.size() * sizeof(unsigned char *);
-    if (value && size < needed)
-      return CL_INVALID_VALUE;
+    if (value) {
+      if (size < needed)
+        return CL_INVALID_VALUE;
+      auto **targets = static_cast<unsigned char **>(value);
+      for (size_t i = 0; i < devices_.size(); ++i) {
+        Build b = build_for(devices_[i]);
+        if (targets[i] && !b.binary.empty())
+          std::memcpy(targets[i], b.binary.data(), b.binary.size());
+      }
+    }
     if (size_ret)
       *size_ret = needed;
     return CL_SUCCESS;
   }
   case CL_PROGRAM_NUM_KERNELS:
-  case CL_PROGRAM_KERNEL_NAMES:
-    return CL_INVALID_PROGRAM_EXECUTABLE;
+  case CL_PROGRAM_KERNEL_NAMES: {
+    if (!has_executable())
+      return CL_INVALID_PROGRAM_EXECUTABLE;
+    auto kernels = kernel_infos();
+    if (param == CL_PROGRAM_NUM_KERNELS)
+      return out.scalar<size_t>(kernels.size());
+    std::string names;
+    for (auto &k : kernels)
+      names += (names.empty() ? "" : ";") + k.name;
+    return out.string(names);
+  }
+  case CL_PROGRAM_IL:
+    return out.bytes(nullptr, 0);
+  case CL_PROGRAM_SCOPE_GLOBAL_CTORS_PRESENT:
+  case CL_PROGRAM_SCOPE_GLOBAL_DTORS_PRESENT:
+    return out.scalar<cl_bool>(CL_FALSE);
   default:
     return CL_INVALID_VALUE;
   }
@@ -68,18 +309,25 @@ cl_int Program::info(cl_program_info param, size_t size, void *value, size_t *si
 
 cl_int Program::build_info(Device *device, cl_program_build_info param, size_t size, void *value,
                            size_t *size_ret) {
-  (void)device;
   InfoWriter out(size, value, size_ret);
-  std::lock_guard lock(mutex_);
+  Build b = build_for(device);
   switch (param) {
   case CL_PROGRAM_BUILD_STATUS:
-    return out.scalar<cl_build_status>(status_);
+    return out.scalar<cl_build_status>(b.status);
   case CL_PROGRAM_BUILD_OPTIONS:
-    return out.string(options_);
+    return out.string(b.options);
   case CL_PROGRAM_BUILD_LOG:
-    return out.string(log_);
-  case CL_PROGRAM_BINARY_TYPE:
-    return out.scalar<cl_program_binary_type>(CL_PROGRAM_BINARY_TYPE_NONE);
+    return out.string(b.log);
+  case CL_PROGRAM_BINARY_TYPE: {
+    cl_program_binary_type type = CL_PROGRAM_BINARY_TYPE_NONE;
+    if (b.kind == compiler::BinaryKind::Executable)
+      type = CL_PROGRAM_BINARY_TYPE_EXECUTABLE;
+    else if (b.kind == compiler::BinaryKind::Object)
+      type = CL_PROGRAM_BINARY_TYPE_COMPILED_OBJECT;
+    else if (b.kind == compiler::BinaryKind::Library)
+      type = CL_PROGRAM_BINARY_TYPE_LIBRARY;
+    return out.scalar(type);
+  }
   case CL_PROGRAM_BUILD_GLOBAL_VARIABLE_TOTAL_SIZE:
     return out.scalar<size_t>(0);
   default:

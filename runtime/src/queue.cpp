@@ -36,9 +36,8 @@ void Queue::api_released() {
   last_barrier_ = Ref<Event>();
 }
 
-Event *Queue::enqueue_ordered(cl_command_type type, Event::Action action, const std::vector<Event *> &wait_list,
-                              bool wait_for_all, bool is_barrier) {
-  auto *event = new Event(context_.get(), this, type, std::move(action));
+Event *Queue::enqueue_ordered(Event *event, const std::vector<Event *> &wait_list, bool wait_for_all,
+                              bool is_barrier) {
   {
     std::lock_guard lock(mutex_);
     for (Event *dependency : wait_list)
@@ -65,15 +64,20 @@ Event *Queue::enqueue_ordered(cl_command_type type, Event::Action action, const 
 }
 
 Event *Queue::enqueue(cl_command_type type, Event::Action action, const std::vector<Event *> &wait_list) {
-  return enqueue_ordered(type, std::move(action), wait_list, false, false);
+  return enqueue_ordered(new Event(context_.get(), this, type, std::move(action)), wait_list, false, false);
+}
+
+Event *Queue::enqueue(cl_command_type type, Event::Dispatch dispatch, const std::vector<Event *> &wait_list) {
+  return enqueue_ordered(new Event(context_.get(), this, type, std::move(dispatch)), wait_list, false, false);
 }
 
 Event *Queue::enqueue_barrier(cl_command_type type, const std::vector<Event *> &wait_list) {
-  return enqueue_ordered(type, nullptr, wait_list, wait_list.empty(), true);
+  return enqueue_ordered(new Event(context_.get(), this, type, Event::Action()), wait_list, wait_list.empty(), true);
 }
 
 Event *Queue::enqueue_marker(cl_command_type type, const std::vector<Event *> &wait_list) {
-  return enqueue_ordered(type, nullptr, wait_list, wait_list.empty(), false);
+  return enqueue_ordered(new Event(context_.get(), this, type, Event::Action()), wait_list, wait_list.empty(),
+                         false);
 }
 
 void Queue::command_finished(Event *event) {

@@ -35,10 +35,16 @@ uint64_t host_time_ns();
 class Event : public Object<Event, _cl_event, Kind::Event> {
 public:
   using Action = std::function<cl_int()>;
+  // A command spread over several clusters: it is started once and calls `done` exactly once,
+  // from whichever thread finishes last, with CL_SUCCESS or an error.
+  using Completion = std::function<void(cl_int)>;
+  using Dispatch = std::function<void(Completion done)>;
   using Callback = void(CL_CALLBACK *)(cl_event, cl_int, void *);
 
   // A command event. `action` runs on a cluster of `device`; an empty action completes inline.
   Event(Context *context, Queue *queue, cl_command_type type, Action action);
+  // A command event whose work is a Dispatch (NDRange kernels).
+  Event(Context *context, Queue *queue, cl_command_type type, Dispatch dispatch);
   // A user event (clCreateUserEvent): CL_SUBMITTED until clSetUserEventStatus.
   explicit Event(Context *context);
   ~Event();
@@ -83,6 +89,8 @@ private:
   Ref<Queue> queue_;
   cl_command_type type_;
   Action action_;
+  Dispatch dispatch_;
+  bool has_work() const { return action_ || dispatch_; }
 
   mutable std::mutex mutex_;
   std::condition_variable done_;

@@ -27,6 +27,7 @@ public:
   // Creates the command's event, makes it depend on `wait_list` and on what the queue's
   // ordering requires, and submits it. Returns the event with one reference for the caller.
   Event *enqueue(cl_command_type type, Event::Action action, const std::vector<Event *> &wait_list);
+  Event *enqueue(cl_command_type type, Event::Dispatch dispatch, const std::vector<Event *> &wait_list);
   // A barrier: waits for `wait_list`, or for every earlier command when it is empty, and
   // every later command waits for it.
   Event *enqueue_barrier(cl_command_type type, const std::vector<Event *> &wait_list);
@@ -42,8 +43,7 @@ public:
 
 private:
   Queue() = default;
-  Event *enqueue_ordered(cl_command_type type, Event::Action action, const std::vector<Event *> &wait_list,
-                         bool wait_for_all, bool is_barrier);
+  Event *enqueue_ordered(Event *event, const std::vector<Event *> &wait_list, bool wait_for_all, bool is_barrier);
 
   Ref<Context> context_;
   Device *device_ = nullptr;

@@ -1,0 +1,56 @@
+// Kernel objects and NDRange execution over the clusters of a (sub-)device.
+#pragma once
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include <CL/cl.h>
+
+#include "manycl/compiler/compiler.h"
+#include "manycl/runtime/memory.h"
+#include "manycl/runtime/program.h"
+
+namespace manycl::rt {
+
+class Queue;
+
+class Kernel : public Object<Kernel, _cl_kernel, Kind::Kernel> {
+public:
+  static Result<Kernel *> create(Program *program, const std::string &name);
+  ~Kernel();
+
+  Program *program() const { return program_.get(); }
+  Context *context() const { return program_->context(); }
+  const compiler::KernelInfo &info() const { return info_; }
+
+  cl_int set_arg(cl_uint index, size_t size, const void *value);
+  Kernel *clone() const;
+
+  cl_int kernel_info(cl_kernel_info param, size_t size, void *value, size_t *size_ret);
+  cl_int arg_info(cl_uint index, cl_kernel_arg_info param, size_t size, void *value, size_t *size_ret);
+  cl_int work_group_info(Device *device, cl_kernel_work_group_info param, size_t size, void *value,
+                         size_t *size_ret);
+
+  // clEnqueueNDRangeKernel after the handle checks: validates the range against the device
+  // and the arguments, snapshots them, and enqueues the launch.
+  cl_int enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, const size_t *global, const size_t *local,
+                 const std::vector<class Event *> &waits, Event *&out);
+
+private:
+  Kernel() = default;
+  struct Arg {
+    bool set = false;
+    compiler::ArgValue value;
+    Ref<Memory> memory;
+  };
+
+  Ref<Program> program_;
+  compiler::KernelInfo info_;
+  std::map<const Device *, std::pair<std::shared_ptr<compiler::Program>, const compiler::Kernel *>> per_device_;
+  mutable std::mutex mutex_;
+  std::vector<Arg> args_;
+};
+
+} // namespace manycl::rt

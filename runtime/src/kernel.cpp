@@ -1,0 +1,419 @@
+#include "manycl/runtime/kernel.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
+
+#include "manycl/runtime/device.h"
+#include "manycl/runtime/info.h"
+#include "manycl/runtime/queue.h"
+
+namespace manycl::rt {
+
+namespace {
+constexpr size_t kMaxWorkGroupSize = 1024;
+constexpr size_t kArenaAlignment = 64;
+
+std::byte *align_up(std::byte *p, size_t alignment) {
+  auto v = reinterpret_cast<uintptr_t>(p);
+  return reinterpret_cast<std::byte *>((v + alignment - 1) & ~(alignment - 1));
+}
+
+// The PEs of one cluster as the compiler's executor sees them.
+class ClusterTeam final : public compiler::PeTeam {
+public:
+  explicit ClusterTeam(device::Cluster &cluster) : cluster_(cluster) {}
+  unsigned size() const override { return cluster_.pe_count(); }
+  void run(const std::function<void(unsigned)> &fn) override { cluster_.run_on_pes(cluster_.pe_count(), fn); }
+
+private:
+  device::Cluster &cluster_;
+};
+
+// Everything one NDRange launch shares between the clusters that run it.
+struct LaunchState {
+  compiler::Launch launch;
+  std::vector<Ref<Memory>> buffers; // kept alive until the launch completes
+  uint64_t groups[3] = {1, 1, 1};
+  uint64_t total_groups = 0;
+  std::atomic<uint64_t> next_group{0};
+  std::atomic<unsigned> clusters_left{0};
+  std::atomic<cl_int> error{CL_SUCCESS};
+  device::ExecutionMode mode = device::ExecutionMode::SPMD;
+  Event::Completion done;
+
+  bool take_group(uint64_t id[3]) {
+    uint64_t linear = next_group.fetch_add(1, std::memory_order_relaxed);
+    if (linear >= total_groups)
+      return false;
+    id[0] = linear % groups[0];
+    id[1] = (linear / groups[0]) % groups[1];
+    id[2] = linear / (groups[0] * groups[1]);
+    return true;
+  }
+  void fail(const compiler::Status &status) {
+    cl_int expected = CL_SUCCESS;
+    error.compare_exchange_strong(expected, CL_OUT_OF_RESOURCES);
+    (void)status;
+  }
+
+  // One cluster's share: work-groups are taken from a common counter, so clusters that
+  // start late or run faster simply take more.
+  void run_on_cluster(device::Cluster &cluster) {
+    std::byte *spm = align_up(cluster.spm(), kArenaAlignment);
+    size_t spm_size = cluster.spm_bytes() - static_cast<size_t>(spm - cluster.spm());
+    if (mode == device::ExecutionMode::SPMD) {
+      ClusterTeam team(cluster);
+      uint64_t id[3];
+      while (error.load(std::memory_order_relaxed) == CL_SUCCESS && take_group(id)) {
+        auto status = launch.runGroup(id, spm, spm_size, compiler::ExecMode::SPMD, &team);
+        if (!status.ok())
+          fail(status);
+      }
+      return;
+    }
+    // LWI: each PE runs whole work-groups; the SPM is split between the PEs that run at once.
+    size_t need = std::max<size_t>(launch.localMemSize(), 1);
+    size_t per_pe_capacity = spm_size / cluster.pe_count() & ~(kArenaAlignment - 1);
+    unsigned pes = cluster.pe_count();
+    if (need > per_pe_capacity)
+      pes = static_cast<unsigned>(std::max<size_t>(1, spm_size / ((need + kArenaAlignment - 1) & ~(kArenaAlignment - 1))));
+    size_t arena_size = (spm_size / pes) & ~(kArenaAlignment - 1);
+    cluster.run_on_pes(pes, [&](unsigned pe) {
+      std::byte *arena = spm + pe * arena_size;
+      uint64_t id[3];
+      while (error.load(std::memory_order_relaxed) == CL_SUCCESS && take_group(id)) {
+        auto status = launch.runGroup(id, arena, arena_size, compiler::ExecMode::LWI, nullptr);
+        if (!status.ok())
+          fail(status);
+      }
+    });
+  }
+};
+
+// The largest divisor of n that is at most limit.
+size_t largest_divisor(size_t n, size_t limit) {
+  for (size_t d = std::min(n, limit); d > 1; --d)
+    if (n % d == 0)
+      return d;
+  return 1;
+}
+
+} // namespace
+
+Result<Kernel *> Kernel::create(Program *program, const std::string &name) {
+  if (!program->has_executable())
+    return make_error("no executable", CL_INVALID_PROGRAM_EXECUTABLE);
+  auto *kernel = new Kernel();
+  bool found = false;
+  for (Device *device : program->devices()) {
+    auto build = program->build_for(device);
+    if (!build.loaded)
+      continue;
+    const compiler::Kernel *k = build.loaded->kernel(name);
+    if (!k)
+      continue;
+    if (!found)
+      kernel->info_ = k->info();
+    found = true;
+    kernel->per_device_[device] = {build.loaded, k};
+  }
+  if (!found) {
+    delete kernel;
+    return make_error("no kernel named " + name, CL_INVALID_KERNEL_NAME);
+  }
+  kernel->program_ = Ref<Program>(program);
+  kernel->args_.resize(kernel->info_.args.size());
+  program->kernel_created();
+  return kernel;
+}
+
+Kernel::~Kernel() {
+  if (program_)
+    program_->kernel_destroyed();
+}
+
+Kernel *Kernel::clone() const {
+  auto *copy = new Kernel();
+  copy->program_ = program_;
+  copy->info_ = info_;
+  copy->per_device_ = per_device_;
+  {
+    std::lock_guard lock(mutex_);
+    copy->args_ = args_;
+  }
+  program_->kernel_created();
+  return copy;
+}
+
+cl_int Kernel::set_arg(cl_uint index, size_t size, const void *value) {
+  if (index >= info_.args.size())
+    return CL_INVALID_ARG_INDEX;
+  const auto &arg = info_.args[index];
+  Arg next;
+  switch (arg.address) {
+  case compiler::AddressQual::Local:
+    if (value)
+      return CL_INVALID_ARG_VALUE;
+    if (size == 0)
+      return CL_INVALID_ARG_SIZE;
+    next.value = compiler::ArgValue::local(size);
+    break;
+  case compiler::AddressQual::Global:
+  case compiler::AddressQual::Constant: {
+    if (size != sizeof(cl_mem))
+      return CL_INVALID_ARG_SIZE;
+    cl_mem handle = value ? *static_cast<const cl_mem *>(value) : nullptr;
+    if (!handle) {
+      next.value = compiler::ArgValue::pointer(nullptr);
+      break;
+    }
+    Memory *memory = Memory::from(handle);
+    if (!memory || memory->context() != context())
+      return CL_INVALID_MEM_OBJECT;
+    next.memory = Ref<Memory>(memory);
+    next.value = compiler::ArgValue::pointer(memory->data());
+    break;
+  }
+  default:
+    if (!value)
+      return CL_INVALID_ARG_VALUE;
+    if (size != arg.size)
+      return CL_INVALID_ARG_SIZE;
+    next.value = compiler::ArgValue::value(value, size);
+    break;
+  }
+  next.set = true;
+  std::lock_guard lock(mutex_);
+  args_[index] = std::move(next);
+  return CL_SUCCESS;
+}
+
+cl_int Kernel::kernel_info(cl_kernel_info param, size_t size, void *value, size_t *size_ret) {
+  InfoWriter out(size, value, size_ret);
+  switch (param) {
+  case CL_KERNEL_FUNCTION_NAME:
+    return out.string(info_.name);
+  case CL_KERNEL_NUM_ARGS:
+    return out.scalar<cl_uint>(static_cast<cl_uint>(info_.args.size()));
+  case CL_KERNEL_REFERENCE_COUNT:
+    return out.scalar<cl_uint>(api_ref_count());
+  case CL_KERNEL_CONTEXT:
+    return out.scalar<cl_context>(context()->handle());
+  case CL_KERNEL_PROGRAM:
+    return out.scalar<cl_program>(program_->handle());
+  case CL_KERNEL_ATTRIBUTES:
+    return out.string(info_.attributes);
+  default:
+    return CL_INVALID_VALUE;
+  }
+}
+
+cl_int Kernel::arg_info(cl_uint index, cl_kernel_arg_info param, size_t size, void *value, size_t *size_ret) {
+  if (index >= info_.args.size())
+    return CL_INVALID_ARG_INDEX;
+  const auto &arg = info_.args[index];
+  InfoWriter out(size, value, size_ret);
+  switch (param) {
+  case CL_KERNEL_ARG_ADDRESS_QUALIFIER: {
+    cl_kernel_arg_address_qualifier q = CL_KERNEL_ARG_ADDRESS_PRIVATE;
+    if (arg.address == compiler::AddressQual::Global)
+      q = CL_KERNEL_ARG_ADDRESS_GLOBAL;
+    else if (arg.address == compiler::AddressQual::Constant)
+      q = CL_KERNEL_ARG_ADDRESS_CONSTANT;
+    else if (arg.address == compiler::AddressQual::Local)
+      q = CL_KERNEL_ARG_ADDRESS_LOCAL;
+    return out.scalar(q);
+  }
+  case CL_KERNEL_ARG_ACCESS_QUALIFIER: {
+    cl_kernel_arg_access_qualifier q = CL_KERNEL_ARG_ACCESS_NONE;
+    if (arg.access == compiler::AccessQual::ReadOnly)
+      q = CL_KERNEL_ARG_ACCESS_READ_ONLY;
+    else if (arg.access == compiler::AccessQual::WriteOnly)
+      q = CL_KERNEL_ARG_ACCESS_WRITE_ONLY;
+    else if (arg.access == compiler::AccessQual::ReadWrite)
+      q = CL_KERNEL_ARG_ACCESS_READ_WRITE;
+    return out.scalar(q);
+  }
+  case CL_KERNEL_ARG_TYPE_NAME:
+    return out.string(arg.type_name);
+  case CL_KERNEL_ARG_TYPE_QUALIFIER: {
+    cl_kernel_arg_type_qualifier q = CL_KERNEL_ARG_TYPE_NONE;
+    if (arg.type_qual & compiler::TypeQualConst)
+      q |= CL_KERNEL_ARG_TYPE_CONST;
+    if (arg.type_qual & compiler::TypeQualRestrict)
+      q |= CL_KERNEL_ARG_TYPE_RESTRICT;
+    if (arg.type_qual & compiler::TypeQualVolatile)
+      q |= CL_KERNEL_ARG_TYPE_VOLATILE;
+    if (arg.type_qual & compiler::TypeQualPipe)
+      q |= CL_KERNEL_ARG_TYPE_PIPE;
+    return out.scalar(q);
+  }
+  case CL_KERNEL_ARG_NAME:
+    if (arg.name.empty())
+      return CL_KERNEL_ARG_INFO_NOT_AVAILABLE; // built without -cl-kernel-arg-info
+    return out.string(arg.name);
+  default:
+    return CL_INVALID_VALUE;
+  }
+}
+
+cl_int Kernel::work_group_info(Device *device, cl_kernel_work_group_info param, size_t size, void *value,
+                               size_t *size_ret) {
+  InfoWriter out(size, value, size_ret);
+  const bool has_reqd = info_.reqd_work_group_size[0] != 0;
+  switch (param) {
+  case CL_KERNEL_WORK_GROUP_SIZE: {
+    size_t n = kMaxWorkGroupSize;
+    if (has_reqd)
+      n = size_t(info_.reqd_work_group_size[0]) * info_.reqd_work_group_size[1] * info_.reqd_work_group_size[2];
+    return out.scalar<size_t>(n);
+  }
+  case CL_KERNEL_COMPILE_WORK_GROUP_SIZE: {
+    size_t sizes[3] = {info_.reqd_work_group_size[0], info_.reqd_work_group_size[1], info_.reqd_work_group_size[2]};
+    return out.array(sizes, 3);
+  }
+  case CL_KERNEL_LOCAL_MEM_SIZE: {
+    uint64_t total = info_.static_local_size;
+    std::lock_guard lock(mutex_);
+    for (auto &arg : args_)
+      if (arg.set && arg.value.kind == compiler::ArgValue::Kind::Local)
+        total += arg.value.local_size;
+    return out.scalar<cl_ulong>(total);
+  }
+  case CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE:
+    return out.scalar<size_t>(device->config().mode == device::ExecutionMode::SPMD ? device->config().pes_per_cluster
+                                                                                    : 8);
+  case CL_KERNEL_PRIVATE_MEM_SIZE:
+    return out.scalar<cl_ulong>(info_.private_size);
+  case CL_KERNEL_GLOBAL_WORK_SIZE:
+    return CL_INVALID_VALUE; // only for custom devices and built-in kernels
+  default:
+    return CL_INVALID_VALUE;
+  }
+}
+
+cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, const size_t *global,
+                       const size_t *local, const std::vector<Event *> &waits, Event *&out) {
+  Device *device = queue->device();
+  auto target = per_device_.find(device);
+  if (target == per_device_.end()) {
+    // A sub-device runs what its root device's build produced (same configuration).
+    for (auto &[d, k] : per_device_)
+      if (const_cast<Device *>(d)->root() == device->root()) {
+        target = per_device_.find(d);
+        break;
+      }
+  }
+  if (target == per_device_.end())
+    return CL_INVALID_PROGRAM_EXECUTABLE;
+  if (work_dim < 1 || work_dim > 3)
+    return CL_INVALID_WORK_DIMENSION;
+  if (!global)
+    return CL_INVALID_GLOBAL_WORK_SIZE;
+
+  compiler::NDRange range;
+  range.work_dim = work_dim;
+  const bool has_reqd = info_.reqd_work_group_size[0] != 0;
+  for (cl_uint d = 0; d < work_dim; ++d) {
+    if (global[d] == 0)
+      return CL_INVALID_GLOBAL_WORK_SIZE;
+    range.global[d] = global[d];
+    range.offset[d] = offset ? offset[d] : 0;
+    if (range.offset[d] + range.global[d] < range.global[d])
+      return CL_INVALID_GLOBAL_OFFSET;
+  }
+  size_t product = 1;
+  if (local) {
+    for (cl_uint d = 0; d < work_dim; ++d) {
+      if (local[d] == 0 || global[d] % local[d] != 0)
+        return CL_INVALID_WORK_GROUP_SIZE;
+      if (local[d] > kMaxWorkGroupSize)
+        return CL_INVALID_WORK_ITEM_SIZE;
+      if (has_reqd && local[d] != info_.reqd_work_group_size[d])
+        return CL_INVALID_WORK_GROUP_SIZE;
+      range.local[d] = local[d];
+      product *= local[d];
+    }
+    if (has_reqd)
+      for (cl_uint d = work_dim; d < 3; ++d)
+        if (info_.reqd_work_group_size[d] != 1)
+          return CL_INVALID_WORK_GROUP_SIZE;
+    if (product > kMaxWorkGroupSize)
+      return CL_INVALID_WORK_GROUP_SIZE;
+  } else if (has_reqd) {
+    for (cl_uint d = 0; d < work_dim; ++d) {
+      if (global[d] % info_.reqd_work_group_size[d] != 0)
+        return CL_INVALID_WORK_GROUP_SIZE;
+      range.local[d] = info_.reqd_work_group_size[d];
+    }
+  } else {
+    // Enough work-groups to occupy every cluster, each large enough to amortise the group
+    // overhead: up to 256 work-items, dimension 0 first.
+    size_t budget = 256;
+    for (cl_uint d = 0; d < work_dim; ++d) {
+      size_t l = largest_divisor(global[d], budget);
+      range.local[d] = l;
+      budget = std::max<size_t>(1, budget / l);
+    }
+  }
+
+  std::vector<compiler::ArgValue> values;
+  auto state = std::make_shared<LaunchState>();
+  {
+    std::lock_guard lock(mutex_);
+    for (auto &arg : args_) {
+      if (!arg.set)
+        return CL_INVALID_KERNEL_ARGS;
+      values.push_back(arg.value);
+      if (arg.memory) {
+        if (arg.memory->context() != queue->context())
+          return CL_INVALID_CONTEXT;
+        state->buffers.push_back(arg.memory);
+      }
+    }
+  }
+  auto launch = compiler::Launch::prepare(*target->second.second, values, range);
+  if (!launch) {
+    auto code = launch.status().code;
+    if (code == compiler::ErrorCode::InvalidWorkGroup)
+      return CL_INVALID_WORK_GROUP_SIZE;
+    if (code == compiler::ErrorCode::InvalidArgs)
+      return CL_INVALID_KERNEL_ARGS;
+    return CL_OUT_OF_RESOURCES;
+  }
+  state->launch = std::move(launch.value());
+  if (state->launch.localMemSize() > device->config().local_mem_bytes() - kArenaAlignment)
+    return CL_OUT_OF_RESOURCES;
+  state->mode = device->config().mode;
+  state->total_groups = 1;
+  for (int d = 0; d < 3; ++d) {
+    state->groups[d] = range.numGroups(d);
+    state->total_groups *= state->groups[d];
+  }
+
+  Ref<Program> keep_program = program_;
+  auto target_program = target->second.first; // keeps the JIT code alive during the launch
+  out = queue->enqueue(CL_COMMAND_NDRANGE_KERNEL,
+                       Event::Dispatch([state, device, keep_program, target_program](Event::Completion done) {
+                         state->done = std::move(done);
+                         const auto &clusters = device->clusters();
+                         unsigned helpers = static_cast<unsigned>(
+                             std::min<uint64_t>(clusters.size(), state->total_groups));
+                         state->clusters_left.store(helpers);
+                         for (unsigned i = 0; i < helpers; ++i) {
+                           device::Cluster &cluster = device->hardware().cluster(clusters[i]);
+                           cluster.submit([state, &cluster] {
+                             state->run_on_cluster(cluster);
+                             if (state->clusters_left.fetch_sub(1) == 1) {
+                               auto done = std::move(state->done);
+                               done(state->error.load());
+                             }
+                           });
+                         }
+                       }),
+                       waits);
+  return CL_SUCCESS;
+}
+
+} // namespace manycl::rt

@@ -16,6 +16,7 @@ namespace manycl::compiler::detail {
 
 // ---------------------------------------------------------------- printf
 namespace {
+typedef char v2c __attribute__((vector_size(2)));
 typedef char v4c __attribute__((vector_size(4)));
 typedef char v8c __attribute__((vector_size(8)));
 typedef char v16c __attribute__((vector_size(16)));
@@ -40,9 +41,57 @@ typedef double v4d __attribute__((vector_size(32)));
 typedef double v8d __attribute__((vector_size(64)));
 typedef double v16d __attribute__((vector_size(128)));
 
-template <class V, int N, class E> void readVec(va_list &ap, E *out) {
-  V v = va_arg(ap, V);
-  for (int i = 0; i < N; ++i) out[i] = static_cast<E>(v[i]);
+struct PrintVal {
+  int n = 1;         // number of components
+  bool isFloat = false;
+  bool isPtr = false;
+  double f[16] = {};
+  long i[16] = {};
+  const void *p = nullptr;
+  bool vec = false;
+  uint64_t raw = 0; // bits of a scalar (small vectors arrive ABI-coerced)
+};
+
+template <class V, int N> void readV(va_list &ap, PrintVal &v, bool flt) {
+  V x = va_arg(ap, V);
+  for (int k = 0; k < N; ++k) {
+    if (flt) { v.f[k] = static_cast<double>(x[k]); v.i[k] = static_cast<long>(x[k]); }
+    else { v.i[k] = static_cast<long>(x[k]); v.f[k] = static_cast<double>(x[k]); }
+  }
+}
+
+// Reads one variadic argument described by `d` (see wgfunc.cpp).
+bool readArg(va_list &ap, const char *&d, PrintVal &v) {
+  if (!*d) return false;
+  if (*d == 'v') {
+    ++d;
+    int n = 0;
+    while (*d >= '0' && *d <= '9') n = n * 10 + (*d++ - '0');
+    char e = *d ? *d++ : '?';
+    if (*d == ';') ++d;
+    v.n = n;
+    v.vec = true;
+    int s = n == 3 ? 4 : n;
+    switch (e) {
+    case 'c': if (s == 2) readV<v2c, 2>(ap, v, false); else if (s == 4) readV<v4c, 4>(ap, v, false); else if (s == 8) readV<v8c, 8>(ap, v, false); else readV<v16c, 16>(ap, v, false); break;
+    case 's': if (s == 2) readV<v2s, 2>(ap, v, false); else if (s == 4) readV<v4s, 4>(ap, v, false); else if (s == 8) readV<v8s, 8>(ap, v, false); else readV<v16s, 16>(ap, v, false); break;
+    case 'i': if (s == 2) readV<v2i, 2>(ap, v, false); else if (s == 4) readV<v4i, 4>(ap, v, false); else if (s == 8) readV<v8i, 8>(ap, v, false); else readV<v16i, 16>(ap, v, false); break;
+    case 'l': if (s == 2) readV<v2l, 2>(ap, v, false); else if (s == 4) readV<v4l, 4>(ap, v, false); else if (s == 8) readV<v8l, 8>(ap, v, false); else readV<v16l, 16>(ap, v, false); break;
+    case 'f': v.isFloat = true; if (s == 2) readV<v2f, 2>(ap, v, true); else if (s == 4) readV<v4f, 4>(ap, v, true); else if (s == 8) readV<v8f, 8>(ap, v, true); else readV<v16f, 16>(ap, v, true); break;
+    case 'd': v.isFloat = true; if (s == 2) readV<v2d, 2>(ap, v, true); else if (s == 4) readV<v4d, 4>(ap, v, true); else if (s == 8) readV<v8d, 8>(ap, v, true); else readV<v16d, 16>(ap, v, true); break;
+    default: return false; // half vectors are not supported
+    }
+    return true;
+  }
+  char c = *d++;
+  if (*d == ';') ++d;
+  switch (c) {
+  case 'i': v.i[0] = va_arg(ap, int); v.f[0] = double(v.i[0]); v.raw = uint32_t(v.i[0]); return true;
+  case 'l': v.i[0] = va_arg(ap, long); v.f[0] = double(v.i[0]); v.raw = uint64_t(v.i[0]); return true;
+  case 'd': v.isFloat = true; v.f[0] = va_arg(ap, double); v.i[0] = long(v.f[0]); std::memcpy(&v.raw, &v.f[0], 8); return true;
+  case 'p': v.isPtr = true; v.p = va_arg(ap, void *); v.i[0] = reinterpret_cast<long>(v.p); return true;
+  default: return false;
+  }
 }
 } // namespace
 
@@ -64,25 +113,24 @@ static void appendf(std::string &out, const char *fmt, ...) {
   out.append(big.data(), static_cast<size_t>(n));
 }
 
-extern "C" int __manycl_printf(const char *fmt, ...) {
+/// OpenCL printf. `types` lists the actual types of the variadic arguments.
+extern "C" int __manycl_printf(const char *fmt, const char *types, ...) {
   std::string out;
   va_list ap;
-  va_start(ap, fmt);
+  va_start(ap, types);
+  const char *d = types ? types : "";
   const char *p = fmt;
+  int rc = 0;
   while (*p) {
     if (*p != '%') { out += *p++; continue; }
     if (p[1] == '%') { out += '%'; p += 2; continue; }
     const char *start = p++;
-    std::string flags;
+    std::string flags, width, prec;
     while (*p && std::strchr("-+ #0", *p)) flags += *p++;
-    std::string width, prec;
     while (*p >= '0' && *p <= '9') width += *p++;
     if (*p == '.') { prec += *p++; while (*p >= '0' && *p <= '9') prec += *p++; }
     int vecN = 0;
-    if (*p == 'v') {
-      ++p;
-      while (*p >= '0' && *p <= '9') vecN = vecN * 10 + (*p++ - '0');
-    }
+    if (*p == 'v') { ++p; while (*p >= '0' && *p <= '9') vecN = vecN * 10 + (*p++ - '0'); }
     std::string len;
     if (p[0] == 'h' && p[1] == 'h') { len = "hh"; p += 2; }
     else if (p[0] == 'h' && p[1] == 'l') { len = "hl"; p += 2; }
@@ -92,104 +140,47 @@ extern "C" int __manycl_printf(const char *fmt, ...) {
     if (!conv) { out.append(start); break; }
     ++p;
     std::string spec = "%" + flags + width + prec;
+    PrintVal v;
+    if (conv == 's' || conv == 'p') {
+      if (!readArg(ap, d, v)) { rc = -1; break; }
+      if (conv == 's') appendf(out, (spec + "s").c_str(), v.p ? static_cast<const char *>(v.p) : "(null)");
+      else appendf(out, (spec + "p").c_str(), v.p);
+      continue;
+    }
     bool isInt = std::strchr("diouxXc", conv) != nullptr;
     bool isFlt = std::strchr("fFeEgGaA", conv) != nullptr;
-    if (vecN == 0) {
-      if (conv == 's') { appendf(out, (spec + "s").c_str(), va_arg(ap, const char *)); continue; }
-      if (conv == 'p') { appendf(out, (spec + "p").c_str(), va_arg(ap, void *)); continue; }
-      if (isInt) {
-        bool sgn = conv == 'd' || conv == 'i';
-        if (len == "l") {
-          long v = va_arg(ap, long);
-          appendf(out, (spec + "l" + conv).c_str(), v);
-        } else {
-          int v = va_arg(ap, int);
-          if (len == "hh") v = sgn ? (int)(signed char)v : (int)(unsigned char)v;
-          else if (len == "h") v = sgn ? (int)(short)v : (int)(unsigned short)v;
-          appendf(out, (spec + conv).c_str(), v);
-        }
-        continue;
+    if (!isInt && !isFlt) { out.append(start, static_cast<size_t>(p - start)); continue; }
+    if (!readArg(ap, d, v)) { rc = -1; break; }
+    int n = vecN ? vecN : 1;
+    bool sgn = conv == 'd' || conv == 'i';
+    int bits = len == "hh" ? 8 : len == "h" ? 16 : len == "l" ? 64 : 32;
+    if (vecN > 0 && !v.vec) {
+      // A small vector passed as an integer/double: unpack its bytes.
+      int es = bits / 8;
+      unsigned char b[8];
+      std::memcpy(b, &v.raw, 8);
+      for (int k = 0; k < n && k < 16; ++k) {
+        if ((k + 1) * es > 8) { v.i[k] = 0; v.f[k] = 0; continue; }
+        if (isFlt && es == 4) { float f; std::memcpy(&f, b + k * es, 4); v.f[k] = f; }
+        else if (es == 1) v.i[k] = static_cast<signed char>(b[k]);
+        else if (es == 2) { short x; std::memcpy(&x, b + 2 * k, 2); v.i[k] = x; }
+        else if (es == 4) { int x; std::memcpy(&x, b + 4 * k, 4); v.i[k] = x; }
+        else { long x; std::memcpy(&x, b, 8); v.i[k] = x; }
       }
-      if (isFlt) { appendf(out, (spec + conv).c_str(), va_arg(ap, double)); continue; }
-      out.append(start, static_cast<size_t>(p - start));
-      continue;
     }
-    // vector
-    if (vecN != 2 && vecN != 3 && vecN != 4 && vecN != 8 && vecN != 16) {
-      out.append(start, static_cast<size_t>(p - start));
-      continue;
-    }
-    int storeN = vecN == 3 ? 4 : vecN;
-    if (isFlt) {
-      double e[16];
-      if (len == "l") {
-        switch (storeN) {
-        case 2: readVec<v2d, 2>(ap, e); break;
-        case 4: readVec<v4d, 4>(ap, e); break;
-        case 8: readVec<v8d, 8>(ap, e); break;
-        default: readVec<v16d, 16>(ap, e); break;
-        }
+    for (int k = 0; k < n && k < 16; ++k) {
+      if (k) out += ',';
+      if (isFlt) {
+        appendf(out, (spec + conv).c_str(), v.f[k]);
+      } else if (conv == 'c') {
+        appendf(out, (spec + "c").c_str(), int(v.i[k]));
       } else {
-        switch (storeN) {
-        case 2: readVec<v2f, 2>(ap, e); break;
-        case 4: readVec<v4f, 4>(ap, e); break;
-        case 8: readVec<v8f, 8>(ap, e); break;
-        default: readVec<v16f, 16>(ap, e); break;
-        }
+        long x = v.i[k];
+        if (bits == 8) x = sgn ? long(static_cast<signed char>(x)) : long(static_cast<unsigned char>(x));
+        else if (bits == 16) x = sgn ? long(static_cast<short>(x)) : long(static_cast<unsigned short>(x));
+        else if (bits == 32) x = sgn ? long(static_cast<int>(x)) : long(static_cast<unsigned>(x));
+        appendf(out, (spec + "l" + conv).c_str(), x);
       }
-      for (int i = 0; i < vecN; ++i) {
-        if (i) out += ',';
-        appendf(out, (spec + conv).c_str(), e[i]);
-      }
-    } else if (isInt) {
-      long e[16];
-      bool sgn = conv == 'd' || conv == 'i';
-      int bits = len == "hh" ? 8 : len == "h" ? 16 : len == "l" ? 64 : 32;
-      if (bits == 8) {
-        switch (storeN) {
-        case 2: { v2s t = va_arg(ap, v2s); char c[4]; std::memcpy(c, &t, 4); for (int i = 0; i < 2; ++i) e[i] = c[i]; break; }
-        case 4: readVec<v4c, 4>(ap, e); break;
-        case 8: readVec<v8c, 8>(ap, e); break;
-        default: readVec<v16c, 16>(ap, e); break;
-        }
-      } else if (bits == 16) {
-        switch (storeN) {
-        case 2: readVec<v2s, 2>(ap, e); break;
-        case 4: readVec<v4s, 4>(ap, e); break;
-        case 8: readVec<v8s, 8>(ap, e); break;
-        default: readVec<v16s, 16>(ap, e); break;
-        }
-      } else if (bits == 32) {
-        switch (storeN) {
-        case 2: readVec<v2i, 2>(ap, e); break;
-        case 4: readVec<v4i, 4>(ap, e); break;
-        case 8: readVec<v8i, 8>(ap, e); break;
-        default: readVec<v16i, 16>(ap, e); break;
-        }
-      } else {
-        switch (storeN) {
-        case 2: readVec<v2l, 2>(ap, e); break;
-        case 4: readVec<v4l, 4>(ap, e); break;
-        case 8: readVec<v8l, 8>(ap, e); break;
-        default: readVec<v16l, 16>(ap, e); break;
-        }
-      }
-      for (int i = 0; i < vecN; ++i) {
-        if (i) out += ',';
-        long v = e[i];
-        if (!sgn) {
-          if (bits == 8) v = (unsigned char)v;
-          else if (bits == 16) v = (unsigned short)v;
-          else if (bits == 32) v = (unsigned int)v;
-        } else {
-          if (bits == 8) v = (signed char)v;
-          else if (bits == 16) v = (short)v;
-          else if (bits == 32) v = (int)v;
-        }
-        appendf(out, (spec + "l" + conv).c_str(), v);
-      }
-    } else {
-      out.append(start, static_cast<size_t>(p - start));
     }
   }
   va_end(ap);
@@ -197,7 +188,7 @@ extern "C" int __manycl_printf(const char *fmt, ...) {
   std::lock_guard<std::mutex> lock(mu);
   fwrite(out.data(), 1, out.size(), stdout);
   fflush(stdout);
-  return 0;
+  return rc;
 }
 
 // ---------------------------------------------------------------- async copy
@@ -246,9 +237,12 @@ void *lookupHostSymbol(std::string_view name) {
     for (const char *n : kLibm) {
       if (void *p = dlsym(RTLD_DEFAULT, n)) t[n] = p;
     }
-    t["printf"] = reinterpret_cast<void *>(&__manycl_printf);
     t["__manycl_printf"] = reinterpret_cast<void *>(&__manycl_printf);
     t["__manycl_async_copy"] = reinterpret_cast<void *>(&__manycl_async_copy);
+    t["__manycl_async_copy_g2l"] = reinterpret_cast<void *>(&__manycl_async_copy);
+    t["__manycl_async_copy_l2g"] = reinterpret_cast<void *>(&__manycl_async_copy);
+    for (const char *n : {"__extendhfsf2", "__truncsfhf2", "__truncdfhf2", "__gnu_h2f_ieee", "__gnu_f2h_ieee"})
+      if (void *p = dlsym(RTLD_DEFAULT, n)) t[n] = p;
     t["__manycl_barrier"] = reinterpret_cast<void *>(&__manycl_barrier);
     return t;
   }();

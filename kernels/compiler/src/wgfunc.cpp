@@ -395,6 +395,56 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
     bf->addFnAttr(Attribute::NoDuplicate);
   }
 
+  // printf -> __manycl_printf(fmt, types, args...): `types` describes the
+  // actual type of every variadic argument so the host never guesses.
+  if (Function *pf = M.getFunction("printf")) {
+    std::vector<CallInst *> calls;
+    for (User *U : pf->users())
+      if (auto *ci = dyn_cast<CallInst>(U)) calls.push_back(ci);
+    FunctionCallee hp = M.getOrInsertFunction(
+        "__manycl_printf", FunctionType::get(Type::getInt32Ty(C), {PointerType::get(C, 0), PointerType::get(C, 0)}, true));
+    auto code = [](Type *t) -> char {
+      if (t->isIntegerTy(8)) return 'c';
+      if (t->isIntegerTy(16)) return 's';
+      if (t->isIntegerTy(32)) return 'i';
+      if (t->isIntegerTy(64)) return 'l';
+      if (t->isHalfTy()) return 'h';
+      if (t->isFloatTy()) return 'f';
+      if (t->isDoubleTy()) return 'd';
+      if (t->isPointerTy()) return 'p';
+      return '?';
+    };
+    for (CallInst *ci : calls) {
+      IRBuilder<> B(ci);
+      std::vector<Value *> args{ci->getArgOperand(0), nullptr};
+      std::string desc;
+      for (unsigned i = 1; i < ci->arg_size(); ++i) {
+        Value *a = ci->getArgOperand(i);
+        Type *t = a->getType();
+        if (t->isFloatTy() || t->isHalfTy()) {
+          a = B.CreateFPExt(a, B.getDoubleTy());
+          t = a->getType();
+        } else if (t->isIntegerTy() && t->getIntegerBitWidth() < 32) {
+          a = B.CreateSExt(a, B.getInt32Ty());
+          t = a->getType();
+        }
+        if (auto *vt = dyn_cast<FixedVectorType>(t)) {
+          desc += 'v';
+          desc += std::to_string(vt->getNumElements());
+          desc += code(vt->getElementType());
+        } else {
+          desc += code(t);
+        }
+        desc += ';';
+        args.push_back(a);
+      }
+      args[1] = B.CreateGlobalStringPtr(desc, "printf.types");
+      CallInst *nc = B.CreateCall(hp, args);
+      ci->replaceAllUsesWith(nc);
+      ci->eraseFromParent();
+    }
+  }
+
   // 2. Single work-item clones with (ctx, x, y, z) parameters.
   std::vector<Function *> wis;
   std::vector<Function *> origKernels;
@@ -488,7 +538,7 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
     kernels[ki].private_size = allocaBytes(*wi);
     for (Instruction &I : instructions(*wi))
       if (auto *ci = dyn_cast<CallInst>(&I))
-        if (Function *cf = ci->getCalledFunction(); cf && cf->getName() == "printf")
+        if (Function *cf = ci->getCalledFunction(); cf && cf->getName() == "__manycl_printf")
           kernels[ki].uses_printf = true;
   }
 

@@ -1,0 +1,189 @@
+// Barriers in every legal place, LWI and SPMD, several local sizes.
+#include "helpers.h"
+
+#include <numeric>
+
+using namespace mct;
+
+class Barriers : public testing::TestWithParam<ModeParam> {};
+
+static const char *kSrc = R"(
+// reverse within the group through __local memory (kernel-scope + arg)
+__kernel void reverse(__global const int* in, __global int* out, __local int* tmp) {
+  __local int tile[256];
+  size_t l = get_local_id(0), n = get_local_size(0), g = get_global_id(0);
+  tile[l] = in[g];
+  tmp[l] = in[g] * 2;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  out[g] = tile[n - 1 - l] + tmp[n - 1 - l];
+}
+
+// tree reduction: barrier inside a loop
+__kernel void reduce(__global const float* in, __global float* out, __local float* s) {
+  size_t l = get_local_id(0);
+  s[l] = in[get_global_id(0)];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t k = get_local_size(0) / 2; k > 0; k >>= 1) {
+    if (l < k) s[l] += s[l + k];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (l == 0) out[get_group_id(0)] = s[0];
+}
+
+// barrier in a uniform conditional, and in a called function
+void sync_and_rotate(__local int* t, int* v) {
+  size_t l = get_local_id(0), n = get_local_size(0);
+  t[l] = *v;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  *v = t[(l + 1) % n];
+  barrier(CLK_LOCAL_MEM_FENCE);
+}
+__kernel void rotate(__global int* data, int times, int flag) {
+  __local int t[256];
+  int v = data[get_global_id(0)];
+  for (int i = 0; i < times; ++i) sync_and_rotate(t, &v);
+  if (flag) {
+    t[get_local_id(0)] = v * 10;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    v = t[get_local_size(0) - 1 - get_local_id(0)];
+  }
+  data[get_global_id(0)] = v;
+}
+
+// while loop with a barrier and early-exit-free uniform trip count from memory
+__kernel void prefix(__global int* data, __local int* s) {
+  size_t l = get_local_id(0), n = get_local_size(0);
+  s[l] = data[get_global_id(0)];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  size_t off = 1;
+  while (off < n) {
+    int add = l >= off ? s[l - off] : 0;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    s[l] += add;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    off *= 2;
+  }
+  data[get_global_id(0)] = s[l];
+}
+
+// 2-D tiles: transpose through local memory
+__kernel void transpose(__global const float* in, __global float* out, int w, int h) {
+  __local float tile[16][17];
+  int x = get_global_id(0), y = get_global_id(1);
+  int lx = get_local_id(0), ly = get_local_id(1);
+  tile[ly][lx] = in[y * w + x];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  int ox = get_group_id(1) * get_local_size(1) + lx;
+  int oy = get_group_id(0) * get_local_size(0) + ly;
+  out[oy * h + ox] = tile[lx][ly];
+}
+)";
+
+static std::shared_ptr<Program> prog() {
+  static std::shared_ptr<Program> p = buildLoad(kSrc);
+  return p;
+}
+
+TEST_P(Barriers, Metadata) {
+  auto p = prog();
+  ASSERT_TRUE(p);
+  for (const char *k : {"reverse", "reduce", "rotate", "prefix", "transpose"})
+    EXPECT_TRUE(p->kernel(k)->info().uses_barriers) << k;
+  EXPECT_EQ(p->kernel("reverse")->info().static_local_size, 1024u);
+  EXPECT_EQ(p->kernel("transpose")->info().static_local_size, 1088u);
+}
+
+TEST_P(Barriers, ReverseAndReduce) {
+  auto p = prog();
+  ASSERT_TRUE(p);
+  for (unsigned ls : {1u, 7u, 16u, 64u, 256u}) {
+    const unsigned groups = 3, n = ls * groups;
+    std::vector<int> in(n), out(n, 0);
+    std::iota(in.begin(), in.end(), 1);
+    NDRange r;
+    r.global[0] = n;
+    r.local[0] = ls;
+    ASSERT_TRUE(runND(*p, "reverse", {ArgValue::pointer(in.data()), ArgValue::pointer(out.data()), ArgValue::local(ls * 4)}, r,
+                      GetParam().mode, GetParam().pes));
+    for (unsigned g = 0; g < groups; ++g)
+      for (unsigned l = 0; l < ls; ++l) ASSERT_EQ(out[g * ls + l], 3 * in[g * ls + ls - 1 - l]) << ls << " " << l;
+    if ((ls & (ls - 1)) == 0) {
+      std::vector<float> fin(n), fout(groups, 0);
+      for (unsigned i = 0; i < n; ++i) fin[i] = float(i % 13);
+      ASSERT_TRUE(runND(*p, "reduce", {ArgValue::pointer(fin.data()), ArgValue::pointer(fout.data()), ArgValue::local(ls * 4)}, r,
+                        GetParam().mode, GetParam().pes));
+      for (unsigned g = 0; g < groups; ++g) {
+        float ref = 0;
+        for (unsigned l = 0; l < ls; ++l) ref += fin[g * ls + l];
+        ASSERT_EQ(fout[g], ref) << ls;
+      }
+    }
+  }
+}
+
+TEST_P(Barriers, RotateCalledFunctionAndConditional) {
+  auto p = prog();
+  ASSERT_TRUE(p);
+  for (unsigned ls : {4u, 32u, 100u}) {
+    for (int flag : {0, 1}) {
+      const unsigned groups = 2, n = ls * groups;
+      std::vector<int> d(n);
+      std::iota(d.begin(), d.end(), 0);
+      NDRange r;
+      r.global[0] = n;
+      r.local[0] = ls;
+      int times = 3;
+      ASSERT_TRUE(runND(*p, "rotate", {ArgValue::pointer(d.data()), ArgValue::of(times), ArgValue::of(flag)}, r,
+                        GetParam().mode, GetParam().pes));
+      for (unsigned g = 0; g < groups; ++g)
+        for (unsigned l = 0; l < ls; ++l) {
+          unsigned src = flag ? ls - 1 - l : l;
+          int ref = int(g * ls + (src + times) % ls);
+          if (flag) ref *= 10;
+          ASSERT_EQ(d[g * ls + l], ref) << ls << " " << flag << " " << l;
+        }
+    }
+  }
+}
+
+TEST_P(Barriers, PrefixWhileLoop) {
+  auto p = prog();
+  ASSERT_TRUE(p);
+  for (unsigned ls : {1u, 5u, 64u, 128u}) {
+    std::vector<int> d(ls * 2);
+    for (size_t i = 0; i < d.size(); ++i) d[i] = int(i % 7);
+    auto ref = d;
+    NDRange r;
+    r.global[0] = d.size();
+    r.local[0] = ls;
+    ASSERT_TRUE(runND(*p, "prefix", {ArgValue::pointer(d.data()), ArgValue::local(ls * 4)}, r, GetParam().mode, GetParam().pes));
+    for (unsigned g = 0; g < 2; ++g)
+      for (unsigned l = 1; l < ls; ++l) ref[g * ls + l] += ref[g * ls + l - 1];
+    ASSERT_EQ(d, ref) << ls;
+  }
+}
+
+TEST_P(Barriers, Transpose2D) {
+  auto p = prog();
+  ASSERT_TRUE(p);
+  const int w = 64, h = 32;
+  std::vector<float> in(w * h), out(w * h, -1);
+  for (int i = 0; i < w * h; ++i) in[i] = float(i);
+  for (unsigned t : {4u, 16u}) {
+    NDRange r;
+    r.work_dim = 2;
+    r.global[0] = w;
+    r.global[1] = h;
+    r.local[0] = t;
+    r.local[1] = t;
+    ASSERT_TRUE(runND(*p, "transpose", {ArgValue::pointer(in.data()), ArgValue::pointer(out.data()), ArgValue::of(w), ArgValue::of(h)}, r,
+                      GetParam().mode, GetParam().pes));
+    for (int y = 0; y < h; ++y)
+      for (int x = 0; x < w; ++x) ASSERT_EQ(out[x * h + y], in[y * w + x]) << t;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Modes, Barriers,
+                         testing::Values(ModeParam{ExecMode::LWI, 1}, ModeParam{ExecMode::SPMD, 4},
+                                         ModeParam{ExecMode::SPMD, 16}),
+                         modeName);

@@ -7,6 +7,7 @@
 #include <llvm/Support/SHA256.h>
 
 #include <atomic>
+#include <dlfcn.h>
 #include <cerrno>
 #include <cstdio>
 #include <cstdlib>
@@ -29,6 +30,24 @@ std::string cacheDirectory() {
 
 namespace detail {
 
+/// Identity of the binary that contains this compiler (path, size, mtime):
+/// any rebuild of ManyCL invalidates the cache.
+static const std::string &buildIdentity() {
+  static const std::string id = [] {
+    Dl_info info{};
+    std::string s = "unknown";
+    if (dladdr(reinterpret_cast<void *>(&buildIdentity), &info) && info.dli_fname) {
+      s = info.dli_fname;
+      struct stat st {};
+      if (stat(info.dli_fname, &st) == 0)
+        s += ":" + std::to_string(st.st_size) + ":" + std::to_string(st.st_mtim.tv_sec) + "." +
+             std::to_string(st.st_mtim.tv_nsec);
+    }
+    return s;
+  }();
+  return id;
+}
+
 std::string cacheKey(std::string_view preprocessed, std::string_view options, const DeviceDesc &dev) {
   llvm::SHA256 h;
   auto add = [&](std::string_view s) {
@@ -37,6 +56,7 @@ std::string cacheKey(std::string_view preprocessed, std::string_view options, co
     h.update(llvm::StringRef(s.data(), s.size()));
   };
   add(compilerVersion());
+  add(buildIdentity());
   add(preprocessed);
   add(options);
   add(dev.key());

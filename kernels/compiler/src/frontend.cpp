@@ -139,6 +139,7 @@ FrontendOutput runFrontend(llvm::LLVMContext &ctx, std::string_view source,
     overlay->pushOverlay(mem);
     ci.createDiagnostics(printer, /*ShouldOwnClient=*/false);
     ci.createFileManager(overlay);
+    ci.setVerboseOutputStream(os); // "N errors generated." goes to the log
 
     if (preprocessOnly) {
       HashTokensAction act(out.preprocessed);

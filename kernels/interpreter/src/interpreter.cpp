@@ -1,0 +1,203 @@
+// The record interpreter: one loop over a cluster's records. Control records map one-to-one
+// to device_api.h calls; compute records go to mcl_native_run with an exec context bound to
+// the current cluster (its SPM, its PEs, its modeled time).
+#include "manycl/interpreter.h"
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "kann/kbin.h"
+#include "manycl/native/native.h"
+
+namespace {
+
+int fail(char *msg, size_t cap, int status, const std::string &text) {
+  if (cap > 0) {
+    std::snprintf(msg, cap, "%s", text.c_str());
+  }
+  mcl_fail(text.c_str());
+  return status;
+}
+
+const mcl_ddr_window *window_for(const mcl_kbin_cluster_run *run, const kbin_ddr_ref &ref) {
+  switch (ref.space) {
+  case KBIN_DDR_PARAMS: return &run->params;
+  case KBIN_DDR_SCRATCH: return &run->scratch;
+  case KBIN_DDR_ARG: return ref.arg_index < run->arg_count ? &run->args[ref.arg_index] : nullptr;
+  default: return nullptr;
+  }
+}
+
+int run_dma(const mcl_kbin_cluster_run *run, const kbin_dma_args &d, std::string &error) {
+  mcl_dma_desc desc{};
+  desc.shape = {d.shape.row_bytes,        d.shape.rows,           d.shape.planes,
+                d.shape.src_row_stride,   d.shape.src_plane_stride, d.shape.dst_row_stride,
+                d.shape.dst_plane_stride};
+  desc.notify_signal = d.notify_signal;
+  uint32_t targets[KBIN_MAX_CLUSTERS];
+  uint32_t target_count = 0;
+  const uint32_t self = mcl_cluster_id();
+  switch (d.kind) {
+  case KBIN_DMA_LOAD:
+  case KBIN_DMA_MULTICAST: {
+    desc.src.space = MCL_DMA_DDR;
+    desc.src.offset = d.ddr.offset;
+    desc.src.window = window_for(run, d.ddr);
+    desc.dst.space = MCL_DMA_SPM;
+    desc.dst.cluster = self;
+    desc.dst.offset = d.spm_offset;
+    if (d.kind == KBIN_DMA_MULTICAST) {
+      for (uint32_t i = 0; i < KBIN_MAX_CLUSTERS; ++i)
+        if (d.cluster_mask & (1u << i))
+          targets[target_count++] = i;
+      desc.multicast = targets;
+      desc.multicast_count = target_count;
+    }
+    desc.label = d.kind == KBIN_DMA_LOAD ? "kbin load" : "kbin multicast";
+    break;
+  }
+  case KBIN_DMA_STORE:
+    desc.src.space = MCL_DMA_SPM;
+    desc.src.cluster = self;
+    desc.src.offset = d.spm_offset;
+    desc.dst.space = MCL_DMA_DDR;
+    desc.dst.offset = d.ddr.offset;
+    desc.dst.window = window_for(run, d.ddr);
+    desc.label = "kbin store";
+    break;
+  case KBIN_DMA_EXCHANGE:
+    desc.src.space = MCL_DMA_SPM;
+    desc.src.cluster = self;
+    desc.src.offset = d.spm_offset;
+    desc.dst.space = MCL_DMA_SPM;
+    desc.dst.cluster = d.dst_cluster;
+    desc.dst.offset = d.spm_dst_offset;
+    desc.label = "kbin exchange";
+    break;
+  default:
+    error = "unknown DMA kind " + std::to_string(d.kind);
+    return MCL_ERR_ARGUMENT;
+  }
+  if ((desc.src.space == MCL_DMA_DDR && !desc.src.window) ||
+      (desc.dst.space == MCL_DMA_DDR && !desc.dst.window)) {
+    error = "DMA names a DDR buffer the runtime did not pass";
+    return MCL_ERR_ARGUMENT;
+  }
+  // A {0,0} window (no scratch) must not turn into "whole DDR": reject it explicitly.
+  const mcl_ddr_window *w = desc.src.space == MCL_DMA_DDR ? desc.src.window : desc.dst.window;
+  if ((desc.src.space == MCL_DMA_DDR || desc.dst.space == MCL_DMA_DDR) && w->size == 0) {
+    error = "DMA into an empty DDR buffer";
+    return MCL_ERR_RANGE;
+  }
+  if (mcl_dma_start(&desc) == 0) {
+    error = std::string("DMA failed: ") + mcl_last_error();
+    return MCL_ERR_RANGE;
+  }
+  return MCL_OK;
+}
+
+} // namespace
+
+extern "C" int mcl_kbin_run_cluster(const mcl_kbin_cluster_run *run, char *msg, size_t cap) {
+  if (cap > 0)
+    msg[0] = 0;
+  if (!run || (!run->records && run->records_size) || (run->arg_count && !run->args))
+    return fail(msg, cap, MCL_ERR_ARGUMENT, "mcl_kbin_run_cluster: bad arguments");
+  if (!mcl_has_context())
+    return fail(msg, cap, MCL_ERR_NO_CONTEXT, "mcl_kbin_run_cluster: no cluster context");
+
+  mcl_native_exec exec{};
+  exec.spm_base = static_cast<uint8_t *>(mcl_spm_base());
+  exec.spm_size = mcl_spm_size();
+  exec.pe_count = mcl_pe_count() ? mcl_pe_count() : 1;
+  exec.flags = ((run->flags & MCL_KBIN_RUN_CHECKED) || mcl_checked_mode())
+                   ? MCL_NATIVE_EXEC_CHECKED
+                   : 0;
+  exec.parallel_for = mcl_exec_parallel_for;
+  exec.account_cycles = mcl_exec_account_cycles;
+
+  // Argument blocks are copied to aligned storage: the stream only guarantees 8-byte
+  // alignment of record starts, and a block must never be modified in place.
+  alignas(16) uint8_t block[1024];
+  uint64_t at = 0;
+  uint64_t index = 0;
+  char native_msg[256];
+  while (at < run->records_size) {
+    kbin_record_header h;
+    if (run->records_size - at < sizeof h)
+      return fail(msg, cap, MCL_ERR_ARGUMENT, "record stream truncated");
+    std::memcpy(&h, run->records + at, sizeof h);
+    if (h.length < sizeof h || h.length > run->records_size - at ||
+        h.length - sizeof h > sizeof block)
+      return fail(msg, cap, MCL_ERR_ARGUMENT,
+                  "record " + std::to_string(index) + ": bad length " + std::to_string(h.length));
+    const size_t body = h.length - sizeof h;
+    std::memcpy(block, run->records + at + sizeof h, body);
+    const std::string where = "record " + std::to_string(index) + ": ";
+    int status = MCL_OK;
+    std::string error;
+    switch (h.function_id) {
+    case KBIN_FN_DMA: {
+      kbin_dma_args d;
+      if (body < sizeof d)
+        return fail(msg, cap, MCL_ERR_ARGUMENT, where + "short DMA record");
+      std::memcpy(&d, block, sizeof d);
+      status = run_dma(run, d, error);
+      break;
+    }
+    case KBIN_FN_WAIT_DMA:
+      status = mcl_dma_wait_all();
+      if (status != MCL_OK)
+        error = std::string("DMA wait failed: ") + mcl_last_error();
+      break;
+    case KBIN_FN_BARRIER:
+      status = mcl_barrier();
+      if (status != MCL_OK)
+        error = std::string("barrier failed: ") + mcl_last_error();
+      break;
+    case KBIN_FN_SIGNAL: {
+      kbin_signal_args s;
+      if (body < sizeof s)
+        return fail(msg, cap, MCL_ERR_ARGUMENT, where + "short signal record");
+      std::memcpy(&s, block, sizeof s);
+      status = mcl_signal_post(s.cluster, s.signal, s.count);
+      if (status != MCL_OK)
+        error = std::string("signal failed: ") + mcl_last_error();
+      break;
+    }
+    case KBIN_FN_WAIT_SIGNAL: {
+      kbin_wait_signal_args w;
+      if (body < sizeof w)
+        return fail(msg, cap, MCL_ERR_ARGUMENT, where + "short wait_signal record");
+      std::memcpy(&w, block, sizeof w);
+      status = mcl_signal_wait(w.signal, w.value);
+      if (status != MCL_OK)
+        error = std::string("signal wait failed: ") + mcl_last_error();
+      break;
+    }
+    default: {
+      size_t size = mcl_native_args_size(h.function_id);
+      if (size == 0 || size > body)
+        return fail(msg, cap, MCL_ERR_ARGUMENT,
+                    where + "unknown function id " + std::to_string(h.function_id));
+      native_msg[0] = 0;
+      int s = mcl_native_run(&exec, h.function_id, block, size, native_msg, sizeof native_msg);
+      if (s != MCL_NATIVE_OK) {
+        status = MCL_ERR_ARGUMENT;
+        error = std::string(mcl_native_fn_name(h.function_id)) + ": " + native_msg;
+      }
+      break;
+    }
+    }
+    if (status != MCL_OK)
+      return fail(msg, cap, status, where + error);
+    at += h.length;
+    ++index;
+  }
+  // Leave nothing in flight: the command ends when every cluster returns.
+  if (mcl_dma_wait_all() != MCL_OK)
+    return fail(msg, cap, MCL_ERR_SYNC, std::string("final DMA wait: ") + mcl_last_error());
+  return MCL_OK;
+}

@@ -8,11 +8,15 @@
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
   if (size < 4)
     return 0;
-  uint32_t fn;
-  std::memcpy(&fn, data, 4);
-  fn %= MCL_NATIVE_FN_COUNT_ + 2;
-  const uint8_t *block = data + 4;
-  const size_t block_size = size - 4;
+  uint32_t raw_fn;
+  std::memcpy(&raw_fn, data, 4);
+  const uint32_t fn = raw_fn % (MCL_NATIVE_FN_COUNT_ + 2);
+  // Mostly blocks of the right size (padded with zeros), sometimes the raw size.
+  std::vector<uint8_t> bytes(data + 4, data + size);
+  if (!(raw_fn & 0x80000000u) && mcl_native_args_size(fn) != 0)
+    bytes.resize(mcl_native_args_size(fn), 0);
+  const uint8_t *block = bytes.data();
+  const size_t block_size = bytes.size();
   constexpr uint64_t kSpm = 1 << 16;
   char msg[256];
   if (mcl_native_validate(fn, block, block_size, kSpm, msg, sizeof msg) != MCL_NATIVE_OK)

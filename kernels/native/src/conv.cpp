@@ -3,6 +3,9 @@
 #include "internal.h"
 
 #include <atomic>
+#if defined(__x86_64__) || defined(__i386__)
+#include <cpuid.h>
+#endif
 #include <cstdlib>
 #include <vector>
 
@@ -59,14 +62,26 @@ uint64_t onnx_weight_index(uint32_t fn, const ParamLayout &l, uint32_t g, uint32
 
 IsaKernels const *g_selected = nullptr;
 
+// CPU and OS support (cpuid + xgetbv: the OS must save the wide registers).
 bool cpu_has(const char *isa) {
 #if defined(__x86_64__) || defined(__i386__)
-  __builtin_cpu_init();
-  if (std::strcmp(isa, "avx512") == 0)
-    return __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw");
+  unsigned a, b, c, d;
+  if (!__get_cpuid(1, &a, &b, &c, &d))
+    return false;
+  const bool fma = c & (1u << 12), osxsave = c & (1u << 27), f16c = c & (1u << 29);
+  if (!osxsave)
+    return false;
+  unsigned xcr0_lo, xcr0_hi;
+  __asm__ volatile("xgetbv" : "=a"(xcr0_lo), "=d"(xcr0_hi) : "c"(0));
+  const bool os_avx = (xcr0_lo & 0x6u) == 0x6u, os_avx512 = (xcr0_lo & 0xe6u) == 0xe6u;
+  if (__get_cpuid_max(0, nullptr) < 7)
+    return false;
+  __cpuid_count(7, 0, a, b, c, d);
+  const bool avx2 = b & (1u << 5), avx512f = b & (1u << 16), avx512bw = b & (1u << 30);
   if (std::strcmp(isa, "avx2") == 0)
-    return __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma") &&
-           __builtin_cpu_supports("f16c");
+    return os_avx && avx2 && fma && f16c;
+  if (std::strcmp(isa, "avx512") == 0)
+    return os_avx512 && avx512f && avx512bw && fma && f16c;
 #else
   (void)isa;
 #endif

@@ -2,6 +2,7 @@
 
 #include <cstring>
 
+#include "manycl/device/command.h"
 #include "manycl/device/host_placement.h"
 
 namespace manycl::device {
@@ -46,7 +47,9 @@ size_t Cluster::pending() const {
   return jobs_.size() + running_;
 }
 
-bool Cluster::on_cluster_thread() const { return current_cluster == this; }
+bool Cluster::on_cluster_thread() const {
+  return current_cluster == this;
+}
 
 void Cluster::control_loop() {
   current_cluster = this;
@@ -94,9 +97,16 @@ void Cluster::pe_loop(unsigned pe) {
   }
 }
 
-void Cluster::run_on_pes(unsigned count, const std::function<void(unsigned pe)> &body) {
+void Cluster::run_on_pes(unsigned count, const std::function<void(unsigned pe)> &user_body) {
   if (count == 0)
     return;
+  // The PE threads act for the same command as the caller: device_api.h calls made by the
+  // body must find the caller's cluster context.
+  ClusterContext *context = current_cluster_context();
+  const std::function<void(unsigned)> body = [&user_body, context](unsigned pe) {
+    ScopedClusterContext scope(context);
+    user_body(pe);
+  };
   if (count > pes_)
     count = pes_;
   if (count == 1) {

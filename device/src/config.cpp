@@ -38,7 +38,9 @@ Result<void> DeviceConfig::validate() const {
   return {};
 }
 
-std::vector<std::string> preset_names() { return {"mppa3", "small"}; }
+std::vector<std::string> preset_names() {
+  return {"mppa3", "small"};
+}
 
 Result<DeviceConfig> preset(const std::string &name) {
   DeviceConfig config;
@@ -139,6 +141,10 @@ Result<DeviceConfig> config_from_json_text(const std::string &text) {
       r = read_number(value, "noc_bytes_per_cycle", config.noc_bytes_per_cycle);
     else if (key == "dma_latency_cycles")
       r = read_number(value, "dma_latency_cycles", config.dma_latency_cycles);
+    else if (key == "barrier_latency_cycles")
+      r = read_number(value, "barrier_latency_cycles", config.barrier_latency_cycles);
+    else if (key == "signal_latency_cycles")
+      r = read_number(value, "signal_latency_cycles", config.signal_latency_cycles);
     else
       return make_error("device file: unknown key '" + key + "'");
     if (!r)
@@ -219,6 +225,8 @@ std::string config_to_json(const DeviceConfig &c) {
       {"ddr_bytes_per_cycle", c.ddr_bytes_per_cycle},
       {"noc_bytes_per_cycle", c.noc_bytes_per_cycle},
       {"dma_latency_cycles", c.dma_latency_cycles},
+      {"barrier_latency_cycles", c.barrier_latency_cycles},
+      {"signal_latency_cycles", c.signal_latency_cycles},
   };
   return j.dump();
 }

@@ -7,8 +7,8 @@
 namespace manycl::device {
 
 Ddr::Ddr(uint64_t capacity) : capacity_(capacity) {
-  void *p = mmap(nullptr, capacity, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
-                 -1, 0);
+  void *p = mmap(nullptr, capacity, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
   if (p == MAP_FAILED) {
     capacity_ = 0;
     return;
@@ -50,6 +50,17 @@ Result<uint64_t> Ddr::allocate(uint64_t size) {
   }
   return make_error("DDR exhausted: " + std::to_string(size) + " bytes requested, " +
                     std::to_string(capacity_ - used_bytes_) + " free (fragmented)");
+}
+
+bool Ddr::is_allocated(uint64_t offset, uint64_t size) const {
+  if (!contains(offset, size))
+    return false;
+  std::lock_guard lock(mutex_);
+  auto it = used_blocks_.upper_bound(offset);
+  if (it == used_blocks_.begin())
+    return false;
+  --it;
+  return offset - it->first <= it->second && size <= it->second - (offset - it->first);
 }
 
 void Ddr::free(uint64_t offset) {

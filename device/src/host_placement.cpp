@@ -16,7 +16,8 @@ HostPlacement::HostPlacement(const std::string &synthetic) : impl_(std::make_uni
     impl_->topology = nullptr;
     return;
   }
-  hwloc_topology_set_components(impl_->topology, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST, "opencl");
+  hwloc_topology_set_components(impl_->topology, HWLOC_TOPOLOGY_COMPONENTS_FLAG_BLACKLIST,
+                                "opencl");
   if (!synthetic.empty()) {
     impl_->synthetic = hwloc_topology_set_synthetic(impl_->topology, synthetic.c_str()) == 0;
   }
@@ -34,7 +35,9 @@ HostPlacement::~HostPlacement() {
     hwloc_topology_destroy(impl_->topology);
 }
 
-unsigned HostPlacement::host_pus() const { return impl_->pus; }
+unsigned HostPlacement::host_pus() const {
+  return impl_->pus;
+}
 
 std::pair<unsigned, unsigned> HostPlacement::pu_range(unsigned cluster, unsigned clusters) const {
   if (clusters == 0 || impl_->pus < clusters || cluster >= clusters)

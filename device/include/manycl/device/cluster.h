@@ -37,7 +37,8 @@ public:
   size_t pending() const;
 
   // Runs body(pe) for pe in [0, count) concurrently, one PE thread each (count <= PEs),
-  // and returns when all have finished. Call it from a job of this cluster.
+  // and returns when all have finished. Call it from a job of this cluster. The caller's
+  // current cluster context (command.h) is set on the PE threads while they run body.
   void run_on_pes(unsigned count, const std::function<void(unsigned pe)> &body);
 
   // True on this cluster's control thread or one of its PE threads.

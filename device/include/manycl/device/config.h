@@ -16,10 +16,10 @@ struct DeviceConfig {
   std::string name = "mppa3";
   unsigned clusters = 5;
   unsigned pes_per_cluster = 16;
-  uint64_t spm_bytes = 4ull << 20;  // per cluster
-  uint64_t spm_reserved_bytes = 0;  // kept back from __local for the runtime
-  uint64_t ddr_bytes = 8ull << 30;  // shared by all clusters, allocated lazily
-  uint64_t max_alloc_bytes = 0;     // 0: ddr_bytes / 4, rounded down to 1 MiB
+  uint64_t spm_bytes = 4ull << 20; // per cluster
+  uint64_t spm_reserved_bytes = 0; // kept back from __local for the runtime
+  uint64_t ddr_bytes = 8ull << 30; // shared by all clusters, allocated lazily
+  uint64_t max_alloc_bytes = 0;    // 0: ddr_bytes / 4, rounded down to 1 MiB
   double clock_hz = 1.2e9;
   ExecutionMode mode = ExecutionMode::SPMD;
 
@@ -28,13 +28,21 @@ struct DeviceConfig {
   unsigned int16_macs_per_cycle = 64;
   unsigned fp16_fmas_per_cycle = 16;
   unsigned fp32_fmas_per_cycle = 8;
-  double ddr_bytes_per_cycle = 20.0;   // whole chip, shared by all clusters
-  double noc_bytes_per_cycle = 16.0;   // per cluster link
+  double ddr_bytes_per_cycle = 20.0; // whole chip, shared by all clusters
+  double noc_bytes_per_cycle = 16.0; // per cluster link
   unsigned dma_latency_cycles = 500;
+  // Synchronization costs (modeled): the time from the last cluster's arrival at a barrier
+  // to the release of all, and from a signal post to its visibility at the target.
+  unsigned barrier_latency_cycles = 200;
+  unsigned signal_latency_cycles = 100;
+
+  bool operator==(const DeviceConfig &) const = default;
 
   uint64_t local_mem_bytes() const { return spm_bytes - spm_reserved_bytes; }
   uint64_t max_alloc() const;
-  unsigned compute_units() const { return mode == ExecutionMode::SPMD ? clusters : clusters * pes_per_cluster; }
+  unsigned compute_units() const {
+    return mode == ExecutionMode::SPMD ? clusters : clusters * pes_per_cluster;
+  }
 
   // Checks that every number is usable (non-zero counts, SPM/DDR sizes in range).
   Result<void> validate() const;

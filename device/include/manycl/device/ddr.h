@@ -34,6 +34,10 @@ public:
     return offset <= capacity_ && size <= capacity_ - offset;
   }
 
+  // True when [offset, offset + size) lies inside one allocated block (blocks are rounded up
+  // to kAlignment). Used by the RDMA engine so that a transfer never touches free DDR.
+  bool is_allocated(uint64_t offset, uint64_t size) const;
+
 private:
   std::byte *base_ = nullptr;
   uint64_t capacity_ = 0;

@@ -1,4 +1,5 @@
-// One simulated accelerator: configuration, DDR and clusters. Knows nothing of OpenCL.
+// One simulated accelerator: configuration, DDR, clusters and the device-wide part of
+// modeled time. Knows nothing of OpenCL.
 #pragma once
 
 #include <memory>
@@ -7,6 +8,7 @@
 #include "manycl/device/cluster.h"
 #include "manycl/device/config.h"
 #include "manycl/device/ddr.h"
+#include "manycl/device/time_model.h"
 
 namespace manycl::device {
 
@@ -20,11 +22,17 @@ public:
   Ddr &ddr() { return ddr_; }
   unsigned cluster_count() const { return static_cast<unsigned>(clusters_.size()); }
   Cluster &cluster(unsigned index) { return *clusters_[index]; }
+  TimeModel &time_model() { return time_model_; }
+  // Process-wide number of this device (0, 1, ... in creation order): names its trace
+  // process and its statistics.
+  unsigned index() const { return index_; }
 
 private:
   DeviceConfig config_;
   Ddr ddr_;
   std::vector<std::unique_ptr<Cluster>> clusters_;
+  TimeModel time_model_;
+  unsigned index_;
 };
 
 } // namespace manycl::device

@@ -1,0 +1,760 @@
+#include "manycl/device/command.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <sstream>
+#include <thread>
+
+#include <nlohmann/json.hpp>
+
+#include "manycl/device/device.h"
+#include "manycl/device/report.h"
+
+namespace manycl::device {
+
+namespace {
+
+thread_local ClusterContext *t_context = nullptr;
+
+// Set on a PE thread while it runs its slice of a parallel_for: cycles accounted there are
+// the PE's own; the cluster advances by the slowest PE afterwards.
+struct PeScope {
+  ClusterContext *context = nullptr;
+  uint64_t *cycles = nullptr;
+  unsigned pe = 0;
+};
+thread_local PeScope *t_pe = nullptr;
+
+std::atomic<uint64_t> next_command_id{1};
+std::atomic<int> checked_mode_state{-1}; // -1: not read yet
+
+// Waiting hosts: spin a little (a partner cluster is often just behind), then block on the
+// condition variable so a long wait costs no core. The simulator usually has far more
+// threads than host cores, so the spin is short and yields.
+template <class Pred> bool spin_briefly(Pred ready) {
+  for (int i = 0; i < 200; ++i) {
+    if (ready())
+      return true;
+    if (i >= 16)
+      std::this_thread::yield();
+  }
+  return ready();
+}
+
+std::chrono::milliseconds sync_timeout() {
+  static const std::chrono::milliseconds timeout = [] {
+    const char *env = std::getenv("MANYCL_SYNC_TIMEOUT_S");
+    long seconds = env && *env ? std::strtol(env, nullptr, 10) : 0;
+    return std::chrono::milliseconds(seconds > 0 ? seconds * 1000 : 120 * 1000);
+  }();
+  return timeout;
+}
+
+bool checked_add(uint64_t a, uint64_t b, uint64_t &out) {
+  return !__builtin_add_overflow(a, b, &out);
+}
+bool checked_mul(uint64_t a, uint64_t b, uint64_t &out) {
+  return !__builtin_mul_overflow(a, b, &out);
+}
+
+Result<uint64_t> extent(const DmaShape &s, uint64_t row_stride, uint64_t plane_stride) {
+  if (s.row_bytes == 0 || s.rows == 0 || s.planes == 0)
+    return uint64_t{0};
+  uint64_t a, b, sum;
+  if (!checked_mul(s.planes - 1, plane_stride, a) || !checked_mul(s.rows - 1, row_stride, b) ||
+      !checked_add(a, b, sum) || !checked_add(sum, s.row_bytes, sum))
+    return make_error("DMA shape overflows 64 bits");
+  return sum;
+}
+
+const char *space_name(DmaSpace s) {
+  return s == DmaSpace::Ddr ? "DDR" : "SPM";
+}
+
+std::string describe(const DmaEndpoint &e) {
+  std::ostringstream out;
+  if (e.space == DmaSpace::Ddr)
+    out << "DDR window base " << e.window.base << " + offset " << e.offset;
+  else
+    out << "SPM of cluster " << e.cluster << " + offset " << e.offset;
+  return out.str();
+}
+
+} // namespace
+
+// ---------------------------------------------------------------------------------------
+// DmaShape
+
+Result<uint64_t> DmaShape::bytes() const {
+  uint64_t a, b;
+  if (!checked_mul(row_bytes, rows, a) || !checked_mul(a, planes, b))
+    return make_error("DMA shape overflows 64 bits");
+  return b;
+}
+Result<uint64_t> DmaShape::src_extent() const {
+  return extent(*this, src_row_stride, src_plane_stride);
+}
+Result<uint64_t> DmaShape::dst_extent() const {
+  return extent(*this, dst_row_stride, dst_plane_stride);
+}
+
+// ---------------------------------------------------------------------------------------
+// Context plumbing
+
+ClusterContext *current_cluster_context() {
+  if (t_pe)
+    return t_pe->context;
+  return t_context;
+}
+
+unsigned current_pe_index() {
+  return t_pe ? t_pe->pe : 0;
+}
+
+ScopedClusterContext::ScopedClusterContext(ClusterContext *context) : previous_(t_context) {
+  t_context = context;
+}
+ScopedClusterContext::~ScopedClusterContext() {
+  t_context = previous_;
+}
+
+bool checked_mode() {
+  int state = checked_mode_state.load(std::memory_order_relaxed);
+  if (state < 0) {
+    const char *env = std::getenv("MANYCL_CHECK");
+    state = env && *env && std::strcmp(env, "0") != 0 ? 1 : 0;
+    checked_mode_state.store(state, std::memory_order_relaxed);
+  }
+  return state == 1;
+}
+void set_checked_mode(bool on) {
+  checked_mode_state.store(on ? 1 : 0);
+}
+
+// ---------------------------------------------------------------------------------------
+// ClusterContext
+
+ClusterContext::ClusterContext(CommandRecorder &command, unsigned group_index,
+                               unsigned device_cluster)
+    : command_(command), group_index_(group_index), device_cluster_(device_cluster),
+      signals_(new Signal[kSignalsPerCluster]) {
+  now_ = engine_free_ = command.start_cycle();
+  stats_.cluster = device_cluster;
+}
+
+Device &ClusterContext::device() {
+  return command_.device();
+}
+Cluster &ClusterContext::cluster() {
+  return command_.device().cluster(device_cluster_);
+}
+unsigned ClusterContext::group_size() const {
+  return command_.group_size();
+}
+std::byte *ClusterContext::spm_base() {
+  return cluster().spm();
+}
+uint64_t ClusterContext::spm_size() const {
+  return command_.device_.config().spm_bytes;
+}
+unsigned ClusterContext::pe_count() const {
+  return command_.device_.config().pes_per_cluster;
+}
+
+uint64_t ClusterContext::now() const {
+  std::lock_guard lock(mutex_);
+  return now_;
+}
+
+uint64_t ClusterContext::finish_cycle() const {
+  std::lock_guard lock(mutex_);
+  return std::max(now_, engine_free_);
+}
+
+Error ClusterContext::fail(std::string message) {
+  std::string full = "cluster " + std::to_string(device_cluster_) + ": " + message;
+  command_.fail(full);
+  return make_error(full);
+}
+
+void ClusterContext::account_cycles(uint64_t cycles, const char *label) {
+  if (t_pe && t_pe->context == this) {
+    *t_pe->cycles += cycles;
+    return;
+  }
+  if (cycles == 0)
+    return;
+  uint64_t start;
+  {
+    std::lock_guard lock(mutex_);
+    start = now_;
+    now_ += cycles;
+    stats_.compute_cycles += cycles;
+  }
+  Reports::instance().modeled_span(device().index(), device_cluster_, TraceTrack::Compute,
+                                   label ? label : "compute", start, start + cycles);
+}
+
+uint64_t ClusterContext::mac_cycles(ElementType type, uint64_t macs, unsigned pes) const {
+  const DeviceConfig &c = command_.device_.config();
+  uint64_t rate = 1;
+  switch (type) {
+  case ElementType::Int8:
+    rate = c.int8_macs_per_cycle;
+    break;
+  case ElementType::Int16:
+    rate = c.int16_macs_per_cycle;
+    break;
+  case ElementType::Fp16:
+    rate = c.fp16_fmas_per_cycle;
+    break;
+  case ElementType::Fp32:
+    rate = c.fp32_fmas_per_cycle;
+    break;
+  }
+  pes = std::clamp(pes, 1u, c.pes_per_cluster);
+  uint64_t per_cycle = rate * pes;
+  return macs / per_cycle + (macs % per_cycle != 0);
+}
+
+void ClusterContext::advance_to(uint64_t cycle, const char *what, const std::string &detail) {
+  uint64_t from;
+  {
+    std::lock_guard lock(mutex_);
+    if (cycle <= now_)
+      return;
+    from = now_;
+    stats_.wait_cycles += cycle - now_;
+    now_ = cycle;
+  }
+  Reports::instance().modeled_span(device().index(), device_cluster_, TraceTrack::Sync, what, from,
+                                   cycle, detail);
+}
+
+void ClusterContext::note_spm_used(uint64_t end_offset) {
+  std::lock_guard lock(mutex_);
+  stats_.spm_high_water = std::max(stats_.spm_high_water, std::min(end_offset, spm_size()));
+}
+
+Result<void> ClusterContext::check_spm_range(const void *ptr, uint64_t size) {
+  auto base = reinterpret_cast<uintptr_t>(spm_base());
+  auto p = reinterpret_cast<uintptr_t>(ptr);
+  uint64_t spm = spm_size();
+  if (p < base || p - base > spm || size > spm - (p - base)) {
+    std::ostringstream msg;
+    msg << "operand [" << ptr << ", +" << size << ") lies outside the cluster's SPM ["
+        << static_cast<const void *>(spm_base()) << ", +" << spm << ")";
+    return fail(msg.str());
+  }
+  note_spm_used(p - base + size);
+  return {};
+}
+
+Result<DmaHandle> ClusterContext::dma(const DmaRequest &r) {
+  if (command_.failed())
+    return make_error("command already failed: " + command_.error().message);
+  const DeviceConfig &config = command_.device_.config();
+  const unsigned n = group_size();
+
+  // ---- validation: nothing is touched before every range is known to be inside ----
+  auto bytes = r.shape.bytes();
+  auto src_extent = r.shape.src_extent();
+  auto dst_extent = r.shape.dst_extent();
+  if (!bytes || !src_extent || !dst_extent)
+    return fail("DMA: shape overflows 64 bits");
+  if (r.src.space == DmaSpace::Ddr && r.dst.space == DmaSpace::Ddr)
+    return fail("DMA: DDR to DDR transfers are not supported by the RDMA engine");
+
+  std::vector<unsigned> targets;
+  if (!r.multicast.empty()) {
+    if (r.src.space != DmaSpace::Ddr || r.dst.space != DmaSpace::Spm)
+      return fail("DMA: multicast goes from DDR to SPMs");
+    targets = r.multicast;
+    auto sorted = targets;
+    std::sort(sorted.begin(), sorted.end());
+    if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+      return fail("DMA: multicast lists a cluster twice");
+  } else if (r.dst.space == DmaSpace::Spm) {
+    targets.push_back(r.dst.cluster);
+  }
+  if (r.notify_signal != kNoSignal &&
+      (r.notify_signal < 0 || static_cast<unsigned>(r.notify_signal) >= kSignalsPerCluster))
+    return fail("DMA: notify signal " + std::to_string(r.notify_signal) + " out of range");
+  if (r.notify_signal != kNoSignal && targets.empty())
+    return fail("DMA: a notify signal needs an SPM destination");
+
+  const uint64_t spm = config.spm_bytes;
+  Ddr &ddr = command_.device_.ddr();
+  auto check = [&](const DmaEndpoint &e, uint64_t ext, unsigned cluster,
+                   const char *side) -> Result<std::byte *> {
+    std::ostringstream msg;
+    msg << "DMA " << side << " (" << describe(e) << ", extent " << ext << " bytes) ";
+    if (e.space == DmaSpace::Spm) {
+      if (cluster >= n) {
+        msg << "names cluster " << cluster << " outside the command's " << n << " clusters";
+        return make_error(msg.str());
+      }
+      if (e.offset > spm || ext > spm - e.offset) {
+        msg << "lies outside the SPM of " << spm << " bytes";
+        return make_error(msg.str());
+      }
+      return command_.context(cluster).spm_base() + e.offset;
+    }
+    uint64_t absolute;
+    if (e.offset > e.window.size || ext > e.window.size - e.offset) {
+      msg << "lies outside its DDR window of " << e.window.size << " bytes";
+      return make_error(msg.str());
+    }
+    if (!checked_add(e.window.base, e.offset, absolute) ||
+        (ext > 0 && !ddr.is_allocated(absolute, ext))) {
+      msg << "lies outside the allocated DDR blocks";
+      return make_error(msg.str());
+    }
+    return ddr.at(absolute);
+  };
+  auto src = check(r.src, src_extent.value(), r.src.cluster, "source");
+  if (!src)
+    return fail(src.error().message);
+  std::vector<std::byte *> dsts;
+  if (r.dst.space == DmaSpace::Ddr) {
+    auto d = check(r.dst, dst_extent.value(), 0, "destination");
+    if (!d)
+      return fail(d.error().message);
+    dsts.push_back(d.value());
+  } else {
+    for (unsigned t : targets) {
+      auto d = check(r.dst, dst_extent.value(), t, "destination");
+      if (!d)
+        return fail(d.error().message);
+      dsts.push_back(d.value());
+    }
+  }
+
+  // ---- the copy itself (eager: the host performs it at issue; the modeled completion
+  // time is what wait() and signals use) ----
+  const DmaShape &s = r.shape;
+  if (bytes.value() > 0)
+    for (std::byte *dst : dsts)
+      for (uint64_t p = 0; p < s.planes; ++p)
+        for (uint64_t row = 0; row < s.rows; ++row)
+          std::memmove(dst + p * s.dst_plane_stride + row * s.dst_row_stride,
+                       src.value() + p * s.src_plane_stride + row * s.src_row_stride, s.row_bytes);
+
+  // ---- modeled time ----
+  const bool ddr_side = r.src.space == DmaSpace::Ddr || r.dst.space == DmaSpace::Ddr;
+  const uint64_t b = bytes.value();
+  uint64_t start, done;
+  DmaHandle handle;
+  {
+    std::lock_guard lock(mutex_);
+    start = std::max(now_, engine_free_);
+    done = start;
+    if (b > 0) {
+      uint64_t data_start = start + config.dma_latency_cycles;
+      done = data_start + transfer_cycles(b, config.noc_bytes_per_cycle);
+      if (ddr_side)
+        done = std::max(done, command_.device_.time_model().reserve_ddr(
+                                  data_start, transfer_cycles(b, config.ddr_bytes_per_cycle)));
+    }
+    engine_free_ = done;
+    completion_.push_back(done);
+    handle = completion_.size();
+    stats_.dma_transfers++;
+    stats_.dma_busy_cycles += done - start;
+    if (r.src.space == DmaSpace::Ddr)
+      stats_.ddr_bytes_read += b;
+    if (r.dst.space == DmaSpace::Ddr)
+      stats_.ddr_bytes_written += b;
+    stats_.noc_bytes += b * std::max<size_t>(dsts.size(), 1);
+    if (targets.size() > 1)
+      stats_.multicast_saved_bytes += b * (targets.size() - 1);
+  }
+  if (b > 0) {
+    if (r.src.space == DmaSpace::Spm)
+      command_.context(r.src.cluster).note_spm_used(r.src.offset + src_extent.value());
+    for (unsigned t : targets)
+      command_.context(t).note_spm_used(r.dst.offset + dst_extent.value());
+  }
+  if (r.notify_signal != kNoSignal)
+    for (unsigned t : targets)
+      command_.context(t).receive_signal(static_cast<unsigned>(r.notify_signal), 1, done);
+
+  Reports &reports = Reports::instance();
+  if (reports.tracing()) {
+    std::string kind = std::string(space_name(r.src.space)) + "->" + space_name(r.dst.space);
+    if (targets.size() > 1)
+      kind += " multicast x" + std::to_string(targets.size());
+    nlohmann::json args = {
+        {"bytes", b},         {"handle", handle},       {"rows", s.rows},
+        {"planes", s.planes}, {"src", describe(r.src)}, {"dst", describe(r.dst)}};
+    reports.modeled_span(device().index(), device_cluster_, TraceTrack::Dma,
+                         r.label.empty() ? kind : r.label + " (" + kind + ")", start, done,
+                         args.dump());
+  }
+  return handle;
+}
+
+Result<void> ClusterContext::dma_wait(DmaHandle handle) {
+  uint64_t done;
+  {
+    std::lock_guard lock(mutex_);
+    if (handle == 0 || handle > completion_.size())
+      return make_error("DMA wait: unknown handle " + std::to_string(handle));
+    done = completion_[handle - 1];
+  }
+  advance_to(done, "dma wait", "{\"handle\":" + std::to_string(handle) + "}");
+  return {};
+}
+
+Result<void> ClusterContext::dma_wait_all() {
+  uint64_t done;
+  {
+    std::lock_guard lock(mutex_);
+    done = engine_free_;
+  }
+  advance_to(done, "dma wait all", {});
+  return {};
+}
+
+bool ClusterContext::dma_done(DmaHandle handle) const {
+  std::lock_guard lock(mutex_);
+  return handle != 0 && handle <= completion_.size() && completion_[handle - 1] <= now_;
+}
+
+DmaHandle ClusterContext::last_handle() const {
+  std::lock_guard lock(mutex_);
+  return completion_.size();
+}
+
+Result<void> ClusterContext::barrier() {
+  CommandRecorder &c = command_;
+  const uint64_t arrival = now();
+  uint64_t release;
+  {
+    std::unique_lock lock(c.sync_mutex_);
+    if (c.failed())
+      return make_error("barrier: command failed: " + c.error().message);
+    c.barrier_max_arrival_ = std::max(c.barrier_max_arrival_, arrival);
+    if (++c.barrier_arrived_ == c.group_size()) {
+      c.barrier_release_ = c.barrier_max_arrival_ + c.device_.config().barrier_latency_cycles;
+      c.barrier_arrived_ = 0;
+      c.barrier_max_arrival_ = 0;
+      c.barrier_generation_.fetch_add(1);
+      release = c.barrier_release_;
+      lock.unlock();
+      c.sync_cv_.notify_all();
+    } else {
+      const uint64_t generation = c.barrier_generation_.load();
+      auto released = [&] { return c.barrier_generation_.load() != generation || c.failed(); };
+      lock.unlock();
+      spin_briefly(released);
+      lock.lock();
+      if (!c.sync_cv_.wait_for(lock, sync_timeout(), released)) {
+        lock.unlock();
+        return fail("barrier timed out (MANYCL_SYNC_TIMEOUT_S): a cluster of the command "
+                    "never arrived");
+      }
+      if (c.barrier_generation_.load() == generation)
+        return make_error("barrier: command failed: " + c.error().message);
+      // Stable: the next generation cannot complete before this cluster arrives again.
+      release = c.barrier_release_;
+    }
+  }
+  {
+    std::lock_guard lock(mutex_);
+    stats_.barriers++;
+  }
+  advance_to(release, "barrier", {});
+  return {};
+}
+
+void ClusterContext::receive_signal(unsigned signal, uint64_t count, uint64_t stamp) {
+  CommandRecorder &c = command_;
+  {
+    std::lock_guard lock(c.sync_mutex_);
+    auto &stamps = signals_[signal].stamps;
+    // Stamps are kept as (cycle, count) pairs sorted by cycle, flattened into the vector.
+    size_t i = 0;
+    while (i < stamps.size() && stamps[i] <= stamp)
+      i += 2;
+    if (i >= 2 && stamps[i - 2] == stamp)
+      stamps[i - 1] += count;
+    else
+      stamps.insert(stamps.begin() + static_cast<ptrdiff_t>(i), {stamp, count});
+    signals_[signal].value.fetch_add(count);
+  }
+  c.sync_cv_.notify_all();
+}
+
+Result<void> ClusterContext::signal_post(unsigned target, unsigned signal, uint64_t count) {
+  if (target >= group_size())
+    return fail("signal post: cluster " + std::to_string(target) + " is not in the command");
+  if (signal >= kSignalsPerCluster)
+    return fail("signal post: signal " + std::to_string(signal) + " out of range");
+  if (count == 0)
+    return {};
+  command_.context(target).receive_signal(signal, count,
+                                          now() + command_.device_.config().signal_latency_cycles);
+  return {};
+}
+
+uint64_t ClusterContext::signal_value(unsigned signal) const {
+  return signal < kSignalsPerCluster ? signals_[signal].value.load() : 0;
+}
+
+Result<void> ClusterContext::signal_wait(unsigned signal, uint64_t value) {
+  if (signal >= kSignalsPerCluster)
+    return fail("signal wait: signal " + std::to_string(signal) + " out of range");
+  if (value == 0)
+    return {};
+  CommandRecorder &c = command_;
+  Signal &s = signals_[signal];
+  auto reached = [&] { return s.value.load() >= value || c.failed(); };
+  spin_briefly(reached);
+  uint64_t stamp = 0;
+  {
+    std::unique_lock lock(c.sync_mutex_);
+    if (!c.sync_cv_.wait_for(lock, sync_timeout(), reached)) {
+      lock.unlock();
+      return fail("signal wait timed out (MANYCL_SYNC_TIMEOUT_S): signal " +
+                  std::to_string(signal) + " stayed below " + std::to_string(value));
+    }
+    if (s.value.load() < value)
+      return make_error("signal wait: command failed: " + c.error().message);
+    uint64_t seen = 0;
+    for (size_t i = 0; i < s.stamps.size(); i += 2) {
+      seen += s.stamps[i + 1];
+      if (seen >= value) {
+        stamp = s.stamps[i];
+        break;
+      }
+    }
+  }
+  advance_to(stamp, "signal wait",
+             "{\"signal\":" + std::to_string(signal) + ",\"value\":" + std::to_string(value) + "}");
+  return {};
+}
+
+Result<void> ClusterContext::parallel_for(uint64_t count,
+                                          const std::function<void(uint64_t, unsigned)> &body) {
+  if (count == 0)
+    return {};
+  if (t_pe) {
+    // Nested: the PE already running us does the whole range.
+    for (uint64_t i = 0; i < count; ++i)
+      body(i, t_pe->pe);
+    return {};
+  }
+  const unsigned pes = static_cast<unsigned>(std::min<uint64_t>(pe_count(), count));
+  std::vector<uint64_t> cycles(pes, 0);
+  cluster().run_on_pes(pes, [&](unsigned pe) {
+    PeScope scope{this, &cycles[pe], pe};
+    PeScope *saved = t_pe;
+    t_pe = &scope;
+    const uint64_t begin = count * pe / pes;
+    const uint64_t end = count * (pe + 1) / pes;
+    for (uint64_t i = begin; i < end; ++i)
+      body(i, pe);
+    t_pe = saved;
+  });
+  account_cycles(*std::max_element(cycles.begin(), cycles.end()), "parallel_for");
+  return {};
+}
+
+ClusterStats ClusterContext::stats() const {
+  std::lock_guard lock(mutex_);
+  ClusterStats s = stats_;
+  s.end_cycle = std::max(now_, engine_free_);
+  return s;
+}
+
+// ---------------------------------------------------------------------------------------
+// CommandRecorder
+
+CommandRecorder::CommandRecorder(Device &device, std::string name, std::vector<unsigned> clusters,
+                                 uint64_t start_cycle)
+    : device_(device), name_(std::move(name)), id_(next_command_id.fetch_add(1)),
+      start_cycle_(start_cycle), host_begin_(std::chrono::steady_clock::now()) {
+  for (unsigned g = 0; g < clusters.size(); ++g)
+    contexts_.push_back(std::make_unique<ClusterContext>(*this, g, clusters[g]));
+}
+
+CommandRecorder::~CommandRecorder() = default;
+
+Result<std::shared_ptr<CommandRecorder>> CommandRecorder::begin(Device &device, std::string name,
+                                                                std::vector<unsigned> clusters,
+                                                                uint64_t not_before_cycle) {
+  if (clusters.empty())
+    return make_error("command '" + name + "' runs on no cluster");
+  auto sorted = clusters;
+  std::sort(sorted.begin(), sorted.end());
+  if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
+    return make_error("command '" + name + "' lists a cluster twice");
+  if (sorted.back() >= device.cluster_count())
+    return make_error("command '" + name + "' names cluster " + std::to_string(sorted.back()) +
+                      " of a device with " + std::to_string(device.cluster_count()));
+  uint64_t start = not_before_cycle;
+  for (unsigned c : clusters)
+    start = std::max(start, device.time_model().cluster_time(c));
+  return std::shared_ptr<CommandRecorder>(
+      new CommandRecorder(device, std::move(name), std::move(clusters), start));
+}
+
+void CommandRecorder::fail(std::string message) {
+  {
+    std::lock_guard lock(error_mutex_);
+    if (error_.empty())
+      error_ = std::move(message);
+  }
+  {
+    std::lock_guard lock(sync_mutex_);
+    failed_.store(true);
+  }
+  sync_cv_.notify_all();
+}
+
+Error CommandRecorder::error() const {
+  std::lock_guard lock(error_mutex_);
+  return make_error(error_);
+}
+
+Result<void> CommandRecorder::run(const std::function<void(ClusterContext &)> &body) {
+  std::mutex mutex;
+  std::condition_variable done_cv;
+  unsigned done = 0;
+  for (unsigned g = 0; g < group_size(); ++g) {
+    ClusterContext &ctx = context(g);
+    device_.cluster(ctx.device_cluster()).submit([&, g] {
+      {
+        ScopedClusterContext scope(context(g));
+        body(context(g));
+      }
+      std::lock_guard lock(mutex);
+      ++done;
+      done_cv.notify_all();
+    });
+  }
+  std::unique_lock lock(mutex);
+  done_cv.wait(lock, [&] { return done == group_size(); });
+  if (failed())
+    return error();
+  return {};
+}
+
+void CommandRecorder::account_host_transfer(uint64_t ddr_bytes_read, uint64_t ddr_bytes_written) {
+  ClusterContext &ctx = context(0);
+  const DeviceConfig &config = device_.config();
+  uint64_t bytes = ddr_bytes_read + ddr_bytes_written;
+  uint64_t start, done;
+  {
+    std::lock_guard lock(ctx.mutex_);
+    start = std::max(ctx.now_, ctx.engine_free_);
+    done = start;
+    if (bytes > 0)
+      done = device_.time_model().reserve_ddr(start + config.dma_latency_cycles,
+                                              transfer_cycles(bytes, config.ddr_bytes_per_cycle));
+    ctx.engine_free_ = done;
+    ctx.stats_.dma_busy_cycles += done - start;
+    ctx.stats_.ddr_bytes_read += ddr_bytes_read;
+    ctx.stats_.ddr_bytes_written += ddr_bytes_written;
+  }
+  Reports::instance().modeled_span(device_.index(), ctx.device_cluster_, TraceTrack::Dma,
+                                   "host transfer", start, done,
+                                   "{\"bytes\":" + std::to_string(bytes) + "}");
+}
+
+const CommandStats &CommandRecorder::end() {
+  std::lock_guard lock(end_mutex_);
+  if (ended_)
+    return stats_;
+  auto host_end = std::chrono::steady_clock::now();
+  CommandStats &s = stats_;
+  s.id = id_;
+  s.name = name_;
+  s.device_index = device_.index();
+  s.device_name = device_.config().name;
+  s.clock_hz = device_.config().clock_hz;
+  s.start_cycle = start_cycle_;
+  s.end_cycle = start_cycle_;
+  s.host_seconds = std::chrono::duration<double>(host_end - host_begin_).count();
+  for (auto &ctx : contexts_) {
+    ClusterStats c = ctx->stats();
+    s.end_cycle = std::max(s.end_cycle, c.end_cycle);
+    s.ddr_bytes_read += c.ddr_bytes_read;
+    s.ddr_bytes_written += c.ddr_bytes_written;
+    s.noc_bytes += c.noc_bytes;
+    s.multicast_saved_bytes += c.multicast_saved_bytes;
+    s.spm_high_water = std::max(s.spm_high_water, c.spm_high_water);
+    s.dma_transfers += c.dma_transfers;
+    s.clusters.push_back(c);
+  }
+  s.ok = !failed();
+  if (!s.ok)
+    s.error = error().message;
+  // The command completes as a whole: its clusters are free again at its end.
+  for (auto &ctx : contexts_)
+    device_.time_model().set_cluster_time(ctx->device_cluster(), s.end_cycle);
+  Reports::instance().command_finished(s, host_begin_, host_end);
+  ended_ = true;
+  return stats_;
+}
+
+// ---------------------------------------------------------------------------------------
+// CommandStats
+
+std::string CommandStats::to_json() const {
+  nlohmann::json j = {{"id", id},
+                      {"name", name},
+                      {"device", device_index},
+                      {"device_name", device_name},
+                      {"start_cycle", start_cycle},
+                      {"end_cycle", end_cycle},
+                      {"modeled_cycles", cycles()},
+                      {"modeled_seconds", modeled_seconds()},
+                      {"host_seconds", host_seconds},
+                      {"ddr_bytes_read", ddr_bytes_read},
+                      {"ddr_bytes_written", ddr_bytes_written},
+                      {"noc_bytes", noc_bytes},
+                      {"multicast_saved_bytes", multicast_saved_bytes},
+                      {"spm_high_water", spm_high_water},
+                      {"dma_transfers", dma_transfers},
+                      {"ok", ok}};
+  if (!ok)
+    j["error"] = error;
+  nlohmann::json cl = nlohmann::json::array();
+  for (const auto &c : clusters)
+    cl.push_back({{"cluster", c.cluster},
+                  {"end_cycle", c.end_cycle},
+                  {"compute_cycles", c.compute_cycles},
+                  {"dma_busy_cycles", c.dma_busy_cycles},
+                  {"wait_cycles", c.wait_cycles},
+                  {"dma_transfers", c.dma_transfers},
+                  {"barriers", c.barriers},
+                  {"ddr_bytes_read", c.ddr_bytes_read},
+                  {"ddr_bytes_written", c.ddr_bytes_written},
+                  {"noc_bytes", c.noc_bytes},
+                  {"multicast_saved_bytes", c.multicast_saved_bytes},
+                  {"spm_high_water", c.spm_high_water}});
+  j["clusters"] = std::move(cl);
+  return j.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace);
+}
+
+std::string CommandStats::to_text() const {
+  std::ostringstream out;
+  out << "manycl stats: command " << id << " '" << name << "' on " << device_name << " #"
+      << device_index << ": " << cycles() << " modeled cycles (" << modeled_seconds() * 1e6
+      << " us modeled), host " << host_seconds * 1e6 << " us, DDR read " << ddr_bytes_read
+      << " B, written " << ddr_bytes_written << " B, NoC " << noc_bytes << " B, multicast saved "
+      << multicast_saved_bytes << " B, SPM high water " << spm_high_water << " B"
+      << (ok ? "" : ", FAILED: " + error) << "\n";
+  for (const auto &c : clusters)
+    out << "  cluster " << c.cluster << ": end " << c.end_cycle << ", compute " << c.compute_cycles
+        << ", dma busy " << c.dma_busy_cycles << ", wait " << c.wait_cycles << ", "
+        << c.dma_transfers << " transfers, " << c.barriers << " barriers, DDR r/w "
+        << c.ddr_bytes_read << "/" << c.ddr_bytes_written << " B, NoC " << c.noc_bytes
+        << " B, SPM high water " << c.spm_high_water << " B\n";
+  return out.str();
+}
+
+} // namespace manycl::device

@@ -383,6 +383,25 @@ TEST_P(ConvRandom, LargeChannels) {
   run_case(c, 801, 2);
 }
 
+TEST_P(ConvRandom, LargeKChunked) {
+  // Panels beyond the L1 budget are split into K-chunks (whole taps, or channel ranges of a
+  // tap) accumulated across row blocks: 3x3 with many channels, and a wide 1x1.
+  ConvCase c{};
+  c.H = 5, c.W = 7, c.cin = 301, c.cout = 37, c.groups = 1, c.kh = c.kw = 3, c.sh = c.sw = 1;
+  c.dh = c.dw = 1, c.pt = c.pl = c.pb = c.pr = 1, c.OH = 5, c.OW = 7;
+  c.oy0 = c.ox0 = 0, c.oh = 5, c.ow = 7;
+  c.act = {MCL_ACT_RELU, 0, 0};
+  run_case(c, 900, 2);
+  c.dtype = c.out_dtype = MCL_DTYPE_F16;
+  run_case(c, 901, 1);
+  ConvCase w{};
+  w.H = 3, w.W = 9, w.cin = 1030, w.cout = 20, w.groups = 1, w.kh = w.kw = 1, w.sh = w.sw = 1;
+  w.dh = w.dw = 1, w.OH = 3, w.OW = 9, w.oh = 3, w.ow = 9;
+  run_case(w, 902, 2);
+  w.groups = 2, w.cout = 34; // grouped, chunked per group
+  run_case(w, 903, 1);
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, ConvRandom, ::testing::Values("generic", "avx2", "avx512"),
                          [](const auto &info) { return info.param; });
 

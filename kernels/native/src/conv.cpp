@@ -115,12 +115,21 @@ const IsaKernels *best_kernels() {
   return &generic_kernels();
 }
 
+// PE-private scratch (host threads stand in for PEs).
 std::vector<int32_t> &scratch_for_this_thread(size_t words) {
   static thread_local std::vector<int32_t> buffer;
   if (buffer.size() < words)
     buffer.resize(words);
   return buffer;
 }
+std::vector<float> &accumulators_for_this_thread(size_t floats) {
+  static thread_local std::vector<float> buffer;
+  if (buffer.size() < floats)
+    buffer.resize(floats);
+  return buffer;
+}
+// Rows per task at most: bounds the K-chunk accumulators (x 64 bytes).
+constexpr uint32_t kMaxTaskRows = 384;
 
 } // namespace
 
@@ -251,7 +260,7 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
     const uint32_t chunk = std::max<uint32_t>(1, (m_total + 4 * pes - 1) / (4 * pes));
     const uint32_t tasks = (m_total + chunk - 1) / chunk;
     parallel_for(exec, tasks, [&](uint32_t task) {
-      ConvRange r{0, task * chunk, std::min(m_total, (task + 1) * chunk), 0, 0, nullptr};
+      ConvRange r{0, task * chunk, std::min(m_total, (task + 1) * chunk), 0, 0, nullptr, nullptr};
       isa.depthwise(j, r);
     });
     return Status::Ok();
@@ -266,6 +275,7 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
   const uint32_t mr = (uint32_t)isa.rows;
   const uint32_t want_m_chunks = std::max<uint32_t>(1, 4 * pes / std::max<uint32_t>(1, l.groups * n_chunks));
   uint32_t m_chunk = (m_total + want_m_chunks - 1) / want_m_chunks;
+  m_chunk = std::min<uint32_t>(m_chunk, kMaxTaskRows);
   m_chunk = std::max<uint32_t>(mr, (m_chunk + mr - 1) / mr * mr);
   const uint32_t m_chunks = (m_total + m_chunk - 1) / m_chunk;
   const uint32_t tasks = l.groups * n_chunks * m_chunks;
@@ -279,11 +289,14 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
                 std::min(m_total, (mc + 1) * m_chunk),
                 nc * nb_chunk,
                 std::min(l.nblocks, (nc + 1) * nb_chunk),
+                nullptr,
                 nullptr};
     if (int8) {
       r.scratch = scratch_for_this_thread(scratch_words).data();
       isa.conv_int8(j, r);
     } else {
+      const size_t rows = (size_t)(r.m_end - r.m_begin + kMaxRows) / kMaxRows * kMaxRows;
+      r.acc = accumulators_for_this_thread(rows * kPanelWidth).data();
       isa.conv_float(j, r);
     }
   });

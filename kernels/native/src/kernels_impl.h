@@ -43,24 +43,27 @@ static inline float to_float(uint16_t v) { return half_to_float(v); }
 static inline void from_float(float *p, float v) { *p = v; }
 static inline void from_float(uint16_t *p, float v) { *p = float_to_half(v); }
 
-// C[MR][16] = sum over taps t and channels k of A[row i](t, k) * W[t][k][0..16).
-// rows[i][t] is the element offset of the input pixel of row i, tap t (address table).
+// C[MR][16] (+)= sum over taps t in [t0, t1) and channels k in [k0, k1) of
+// A[row i](t, k) * W[t][k][0..16). rows[i][t] is the element offset of the input pixel of row
+// i, tap t (address table); the panel is [taps][kc][16].
 template <class S, int MR, class T>
-static inline void ukernel_float(uint32_t taps, uint32_t kc, const T *in,
-                                 const int32_t *const *rows, const T *w, float (*c)[16]) {
+static inline void ukernel_float(uint32_t t0, uint32_t t1, uint32_t k0, uint32_t k1, uint32_t kc,
+                                 const T *in, const int32_t *const *rows, const T *panel,
+                                 bool accumulate, float (*c)[16]) {
   constexpr int V = kPanelWidth / S::W;
   typename S::VF acc[MR][V];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v)
-      acc[i][v] = S::zero();
-  for (uint32_t t = 0; t < taps; ++t) {
+      acc[i][v] = accumulate ? S::load(&c[i][v * S::W]) : S::zero();
+  for (uint32_t t = t0; t < t1; ++t) {
     const T *a[MR];
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i)
       a[i] = in + rows[i][t];
-    for (uint32_t k = 0; k < kc; ++k) {
+    const T *w = panel + ((size_t)t * kc + k0) * kPanelWidth;
+    for (uint32_t k = k0; k < k1; ++k) {
       typename S::VF b[V];
 #pragma GCC unroll 4
       for (int v = 0; v < V; ++v)
@@ -82,6 +85,25 @@ static inline void ukernel_float(uint32_t taps, uint32_t kc, const T *in,
       S::store(&c[i][v * S::W], acc[i][v]);
 }
 
+// Bias, activation, conversion and store of mr rows x nvalid columns of a C block.
+template <class S, class T>
+static inline void float_epilogue(const ConvJob &j, const FloatEpilogue &ep, const float (*c)[16],
+                                  uint32_t mr, uint32_t nvalid, const float *bias, T *const *orow) {
+  if (nvalid == kPanelWidth && !ep.general) {
+    for (uint32_t i = 0; i < mr; ++i)
+      S::bias_clamp_store16(c[i], bias, ep.lo, ep.hi, orow[i]);
+  } else {
+    for (uint32_t i = 0; i < mr; ++i)
+      for (uint32_t x = 0; x < nvalid; ++x)
+        from_float(orow[i] + x, ep(j.act, c[i][x] + bias[x]));
+  }
+}
+
+// Panel bytes a K-chunk may use: stays in L1 while every row block of the task reuses it.
+inline constexpr uint64_t kL1PanelBytes = 16 << 10;
+// Panels larger than this are split into K-chunks.
+inline constexpr uint64_t kBlockPanelBytes = 48 << 10;
+
 template <class S, class T> static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
   constexpr int MR = S::MR;
   const T *in = reinterpret_cast<const T *>(j.in) + (size_t)r.group * j.cin_g;
@@ -89,30 +111,67 @@ template <class S, class T> static void conv_float_impl(const ConvJob &j, const 
   const T *wg = reinterpret_cast<const T *>(j.weights + r.group * j.weights_group_stride);
   const float *bias = static_cast<const float *>(j.bias) + (size_t)r.group * j.nblocks * 16;
   T *out = reinterpret_cast<T *>(j.out);
-  FloatEpilogue ep(j.act);
-  alignas(64) float c[MR][16];
-  for (uint32_t m0 = r.m_begin; m0 < r.m_end; m0 += MR) {
-    const uint32_t mr = std::min<uint32_t>(MR, r.m_end - m0);
-    const int32_t *rows[MR];
-    T *orow[MR];
+  const FloatEpilogue ep(j.act);
+  const uint32_t kc = j.cin_g;
+
+  auto setup_rows = [&](uint32_t m0, uint32_t mr, const int32_t **rows, T **orow) {
     for (int i = 0; i < MR; ++i) {
       // Rows past the end repeat the last valid row: computed, never stored.
-      uint32_t m = m0 + std::min<uint32_t>(i, mr - 1);
+      const uint32_t m = m0 + std::min<uint32_t>(i, mr - 1);
       rows[i] = j.table + (size_t)m * j.taps;
       orow[i] = out + (m / j.out_w) * j.out_row_stride + (m % j.out_w) * j.out_pixel_stride +
                 (size_t)r.group * j.cout_g;
     }
-    for (uint32_t nb = r.nb_begin; nb < r.nb_end; ++nb) {
-      ukernel_float<S, MR, T>(j.taps, j.cin_g, in, rows, wg + nb * panel, c);
-      const uint32_t n0 = nb * 16, nvalid = std::min<uint32_t>(16, j.cout_g - n0);
-      if (nvalid == kPanelWidth && !ep.general) {
-        for (uint32_t i = 0; i < mr; ++i)
-          S::bias_clamp_store16(c[i], bias + n0, ep.lo, ep.hi, orow[i] + n0);
-      } else {
-        for (uint32_t i = 0; i < mr; ++i) {
-          T *o = orow[i] + n0;
-          for (uint32_t x = 0; x < nvalid; ++x)
-            from_float(o + x, ep(j.act, c[i][x] + bias[n0 + x]));
+  };
+
+  const uint64_t tap_bytes = (uint64_t)kc * kPanelWidth * sizeof(T);
+  if (r.acc == nullptr || tap_bytes * j.taps <= kBlockPanelBytes) {
+    // Small K: the whole panel stays in cache; a row block is reused by every panel.
+    alignas(64) float c[MR][16];
+    for (uint32_t m0 = r.m_begin; m0 < r.m_end; m0 += MR) {
+      const uint32_t mr = std::min<uint32_t>(MR, r.m_end - m0);
+      const int32_t *rows[MR];
+      T *orow[MR];
+      setup_rows(m0, mr, rows, orow);
+      for (uint32_t nb = r.nb_begin; nb < r.nb_end; ++nb) {
+        ukernel_float<S, MR, T>(0, j.taps, 0, kc, kc, in, rows, wg + nb * panel, false, c);
+        const uint32_t n0 = nb * 16;
+        T *o[MR];
+        for (int i = 0; i < MR; ++i)
+          o[i] = orow[i] + n0;
+        float_epilogue<S, T>(j, ep, c, mr, std::min<uint32_t>(16, j.cout_g - n0), bias + n0, o);
+      }
+    }
+    return;
+  }
+  // Large K: K-chunks of the panel (whole taps, or channel ranges of one tap) stay in L1
+  // while all row blocks of the task accumulate into r.acc.
+  const uint32_t taps_per_chunk =
+      tap_bytes >= kL1PanelBytes ? 1 : (uint32_t)(kL1PanelBytes / tap_bytes);
+  const uint32_t k_per_chunk =
+      tap_bytes >= kL1PanelBytes ? (uint32_t)(kL1PanelBytes / (kPanelWidth * sizeof(T))) : kc;
+  float(*acc)[16] = reinterpret_cast<float(*)[16]>(r.acc);
+  for (uint32_t nb = r.nb_begin; nb < r.nb_end; ++nb) {
+    const T *wp = wg + nb * panel;
+    const uint32_t n0 = nb * 16, nvalid = std::min<uint32_t>(16, j.cout_g - n0);
+    for (uint32_t t0 = 0; t0 < j.taps; t0 += taps_per_chunk) {
+      const uint32_t t1 = std::min(j.taps, t0 + taps_per_chunk);
+      for (uint32_t k0 = 0; k0 < kc; k0 += k_per_chunk) {
+        const uint32_t k1 = std::min(kc, k0 + k_per_chunk);
+        const bool first = t0 == 0 && k0 == 0, last = t1 == j.taps && k1 == kc;
+        for (uint32_t m0 = r.m_begin; m0 < r.m_end; m0 += MR) {
+          const uint32_t mr = std::min<uint32_t>(MR, r.m_end - m0);
+          const int32_t *rows[MR];
+          T *orow[MR];
+          setup_rows(m0, mr, rows, orow);
+          float(*c)[16] = acc + (m0 - r.m_begin);
+          ukernel_float<S, MR, T>(t0, t1, k0, k1, kc, in, rows, wp, !first, c);
+          if (last) {
+            T *o[MR];
+            for (int i = 0; i < MR; ++i)
+              o[i] = orow[i] + n0;
+            float_epilogue<S, T>(j, ep, c, mr, nvalid, bias + n0, o);
+          }
         }
       }
     }

@@ -112,9 +112,11 @@ extern "C" int mcl_kbin_run_cluster(const mcl_kbin_cluster_run *run, char *msg, 
   exec.spm_base = static_cast<uint8_t *>(mcl_spm_base());
   exec.spm_size = mcl_spm_size();
   exec.pe_count = mcl_pe_count() ? mcl_pe_count() : 1;
-  exec.flags = ((run->flags & MCL_KBIN_RUN_CHECKED) || mcl_checked_mode())
-                   ? MCL_NATIVE_EXEC_CHECKED
-                   : 0;
+  // Always checked: conv address tables are data loaded from the (untrusted) parameter blob,
+  // so the loader cannot prove their entries in range; checked mode verifies each entry
+  // before use, at a cost far below the convolution's own.
+  exec.flags = MCL_NATIVE_EXEC_CHECKED;
+  (void)MCL_KBIN_RUN_CHECKED;
   exec.parallel_for = mcl_exec_parallel_for;
   exec.account_cycles = mcl_exec_account_cycles;
 

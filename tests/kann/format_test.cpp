@@ -1,0 +1,162 @@
+// kbin writer/reader: round trip, and rejection of corrupted binaries with a message.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "handmade_program.h"
+
+namespace {
+
+using namespace kann;
+
+std::vector<uint8_t> written() {
+  auto bytes = format::write_kbin(test::make_handmade().program);
+  EXPECT_TRUE(bytes.ok()) << bytes.error().message;
+  return bytes.value();
+}
+
+std::string rejection(const std::vector<uint8_t> &bytes, format::DeviceLimits limits = {}) {
+  auto r = format::read_kbin(bytes.data(), bytes.size(), limits);
+  return r.ok() ? "" : r.error().message;
+}
+
+TEST(Format, RoundTripPreservesEverything) {
+  auto m = test::make_handmade();
+  m.program.report_json = "{\"ops\":[]}";
+  auto bytes = format::write_kbin(m.program);
+  ASSERT_TRUE(bytes.ok());
+  auto p = format::read_kbin(bytes.value().data(), bytes.value().size());
+  ASSERT_TRUE(p.ok()) << p.error().message;
+  const auto &q = p.value();
+  EXPECT_EQ(q.cluster_count, 2u);
+  EXPECT_EQ(q.spm_required, m.program.spm_required);
+  EXPECT_EQ(q.preset, "small");
+  EXPECT_EQ(q.params, m.program.params);
+  EXPECT_EQ(q.report_json, m.program.report_json);
+  ASSERT_EQ(q.tensors.size(), 2u);
+  EXPECT_EQ(q.tensors[1].name, "features");
+  EXPECT_EQ(q.tensors[1].dims, (std::vector<uint64_t>{1, 8, 6, 3}));
+  for (int k = 0; k < 2; ++k) {
+    ASSERT_EQ(q.streams[k].size(), m.program.streams[k].size());
+    for (size_t i = 0; i < q.streams[k].size(); ++i) {
+      EXPECT_EQ(q.streams[k][i].function_id, m.program.streams[k][i].function_id);
+      EXPECT_EQ(q.streams[k][i].args, m.program.streams[k][i].args);
+      EXPECT_FALSE(format::describe_record(q.streams[k][i]).empty());
+    }
+  }
+  // Writing what was read gives the same bytes.
+  auto again = format::write_kbin(q);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(again.value(), bytes.value());
+}
+
+TEST(Format, DeviceMismatchIsExplained) {
+  auto bytes = written();
+  EXPECT_NE(rejection(bytes, {5, 0}).find("compiled for 2 clusters"), std::string::npos);
+  EXPECT_NE(rejection(bytes, {2, 1024}).find("SPM"), std::string::npos);
+  EXPECT_EQ(rejection(bytes, {2, 256 << 10}), "");
+}
+
+TEST(Format, EveryTruncationIsRejected) {
+  auto bytes = written();
+  for (size_t n = 0; n < bytes.size(); n += (n < 512 ? 1 : 61)) {
+    std::vector<uint8_t> cut(bytes.begin(), bytes.begin() + n);
+    EXPECT_NE(rejection(cut), "") << "accepted a binary truncated to " << n << " bytes";
+  }
+}
+
+TEST(Format, BitFlipsNeverCrashAndHeaderFlipsAreRejected) {
+  auto bytes = written();
+  std::mt19937 rng(42);
+  size_t rejected = 0;
+  for (int i = 0; i < 3000; ++i) {
+    auto copy = bytes;
+    size_t at = rng() % copy.size();
+    copy[at] ^= uint8_t(1u << (rng() % 8));
+    std::string msg = rejection(copy);
+    if (!msg.empty())
+      ++rejected;
+    // Header fields that must match the rest of the file exactly (not the minor version,
+    // the informational PE count, SPM sizes and scratch size that may grow, the preset name).
+    const bool strict = at < 10 || (at >= 12 && at < 28) || (at >= 64 && at < 72);
+    if (strict) {
+      EXPECT_NE(msg, "") << "header byte " << at;
+    }
+  }
+  EXPECT_GT(rejected, 100u);
+}
+
+format::Program handmade() { return test::make_handmade().program; }
+
+TEST(Format, SemanticCorruptionsAreRejectedWithReasons) {
+  struct Case {
+    const char *expect;
+    void (*mutate)(format::Program &);
+  };
+  const Case cases[] = {
+      {"unknown function id", [](format::Program &p) { p.streams[0][1].function_id = 77; }},
+      {"exceeds its buffer", [](format::Program &p) {
+         kbin_dma_args d;
+         p.streams[1][1].decode(d);
+         d.ddr.offset = 1u << 20;
+         p.streams[1][1] = format::Record::make(KBIN_FN_DMA, d);
+       }},
+      {"SPM range", [](format::Program &p) {
+         kbin_dma_args d;
+         p.streams[0][2].decode(d);
+         d.spm_offset = p.spm_required - 4;
+         p.streams[0][2] = format::Record::make(KBIN_FN_DMA, d);
+       }},
+      {"writes to input", [](format::Program &p) {
+         kbin_dma_args d;
+         p.streams[0][6].decode(d);
+         d.ddr.arg_index = 0;
+         p.streams[0][6] = format::Record::make(KBIN_FN_DMA, d);
+       }},
+      {"beyond", [](format::Program &p) {
+         kbin_dma_args d;
+         p.streams[0][0].decode(d);
+         d.cluster_mask = 0x7;
+         p.streams[0][0] = format::Record::make(KBIN_FN_DMA, d);
+       }},
+      {"deadlock", [](format::Program &p) { p.streams[1].pop_back(), p.streams[1].erase(p.streams[1].begin() + 3); }},
+      {"deadlock", [](format::Program &p) {
+         p.streams[0].push_back(format::Record::make(KBIN_FN_WAIT_SIGNAL,
+                                                     kbin_wait_signal_args{3, 0, 1}));
+       }},
+      {"conv2d", [](format::Program &p) {
+         mcl_conv_args a;
+         p.streams[1][5].decode(a);
+         a.output.offset = p.spm_required; // output past the SPM
+         p.streams[1][5] = format::Record::make(MCL_NATIVE_FN_CONV2D, a);
+       }},
+      {"bytes, expected", [](format::Program &p) { p.streams[0][1].args.resize(40); }},
+      {"argument index", [](format::Program &p) { p.tensors[1].arg_index = 0; }},
+      {"does not match its shape", [](format::Program &p) { p.tensors[0].byte_size += 4; }},
+  };
+  for (const Case &c : cases) {
+    auto p = handmade();
+    c.mutate(p);
+    auto r = format::validate_program(p);
+    ASSERT_FALSE(r.ok()) << c.expect;
+    EXPECT_NE(r.error().message.find(c.expect), std::string::npos)
+        << "expected '" << c.expect << "' in: " << r.error().message;
+    // The writer refuses invalid programs as well.
+    EXPECT_FALSE(format::write_kbin(p).ok());
+  }
+}
+
+TEST(Format, BadMagicAndVersion) {
+  auto bytes = written();
+  auto copy = bytes;
+  copy[0] = 'X';
+  EXPECT_NE(rejection(copy).find("magic"), std::string::npos);
+  copy = bytes;
+  copy[8] = 2; // major version
+  EXPECT_NE(rejection(copy).find("version"), std::string::npos);
+  copy = bytes;
+  copy[10] = 7; // minor versions are accepted
+  EXPECT_EQ(rejection(copy), "");
+}
+
+} // namespace

@@ -66,6 +66,27 @@ __kernel void prefix(__global int* data, __local int* s) {
   data[get_global_id(0)] = s[l];
 }
 
+// nested loops, private array live across barriers, if/else with barriers
+// on both sides, uniform early return
+__kernel void nested(__global int* d, int outer) {
+  __local int t[128];
+  int acc = 0;
+  int priv[4];
+  for (int o = 0; o < outer; ++o) {
+    for (int i = 0; i < 2; ++i) {
+      t[get_local_id(0)] = d[get_global_id(0)] + o + i;
+      barrier(CLK_LOCAL_MEM_FENCE);
+      acc += t[(get_local_id(0) + 1) % get_local_size(0)];
+      priv[(o + i) & 3] = acc;
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
+  }
+  if (outer > 2) { barrier(CLK_LOCAL_MEM_FENCE); acc += 1; }
+  else { acc -= 1; barrier(CLK_GLOBAL_MEM_FENCE); }
+  if (outer == 100) return;
+  d[get_global_id(0)] = acc + priv[0] + priv[1];
+}
+
 // 2-D tiles: transpose through local memory
 __kernel void transpose(__global const float* in, __global float* out, int w, int h) {
   __local float tile[16][17];
@@ -84,11 +105,38 @@ static std::shared_ptr<Program> prog() {
   return p;
 }
 
+static void checkNested(const Program &p, ExecMode mode, unsigned pes) {
+  for (unsigned ls : {1u, 8u, 100u}) {
+    const unsigned groups = 2, n = ls * groups;
+    std::vector<int> d(n);
+    for (unsigned i = 0; i < n; ++i) d[i] = int(i * 3 % 17);
+    auto in = d;
+    NDRange r;
+    r.global[0] = n;
+    r.local[0] = ls;
+    int outer = 3;
+    ASSERT_TRUE(runND(p, "nested", {ArgValue::pointer(d.data()), ArgValue::of(outer)}, r, mode, pes));
+    for (unsigned g = 0; g < groups; ++g)
+      for (unsigned l = 0; l < ls; ++l) {
+        int acc = 0, priv[4] = {0, 0, 0, 0};
+        for (int o = 0; o < outer; ++o)
+          for (int i = 0; i < 2; ++i) {
+            acc += in[g * ls + (l + 1) % ls] + o + i;
+            priv[(o + i) & 3] = acc;
+          }
+        acc += 1;
+        ASSERT_EQ(d[g * ls + l], acc + priv[0] + priv[1]) << ls << " " << l;
+      }
+  }
+}
+
 TEST_P(Barriers, Metadata) {
   auto p = prog();
   ASSERT_TRUE(p);
-  for (const char *k : {"reverse", "reduce", "rotate", "prefix", "transpose"})
+  for (const char *k : {"reverse", "reduce", "rotate", "prefix", "transpose", "nested"}) {
     EXPECT_TRUE(p->kernel(k)->info().uses_barriers) << k;
+    EXPECT_TRUE(p->kernel(k)->info().region_based) << k;
+  }
   EXPECT_EQ(p->kernel("reverse")->info().static_local_size, 1024u);
   EXPECT_EQ(p->kernel("transpose")->info().static_local_size, 1088u);
 }
@@ -181,6 +229,31 @@ TEST_P(Barriers, Transpose2D) {
     for (int y = 0; y < h; ++y)
       for (int x = 0; x < w; ++x) ASSERT_EQ(out[x * h + y], in[y * w + x]) << t;
   }
+}
+
+TEST_P(Barriers, NestedLoopsPrivateArraysEarlyReturn) {
+  auto p = prog();
+  ASSERT_TRUE(p);
+  checkNested(*p, GetParam().mode, GetParam().pes);
+}
+
+// The fiber fallback stays correct too.
+TEST_P(Barriers, FiberFallback) {
+  setenv("MANYCL_WG_METHOD", "fibers", 1);
+  auto p = buildLoad(kSrc);
+  unsetenv("MANYCL_WG_METHOD");
+  ASSERT_TRUE(p);
+  EXPECT_FALSE(p->kernel("nested")->info().region_based);
+  checkNested(*p, GetParam().mode, GetParam().pes);
+  std::vector<int> in(64), out(64);
+  std::iota(in.begin(), in.end(), 1);
+  NDRange r;
+  r.global[0] = 64;
+  r.local[0] = 16;
+  ASSERT_TRUE(runND(*p, "reverse", {ArgValue::pointer(in.data()), ArgValue::pointer(out.data()), ArgValue::local(64)}, r,
+                    GetParam().mode, GetParam().pes));
+  for (int g = 0; g < 4; ++g)
+    for (int l = 0; l < 16; ++l) ASSERT_EQ(out[g * 16 + l], 3 * in[g * 16 + 15 - l]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, Barriers,

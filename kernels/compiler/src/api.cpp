@@ -11,6 +11,7 @@
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <cstdlib>
 #include <mutex>
 
 extern "C" const char manycl_builtins_bc[];
@@ -80,7 +81,9 @@ BuildResult build(std::string_view source, std::string_view options, const Devic
         std::string text = pp.preprocessed;
         text += "\n// source\n";
         text.append(source.data(), source.size());
-        key = cacheKey(text, options, dev);
+        std::string opts(options);
+        if (const char *m = std::getenv("MANYCL_WG_METHOD")) opts += std::string("\n#wg-method=") + m;
+        key = cacheKey(text, opts, dev);
         Container c;
         if (cacheLoad(key, c)) return fromContainer(std::move(c), true);
       }

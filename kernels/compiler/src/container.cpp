@@ -6,7 +6,7 @@
 namespace manycl::compiler::detail {
 
 static const char kMagic[8] = {'M', 'A', 'N', 'Y', 'C', 'L', 'B', '\0'};
-static const uint32_t kFormatVersion = 1;
+static const uint32_t kFormatVersion = 2;
 static const size_t kHeaderSize = 32;
 
 uint64_t fnv1a64(const void *data, size_t n, uint64_t h) {
@@ -88,6 +88,8 @@ std::vector<uint8_t> writeContainer(const Container &c) {
     w.u64(k.private_size);
     w.u8(k.uses_barriers ? 1 : 0);
     w.u8(k.uses_printf ? 1 : 0);
+    w.u8(k.region_based ? 1 : 0);
+    w.u64(k.frame_size);
   }
   w.str(c.bitcode);
 
@@ -159,6 +161,9 @@ Status readContainer(std::span<const uint8_t> bytes, Container &out) {
     k.private_size = r.u64();
     k.uses_barriers = r.u8() != 0;
     k.uses_printf = r.u8() != 0;
+    k.region_based = r.u8() != 0;
+    k.frame_size = r.u64();
+    if (k.frame_size > (1ull << 30)) return bad("bad frame size");
     if (k.static_local_size > (1ull << 40) || k.private_size > (1ull << 40)) return bad("bad sizes");
     c.kernels.push_back(std::move(k));
   }

@@ -29,6 +29,7 @@ enum CtxSlot : unsigned {
   SlotSched = 26,         // fiber scheduler of this PE (barrier kernels)
   SlotAsyncHook = 27,     // AsyncCopyHook
   SlotAsyncUser = 28,
+  SlotFrame = 29,         // per-work-item context arrays (region kernels)
   SlotCount = 32,
 };
 
@@ -75,9 +76,13 @@ uint64_t fnv1a64(const void *data, size_t n, uint64_t h = 0xcbf29ce484222325ull)
 // Names of generated entry points.
 inline std::string wgName(const std::string &k) { return "__manycl_wg_" + k; }
 inline std::string fiberName(const std::string &k) { return "__manycl_fiber_" + k; }
+inline std::string regionName(const std::string &k) { return "__manycl_region_" + k; }
+constexpr int kRegionExit = -1;
 
 using WgFn = void (*)(void **args, WiCtx *ctx, uint64_t x0, uint64_t x1,
                       uint64_t r0, uint64_t r1);
+using RegionFn = int32_t (*)(void **args, WiCtx *ctx, int32_t region, uint64_t x0,
+                             uint64_t x1, uint64_t r0, uint64_t r1);
 using FiberFn = void (*)(void **args, WiCtx *ctx, uint64_t x, uint64_t y,
                          uint64_t z);
 

@@ -39,6 +39,7 @@ public:
   KernelInfo info_;
   WgFn wg = nullptr;
   FiberFn fiber = nullptr;
+  RegionFn region = nullptr;
   const KernelInfo &info() const override { return info_; }
 };
 
@@ -84,9 +85,11 @@ Result<std::shared_ptr<Program>> load(std::span<const uint8_t> binary) {
   // Every kernel in the metadata must have its entry point, with the
   // expected signature.
   for (const KernelInfo &k : c.kernels) {
-    Function *f = M.getFunction(k.uses_barriers ? fiberName(k.name) : wgName(k.name));
-    unsigned want = k.uses_barriers ? 5 : 6;
-    if (!f || f->isDeclaration() || f->arg_size() != want || !f->getReturnType()->isVoidTy())
+    std::string entry = !k.uses_barriers ? wgName(k.name) : k.region_based ? regionName(k.name) : fiberName(k.name);
+    Function *f = M.getFunction(entry);
+    unsigned want = !k.uses_barriers ? 6 : k.region_based ? 7 : 5;
+    if (!f || f->isDeclaration() || f->arg_size() != want ||
+        f->getReturnType()->isVoidTy() != !k.region_based)
       return Status::error(ErrorCode::InvalidBinary, "binary lacks the entry point of kernel '" + k.name + "'");
   }
   // The fixed symbol set: host builtins + registered natives.
@@ -128,10 +131,12 @@ Result<std::shared_ptr<Program>> load(std::span<const uint8_t> binary) {
   for (const KernelInfo &k : c.kernels) {
     auto ki = std::make_unique<KernelImpl>();
     ki->info_ = k;
-    auto sym = (*jit)->lookup(k.uses_barriers ? fiberName(k.name) : wgName(k.name));
+    std::string entry = !k.uses_barriers ? wgName(k.name) : k.region_based ? regionName(k.name) : fiberName(k.name);
+    auto sym = (*jit)->lookup(entry);
     if (!sym) return Status::error(ErrorCode::Internal, "JIT lookup failed: " + toString(sym.takeError()));
-    if (k.uses_barriers) ki->fiber = sym->toPtr<FiberFn>();
-    else ki->wg = sym->toPtr<WgFn>();
+    if (!k.uses_barriers) ki->wg = sym->toPtr<WgFn>();
+    else if (k.region_based) ki->region = sym->toPtr<RegionFn>();
+    else ki->fiber = sym->toPtr<FiberFn>();
     prog->kernels_.push_back(std::move(ki));
   }
   prog->jit = std::move(*jit);
@@ -427,7 +432,51 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
   const KernelImpl &k = *L.k;
   const uint64_t rows = ls[1] * ls[2];
   const uint64_t total = ls[0] * rows;
-  if (mode == ExecMode::LWI || !team || team->size() <= 1) {
+  const bool single = mode == ExecMode::LWI || !team || team->size() <= 1;
+  if (k.region) {
+    // Per-work-item context arrays.
+    static thread_local std::vector<uint64_t> tlsFrame;
+    std::vector<uint64_t> ownFrame;
+    std::vector<uint64_t> &frameBuf = single ? tlsFrame : ownFrame;
+    size_t words = static_cast<size_t>((total * k.info_.frame_size + 7) / 8) + 8;
+    if (frameBuf.size() < words) frameBuf.assign(words, 0);
+    auto frameAddr = (reinterpret_cast<uintptr_t>(frameBuf.data()) + 63) & ~uintptr_t(63);
+    ctx.slot[SlotFrame] = frameAddr;
+    if (single) {
+      int32_t next = 0;
+      do {
+        next = k.region(slots, &ctx, next, 0, ls[0], 0, rows);
+      } while (next != kRegionExit);
+      return Status::success();
+    }
+    const unsigned P = team->size();
+    // Work-item slices; PEs without work leave the barrier at once.
+    TeamBarrier barrier(static_cast<std::ptrdiff_t>(P));
+    team->run([&](unsigned pe) {
+      WiCtx my = ctx;
+      uint64_t xa = 0, xb = ls[0], ra = 0, rb = rows;
+      if (rows >= P) {
+        ra = rows * pe / P;
+        rb = rows * (pe + 1) / P;
+      } else {
+        xa = ls[0] * pe / P;
+        xb = ls[0] * (pe + 1) / P;
+      }
+      if (xa >= xb || ra >= rb) {
+        barrier.arrive_and_drop();
+        return;
+      }
+      int32_t next = 0;
+      for (;;) {
+        next = k.region(slots, &my, next, xa, xb, ra, rb);
+        if (next == kRegionExit) break;
+        barrier.arrive_and_wait();
+      }
+      barrier.arrive_and_drop();
+    });
+    return Status::success();
+  }
+  if (single) {
     if (k.wg) {
       k.wg(slots, &ctx, 0, ls[0], 0, rows);
       return Status::success();

@@ -26,9 +26,15 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
 #include <llvm/TargetParser/Host.h>
+#include <llvm/Transforms/Scalar/SROA.h>
+#include <llvm/Transforms/Scalar/SimplifyCFG.h>
+#include <llvm/Transforms/Utils/BasicBlockUtils.h>
 #include <llvm/Transforms/Utils/Cloning.h>
+#include <llvm/Transforms/Utils/Local.h>
+#include <llvm/Transforms/Utils/Mem2Reg.h>
 #include <llvm/Transforms/Utils/ValueMapper.h>
 
+#include <cstdlib>
 #include <map>
 #include <mutex>
 #include <set>
@@ -346,6 +352,269 @@ static std::vector<Value *> unpackArgs(IRBuilder<> &B, Value *argv, Function *wi
   return vals;
 }
 
+
+// ----------------------------------------------------------------- regions
+// Barrier kernels as barrier-free regions ("continuation-based"): the
+// single work-item function is cut at every barrier; each piece (a
+// sub-CFG from the function entry or from a barrier to the next barriers or
+// the return) becomes a loop over the work-items. Values live across a
+// barrier, and remaining allocas, move to per-work-item context arrays
+// (struct of arrays in a frame the executor provides through SlotFrame).
+static bool isBarrierCall(const Instruction &I) {
+  if (auto *ci = dyn_cast<CallInst>(&I))
+    if (Function *f = ci->getCalledFunction()) return f->getName() == "__manycl_barrier";
+  return false;
+}
+
+static Value *linearId(IRBuilder<> &B, const WiArgs &w) {
+  Value *l0 = loadSlot(B, w.ctx, B.getInt64(SlotLocalSize));
+  Value *l1 = loadSlot(B, w.ctx, B.getInt64(SlotLocalSize + 1));
+  return B.CreateAdd(B.CreateMul(B.CreateAdd(B.CreateMul(w.z, l1), w.y), l0), w.x);
+}
+
+static Value *groupItems(IRBuilder<> &B, const WiArgs &w) {
+  Value *l0 = loadSlot(B, w.ctx, B.getInt64(SlotLocalSize));
+  Value *l1 = loadSlot(B, w.ctx, B.getInt64(SlotLocalSize + 1));
+  Value *l2 = loadSlot(B, w.ctx, B.getInt64(SlotLocalSize + 2));
+  return B.CreateMul(B.CreateMul(l0, l1), l2);
+}
+
+/// Builds __manycl_region_K from the work-item function. Returns false (and
+/// leaves the module unchanged apart from `wi`) when the shape is not
+/// supported; the caller then falls back to fibers.
+static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t &frameSize,
+                         std::string &why) {
+  LLVMContext &C = M.getContext();
+  const DataLayout &DL = M.getDataLayout();
+  const unsigned nargs = static_cast<unsigned>(k.args.size());
+  WiArgs w{wi->getArg(nargs), wi->getArg(nargs + 1), wi->getArg(nargs + 2), wi->getArg(nargs + 3)};
+
+  // 1. Each barrier alone in its block, followed by a fresh block.
+  std::vector<CallInst *> barriers;
+  for (Instruction &I : instructions(*wi))
+    if (isBarrierCall(I)) barriers.push_back(cast<CallInst>(&I));
+  if (barriers.empty()) { why = "no barriers"; return false; }
+  std::vector<BasicBlock *> barrierBlocks;
+  for (CallInst *b : barriers) {
+    BasicBlock *bb = b->getParent();
+    BasicBlock *bar = bb->splitBasicBlock(b, "barrier");
+    bar->splitBasicBlock(b->getNextNode(), "after.barrier");
+    barrierBlocks.push_back(bar);
+  }
+  SmallPtrSet<BasicBlock *, 16> isBarrier(barrierBlocks.begin(), barrierBlocks.end());
+  // Region entries: function entry, then the successor of each barrier.
+  std::vector<BasicBlock *> entries{&wi->getEntryBlock()};
+  std::map<BasicBlock *, int> barrierTarget; // barrier block -> region id
+  for (BasicBlock *bb : barrierBlocks) {
+    barrierTarget[bb] = static_cast<int>(entries.size());
+    entries.push_back(bb->getSingleSuccessor());
+  }
+  // Region membership.
+  std::vector<std::vector<BasicBlock *>> regions(entries.size());
+  for (size_t r = 0; r < entries.size(); ++r) {
+    SmallPtrSet<BasicBlock *, 32> seen;
+    std::vector<BasicBlock *> work{entries[r]};
+    seen.insert(entries[r]);
+    while (!work.empty()) {
+      BasicBlock *b = work.back();
+      work.pop_back();
+      regions[r].push_back(b);
+      for (BasicBlock *s : successors(b))
+        if (!isBarrier.count(s) && seen.insert(s).second) work.push_back(s);
+    }
+  }
+
+  // 2. Values live across a barrier -> demoted to allocas (until none is
+  // left: demoting a phi creates a load that may itself cross a barrier).
+  Instruction *allocaPt = &*wi->getEntryBlock().getFirstInsertionPt();
+  for (int iter = 0;; ++iter) {
+    std::vector<Instruction *> demote;
+    for (BasicBlock &BB : *wi) {
+      for (Instruction &I : BB) {
+        if (I.getType()->isVoidTy() || isa<AllocaInst>(I)) continue;
+        bool live = false;
+        for (Use &U : I.uses()) {
+          auto *user = cast<Instruction>(U.getUser());
+          BasicBlock *start = user->getParent();
+          if (auto *phi = dyn_cast<PHINode>(user)) start = phi->getIncomingBlock(U);
+          else if (start == &BB) continue;
+          if (start == &BB) continue; // phi use at the end of the defining block
+          SmallPtrSet<BasicBlock *, 32> seen;
+          std::vector<BasicBlock *> work{start};
+          seen.insert(start);
+          while (!work.empty() && !live) {
+            BasicBlock *b = work.back();
+            work.pop_back();
+            if (isBarrier.count(b)) { live = true; break; }
+            for (BasicBlock *p : predecessors(b))
+              if (p != &BB && seen.insert(p).second) work.push_back(p);
+          }
+          if (live) break;
+        }
+        if (live) demote.push_back(&I);
+      }
+    }
+    if (demote.empty()) break;
+    if (iter > 20) { why = "cannot demote values live across barriers"; return false; }
+    for (Instruction *I : demote) {
+      if (auto *phi = dyn_cast<PHINode>(I)) DemotePHIToStack(phi, allocaPt);
+      else DemoteRegToStack(*I, false, allocaPt);
+    }
+  }
+
+  // 3. All allocas -> context arrays: frame + L*offset + lin*size.
+  std::vector<AllocaInst *> allocas;
+  for (Instruction &I : instructions(*wi))
+    if (auto *a = dyn_cast<AllocaInst>(&I)) allocas.push_back(a);
+  uint64_t off = 0;
+  Type *i64 = Type::getInt64Ty(C);
+  for (AllocaInst *a : allocas) {
+    auto bits = a->getAllocationSizeInBits(DL);
+    if (!bits) { why = "dynamic alloca"; return false; }
+    uint64_t size = std::max<uint64_t>(1, (*bits + 7) / 8);
+    uint64_t slot = (size + 7) / 8 * 8;
+    uint64_t myOff = off;
+    off += slot;
+    std::vector<Use *> uses;
+    for (Use &u : a->uses()) uses.push_back(&u);
+    for (Use *u : uses) {
+      auto *user = cast<Instruction>(u->getUser());
+      if (auto *ii = dyn_cast<IntrinsicInst>(user))
+        if (ii->isLifetimeStartOrEnd()) { ii->eraseFromParent(); continue; }
+      Instruction *ip = user;
+      if (auto *phi = dyn_cast<PHINode>(user)) ip = phi->getIncomingBlock(*u)->getTerminator();
+      IRBuilder<> B(ip);
+      Value *frame = B.CreateIntToPtr(loadSlot(B, w.ctx, B.getInt64(SlotFrame)), B.getPtrTy());
+      Value *L = groupItems(B, w);
+      Value *lin = linearId(B, w);
+      Value *byteOff = B.CreateAdd(B.CreateMul(L, ConstantInt::get(i64, myOff)),
+                                   B.CreateMul(lin, ConstantInt::get(i64, slot)));
+      u->set(B.CreateInBoundsGEP(B.getInt8Ty(), frame, byteOff));
+    }
+    if (a->use_empty()) a->eraseFromParent();
+  }
+  frameSize = off;
+
+  // 4. The region function.
+  PointerType *ptr = PointerType::get(C, 0);
+  Type *i32 = Type::getInt32Ty(C);
+  auto *ft = FunctionType::get(i32, {ptr, ptr, i32, i64, i64, i64, i64}, false);
+  Function *rf = Function::Create(ft, GlobalValue::ExternalLinkage, regionName(k.name), &M);
+  rf->addFnAttr(Attribute::NoUnwind);
+  for (const char *a : {"target-cpu", "target-features"})
+    if (wi->hasFnAttribute(a)) rf->addFnAttr(wi->getFnAttribute(a));
+  Argument *argv = rf->getArg(0), *ctx = rf->getArg(1), *rid = rf->getArg(2), *x0 = rf->getArg(3),
+           *x1 = rf->getArg(4), *r0 = rf->getArg(5), *r1 = rf->getArg(6);
+  BasicBlock *entry = BasicBlock::Create(C, "entry", rf);
+  BasicBlock *done = BasicBlock::Create(C, "done", rf);
+  IRBuilder<> B(entry);
+  AllocaInst *nextSlot = B.CreateAlloca(i32, nullptr, "next");
+  B.CreateStore(ConstantInt::get(i32, kRegionExit), nextSlot);
+  auto vals = unpackArgs(B, argv, wi, k);
+  Value *ly = loadSlot(B, ctx, B.getInt64(SlotLocalSize + 1));
+  Value *xEmpty = B.CreateICmpUGE(x0, x1);
+  SwitchInst *sw = B.CreateSwitch(rid, done, static_cast<unsigned>(entries.size()));
+
+  for (size_t r = 0; r < entries.size(); ++r) {
+    BasicBlock *rhead = BasicBlock::Create(C, "r.head", rf);
+    BasicBlock *rbody = BasicBlock::Create(C, "r.body", rf);
+    BasicBlock *xhead = BasicBlock::Create(C, "x.head", rf);
+    BasicBlock *xlatch = BasicBlock::Create(C, "x.latch", rf);
+    BasicBlock *xexit = BasicBlock::Create(C, "x.exit", rf);
+    BasicBlock *pre = BasicBlock::Create(C, "region", rf, rhead);
+    sw->addCase(ConstantInt::get(cast<IntegerType>(i32), r), pre);
+    IRBuilder<> P(pre);
+    P.CreateBr(rhead);
+    P.SetInsertPoint(rhead);
+    PHINode *rv = P.CreatePHI(i64, 2, "r");
+    rv->addIncoming(r0, pre);
+    P.CreateCondBr(P.CreateICmpULT(rv, r1), rbody, done);
+    P.SetInsertPoint(rbody);
+    Value *y = P.CreateURem(rv, ly);
+    Value *z = P.CreateUDiv(rv, ly);
+    P.CreateCondBr(xEmpty, xexit, xhead);
+    P.SetInsertPoint(xhead);
+    PHINode *xv = P.CreatePHI(i64, 2, "x");
+    xv->addIncoming(x0, rbody);
+
+    ValueToValueMapTy vmap;
+    for (unsigned i = 0; i < nargs; ++i) vmap[wi->getArg(i)] = vals[i];
+    vmap[w.ctx] = ctx;
+    vmap[w.x] = xv;
+    vmap[w.y] = y;
+    vmap[w.z] = z;
+    SmallPtrSet<BasicBlock *, 32> inRegion(regions[r].begin(), regions[r].end());
+    std::vector<BasicBlock *> clones;
+    for (BasicBlock *bb : regions[r]) {
+      BasicBlock *cb = CloneBasicBlock(bb, vmap, ".r" + std::to_string(r), rf);
+      vmap[bb] = cb;
+      clones.push_back(cb);
+    }
+    // Exits: barriers -> next region id; returns -> exit.
+    std::map<BasicBlock *, BasicBlock *> stubs;
+    auto stubFor = [&](BasicBlock *bar) {
+      auto it = stubs.find(bar);
+      if (it != stubs.end()) return it->second;
+      BasicBlock *s = BasicBlock::Create(C, "to.region", rf, xlatch);
+      IRBuilder<> SB(s);
+      SB.CreateStore(ConstantInt::get(i32, barrierTarget[bar]), nextSlot);
+      SB.CreateBr(xlatch);
+      stubs[bar] = s;
+      return s;
+    };
+    for (size_t bi = 0; bi < clones.size(); ++bi) {
+      BasicBlock *cb = clones[bi];
+      // phis: drop incoming edges from outside the region
+      for (PHINode &phi : cb->phis()) {
+        for (int i = static_cast<int>(phi.getNumIncomingValues()) - 1; i >= 0; --i)
+          if (!inRegion.count(phi.getIncomingBlock(static_cast<unsigned>(i))))
+            phi.removeIncomingValue(static_cast<unsigned>(i), false);
+      }
+      Instruction *term = cb->getTerminator();
+      if (isa<ReturnInst>(term)) {
+        IRBuilder<> TB(term);
+        TB.CreateStore(ConstantInt::get(i32, kRegionExit), nextSlot);
+        TB.CreateBr(xlatch);
+        term->eraseFromParent();
+        continue;
+      }
+      for (unsigned si = 0; si < term->getNumSuccessors(); ++si) {
+        BasicBlock *succ = term->getSuccessor(si);
+        if (isBarrier.count(succ)) term->setSuccessor(si, stubFor(succ));
+      }
+    }
+    for (BasicBlock *cb : clones)
+      for (Instruction &I : *cb) RemapInstruction(&I, vmap, RF_NoModuleLevelChanges | RF_IgnoreMissingLocals);
+    P.CreateBr(cast<BasicBlock>(vmap[entries[r]]));
+    P.SetInsertPoint(xlatch);
+    Value *xn = P.CreateAdd(xv, P.getInt64(1), "x.next", true, true);
+    xv->addIncoming(xn, xlatch);
+    P.CreateCondBr(P.CreateICmpULT(xn, x1), xhead, xexit);
+    P.SetInsertPoint(xexit);
+    Value *rn = P.CreateAdd(rv, P.getInt64(1), "r.next", true, true);
+    rv->addIncoming(rn, xexit);
+    P.CreateBr(rhead);
+  }
+  B.SetInsertPoint(done);
+  B.CreateRet(B.CreateLoad(i32, nextSlot));
+  // Any region still containing a barrier or a value of another region
+  // (should not happen) -> unsupported.
+  for (Instruction &I : instructions(*rf)) {
+    bool bad = isBarrierCall(I);
+    for (Value *op : I.operands()) {
+      if (auto *oi = dyn_cast<Instruction>(op); oi && oi->getFunction() != rf) bad = true;
+      if (auto *oa = dyn_cast<Argument>(op); oa && oa->getParent() != rf) bad = true;
+    }
+    if (bad) {
+      why = "unsupported barrier placement";
+      rf->dropAllReferences();
+      rf->eraseFromParent();
+      return false;
+    }
+  }
+  return true;
+}
+
 static const std::set<std::string> &knownRuntimeSymbols() {
   static const std::set<std::string> s = {"__manycl_barrier"};
   return s;
@@ -543,9 +812,37 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
   }
 
   // 6. Entry points.
+  const char *method = std::getenv("MANYCL_WG_METHOD"); // "fibers" forces fibers
   for (size_t ki = 0; ki < kernels.size(); ++ki) {
-    const KernelInfo &k = kernels[ki];
+    KernelInfo &k = kernels[ki];
     Function *wi = wis[ki];
+    if (k.uses_barriers && !(method && std::string(method) == "fibers")) {
+      // Clean SSA first so that only real values cross barriers.
+      {
+        FunctionAnalysisManager FAM;
+        PassBuilder PB;
+        PB.registerFunctionAnalyses(FAM);
+        FunctionPassManager FPM;
+        FPM.addPass(SROAPass(SROAOptions::ModifyCFG));
+        FPM.addPass(PromotePass());
+        FPM.addPass(SimplifyCFGPass());
+        FPM.run(*wi, FAM);
+      }
+      // Work on a copy so that the fiber fallback keeps the original.
+      ValueToValueMapTy vm;
+      Function *copy = CloneFunction(wi, vm);
+      std::string why;
+      uint64_t frame = 0;
+      if (buildRegions(M, copy, k, frame, why)) {
+        k.region_based = true;
+        k.frame_size = frame;
+        k.private_size = frame;
+        copy->eraseFromParent();
+        continue;
+      }
+      copy->eraseFromParent();
+      log += "note: kernel '" + k.name + "' uses fibers for barriers (" + why + ")\n";
+    }
     if (k.uses_barriers) {
       auto *ft = FunctionType::get(Type::getVoidTy(C), {ptr, ptr, i64, i64, i64}, false);
       Function *f = Function::Create(ft, GlobalValue::ExternalLinkage, fiberName(k.name), &M);

@@ -102,6 +102,9 @@ struct KernelInfo {
   uint64_t private_size = 0;      ///< estimate of per-work-item private memory
   bool uses_barriers = false;
   bool uses_printf = false;
+  // Internal (how the work-group function was generated):
+  bool region_based = false; ///< barrier kernel compiled to barrier-free regions
+  uint64_t frame_size = 0;   ///< per-work-item bytes of values live across barriers
 };
 
 enum class BinaryKind : uint8_t { None = 0, Executable = 1, Object = 2, Library = 3 };

@@ -42,7 +42,7 @@ ParamLayout param_layout(uint32_t fn, const mcl_conv_args &a) {
     l.bias_offset = align_up((uint64_t)l.taps * l.channels_padded * wsize, kAlign);
   } else {
     l.nblocks = (l.cout_g + kPanelWidth - 1) / kPanelWidth;
-    const uint64_t k = l.int8 ? (uint64_t)l.taps * ((l.cin_g + 1) / 2) * 2 : (uint64_t)l.taps * l.cin_g;
+    const uint64_t k = l.int8 ? ((uint64_t)l.taps * l.cin_g + 1) / 2 * 2 : (uint64_t)l.taps * l.cin_g;
     l.group_stride = align_up((uint64_t)l.nblocks * k * kPanelWidth * wsize, kAlign);
     bias_count = (uint64_t)l.groups * l.nblocks * kPanelWidth;
     l.bias_offset = l.group_stride * l.groups;
@@ -279,7 +279,7 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
   m_chunk = std::max<uint32_t>(mr, (m_chunk + mr - 1) / mr * mr);
   const uint32_t m_chunks = (m_total + m_chunk - 1) / m_chunk;
   const uint32_t tasks = l.groups * n_chunks * m_chunks;
-  const size_t scratch_words = (size_t)kMaxRows * l.taps * ((l.cin_g + 1) / 2);
+  const size_t scratch_words = (size_t)kMaxRows * (((size_t)l.taps * l.cin_g + 1) / 2);
   const bool int8 = l.int8;
   parallel_for(exec, tasks, [&](uint32_t task) {
     const uint32_t mc = task % m_chunks, rest = task / m_chunks;
@@ -385,7 +385,6 @@ int mcl_native_pack_conv(uint32_t fn, const mcl_conv_args *a, const void *weight
       for (uint32_t t = 0; t < l.taps; ++t)
         store_weight((uint64_t)t * l.channels_padded + c, weight_value(c, 0, 0, t));
   } else {
-    const uint32_t kc2 = (l.cin_g + 1) / 2;
     const uint64_t group_elems = l.group_stride / (l.int8 ? 2 : dtype_size(in_dtype));
     for (uint32_t g = 0; g < l.groups; ++g)
       for (uint32_t co = 0; co < l.cout_g; ++co) {
@@ -393,10 +392,13 @@ int mcl_native_pack_conv(uint32_t fn, const mcl_conv_args *a, const void *weight
         for (uint32_t t = 0; t < l.taps; ++t)
           for (uint32_t ci = 0; ci < l.cin_g; ++ci) {
             uint64_t e;
-            if (l.int8) // [nb][t][ci/2][16][2]
-              e = ((((uint64_t)nb * l.taps + t) * kc2 + ci / 2) * kPanelWidth + lane) * 2 + ci % 2;
-            else // [nb][t][ci][16]
+            if (l.int8) { // [nb][k/2][16][2] with k = t*cin_g + ci
+              const uint64_t k = (uint64_t)t * l.cin_g + ci;
+              const uint64_t words = ((uint64_t)l.taps * l.cin_g + 1) / 2;
+              e = (((uint64_t)nb * words + k / 2) * kPanelWidth + lane) * 2 + k % 2;
+            } else { // [nb][t][ci][16]
               e = (((uint64_t)nb * l.taps + t) * l.cin_g + ci) * kPanelWidth + lane;
+            }
             store_weight(g * group_elems + e, weight_value(g, co, ci, t));
           }
       }

@@ -273,7 +273,8 @@ template <class S, class TI, class TO>
 static void conv_int8_impl(const ConvJob &j, const ConvRange &r) {
   constexpr int MR = S::MR;
   const TI *in = reinterpret_cast<const TI *>(j.in) + (size_t)r.group * j.cin_g;
-  const uint32_t kc = j.cin_g, kc2 = (kc + 1) / 2, words = j.taps * kc2;
+  // K = taps x cin_g flattened, in pairs: a pair may span two taps (no padding per tap).
+  const uint32_t kc = j.cin_g, words = (uint32_t)(((uint64_t)j.taps * kc + 1) / 2);
   const size_t panel = (size_t)words * 2 * kPanelWidth; // int16 elements
   const int16_t *wg = reinterpret_cast<const int16_t *>(j.weights + r.group * j.weights_group_stride);
   const int32_t *bias = static_cast<const int32_t *>(j.bias) + (size_t)r.group * j.nblocks * 16;
@@ -298,10 +299,10 @@ static void conv_int8_impl(const ConvJob &j, const ConvRange &r) {
         uint32_t k = S::widen_sub(src, kc, zp_in, dst);
         for (; k < kc; ++k)
           dst[k] = (int16_t)(src[k] - zp_in);
-        if (kc & 1)
-          dst[kc] = 0;
-        dst += 2 * kc2;
+        dst += kc;
       }
+      if ((j.taps * kc) & 1)
+        *dst = 0;
     }
     for (uint32_t nb = r.nb_begin; nb < r.nb_end; ++nb) {
       ukernel_int8<S, MR>(words, apack, wg + nb * panel, c);

@@ -9,6 +9,7 @@
 #include <llvm/IR/Module.h>
 #include <llvm/Linker/Linker.h>
 #include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/FileSystem.h>
 #include <llvm/Support/raw_ostream.h>
 
 #include <cstdlib>
@@ -42,7 +43,16 @@ std::string compilerVersion() {
   return v;
 }
 
+static void maybeDump(llvm::Module &M) {
+  if (const char *d = std::getenv("MANYCL_DUMP_IR"); d && *d) {
+    std::error_code ec;
+    llvm::raw_fd_ostream os(d, ec);
+    if (!ec) M.print(os, nullptr);
+  }
+}
+
 static std::string toBitcode(llvm::Module &M) {
+  maybeDump(M);
   std::string s;
   llvm::raw_string_ostream os(s);
   llvm::WriteBitcodeToFile(M, os);

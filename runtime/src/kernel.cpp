@@ -2,7 +2,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+
+#include "manycl/device/host_placement.h"
 
 #include "manycl/runtime/device.h"
 #include "manycl/runtime/info.h"
@@ -19,16 +22,31 @@ std::byte *align_up(std::byte *p, size_t alignment) {
   return reinterpret_cast<std::byte *>((v + alignment - 1) & ~(alignment - 1));
 }
 
-// The PEs of one cluster as the compiler's executor sees them.
-class ClusterTeam final : public compiler::PeTeam {
+// `size` PE threads of one cluster, as the compiler's SPMD executor sees them.
+class PeTeam final : public compiler::PeTeam {
 public:
-  explicit ClusterTeam(device::Cluster &cluster) : cluster_(cluster) {}
-  unsigned size() const override { return cluster_.pe_count(); }
-  void run(const std::function<void(unsigned)> &fn) override { cluster_.run_on_pes(cluster_.pe_count(), fn); }
+  PeTeam(device::Cluster &cluster, unsigned size) : cluster_(cluster), size_(size) {}
+  unsigned size() const override { return size_; }
+  void run(const std::function<void(unsigned)> &fn) override { cluster_.run_on_pes(size_, fn); }
 
 private:
   device::Cluster &cluster_;
+  unsigned size_;
 };
+
+// How many host threads each cluster of `device` uses: MANYCL_PE_THREADS if set (tests use
+// it to force real PE concurrency), else the host's PUs shared by the device's clusters.
+unsigned pe_threads_per_cluster(const Device &device) {
+  unsigned pes = device.config().pes_per_cluster;
+  if (const char *env = std::getenv("MANYCL_PE_THREADS"); env && *env) {
+    long n = std::strtol(env, nullptr, 10);
+    if (n > 0)
+      return std::min<unsigned>(static_cast<unsigned>(n), pes);
+  }
+  unsigned host = device::HostPlacement::host().host_pus();
+  unsigned clusters = static_cast<unsigned>(device.clusters().size());
+  return std::clamp<unsigned>((host + clusters - 1) / clusters, 1, pes);
+}
 
 // Everything one NDRange launch shares between the clusters that run it.
 struct LaunchState {
@@ -40,6 +58,7 @@ struct LaunchState {
   std::atomic<unsigned> clusters_left{0};
   std::atomic<cl_int> error{CL_SUCCESS};
   device::ExecutionMode mode = device::ExecutionMode::SPMD;
+  bool uses_barriers = true;
   Event::Completion done;
 
   bool take_group(uint64_t id[3]) {
@@ -59,11 +78,18 @@ struct LaunchState {
 
   // One cluster's share: work-groups are taken from a common counter, so clusters that
   // start late or run faster simply take more.
-  void run_on_cluster(device::Cluster &cluster) {
+  //
+  // Host threads are the simulator's real resource, PEs the simulated one: a cluster uses
+  // `host_threads` of its PE threads (see pe_threads_per_cluster()). Kernels without barriers
+  // run whole work-groups per host thread in both modes (the work-items of a group are
+  // independent, so how they are spread over PEs cannot change the result); kernels with
+  // barriers in SPMD mode spread each group's work-items over a team of PE threads that
+  // meet at every barrier.
+  void run_on_cluster(device::Cluster &cluster, unsigned host_threads, bool uses_barriers) {
     std::byte *spm = align_up(cluster.spm(), kArenaAlignment);
     size_t spm_size = cluster.spm_bytes() - static_cast<size_t>(spm - cluster.spm());
-    if (mode == device::ExecutionMode::SPMD) {
-      ClusterTeam team(cluster);
+    if (mode == device::ExecutionMode::SPMD && uses_barriers) {
+      PeTeam team(cluster, host_threads);
       uint64_t id[3];
       while (error.load(std::memory_order_relaxed) == CL_SUCCESS && take_group(id)) {
         auto status = launch.runGroup(id, spm, spm_size, compiler::ExecMode::SPMD, &team);
@@ -72,14 +98,13 @@ struct LaunchState {
       }
       return;
     }
-    // LWI: each PE runs whole work-groups; the SPM is split between the PEs that run at once.
-    size_t need = std::max<size_t>(launch.localMemSize(), 1);
-    size_t per_pe_capacity = spm_size / cluster.pe_count() & ~(kArenaAlignment - 1);
-    unsigned pes = cluster.pe_count();
-    if (need > per_pe_capacity)
-      pes = static_cast<unsigned>(std::max<size_t>(1, spm_size / ((need + kArenaAlignment - 1) & ~(kArenaAlignment - 1))));
-    size_t arena_size = (spm_size / pes) & ~(kArenaAlignment - 1);
-    cluster.run_on_pes(pes, [&](unsigned pe) {
+    // Whole groups per thread; the SPM is split between the groups that run at once.
+    size_t need = (std::max<size_t>(launch.localMemSize(), 1) + kArenaAlignment - 1) & ~(kArenaAlignment - 1);
+    uint64_t groups_left = total_groups - std::min(total_groups, next_group.load(std::memory_order_relaxed));
+    unsigned threads = static_cast<unsigned>(std::min<uint64_t>({host_threads, spm_size / need, groups_left}));
+    threads = std::max(threads, 1u);
+    size_t arena_size = (spm_size / threads) & ~(kArenaAlignment - 1);
+    auto body = [&](unsigned pe) {
       std::byte *arena = spm + pe * arena_size;
       uint64_t id[3];
       while (error.load(std::memory_order_relaxed) == CL_SUCCESS && take_group(id)) {
@@ -87,7 +112,11 @@ struct LaunchState {
         if (!status.ok())
           fail(status);
       }
-    });
+    };
+    if (threads == 1)
+      body(0);
+    else
+      cluster.run_on_pes(threads, body);
   }
 };
 
@@ -386,6 +415,7 @@ cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, con
   if (state->launch.localMemSize() > device->config().local_mem_bytes() - kArenaAlignment)
     return CL_OUT_OF_RESOURCES;
   state->mode = device->config().mode;
+  state->uses_barriers = info_.uses_barriers;
   state->total_groups = 1;
   for (int d = 0; d < 3; ++d) {
     state->groups[d] = range.numGroups(d);
@@ -401,10 +431,12 @@ cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, con
                          unsigned helpers = static_cast<unsigned>(
                              std::min<uint64_t>(clusters.size(), state->total_groups));
                          state->clusters_left.store(helpers);
+                         unsigned threads = pe_threads_per_cluster(*device);
+                         bool barriers = state->uses_barriers;
                          for (unsigned i = 0; i < helpers; ++i) {
                            device::Cluster &cluster = device->hardware().cluster(clusters[i]);
-                           cluster.submit([state, &cluster] {
-                             state->run_on_cluster(cluster);
+                           cluster.submit([state, &cluster, threads, barriers] {
+                             state->run_on_cluster(cluster, threads, barriers);
                              if (state->clusters_left.fetch_sub(1) == 1) {
                                auto done = std::move(state->done);
                                done(state->error.load());

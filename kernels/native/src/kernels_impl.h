@@ -46,11 +46,12 @@ static inline void from_float(uint16_t *p, float v) { *p = float_to_half(v); }
 // C[MR][16] (+)= sum over taps t in [t0, t1) and channels k in [k0, k1) of
 // A[row i](t, k) * W[t][k][0..16). rows[i][t] is the element offset of the input pixel of row
 // i, tap t (address table); the panel is [taps][kc][16].
-template <class S, int MR, class T>
+// VN: vectors of the panel computed (all, or the first when only those columns are valid).
+template <class S, int MR, class T, int VN = kPanelWidth / S::W>
 static inline void ukernel_float(uint32_t t0, uint32_t t1, uint32_t k0, uint32_t k1, uint32_t kc,
                                  const T *in, const int32_t *const *rows, const T *panel,
                                  bool accumulate, float (*c)[16]) {
-  constexpr int V = kPanelWidth / S::W;
+  constexpr int V = VN;
   typename S::VF acc[MR][V];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -134,8 +135,11 @@ template <class S, class T> static void conv_float_impl(const ConvJob &j, const 
       T *orow[MR];
       setup_rows(m0, mr, rows, orow);
       for (uint32_t nb = r.nb_begin; nb < r.nb_end; ++nb) {
-        ukernel_float<S, MR, T>(0, j.taps, 0, kc, kc, in, rows, wg + nb * panel, false, c);
         const uint32_t n0 = nb * 16;
+        if (kPanelWidth / S::W == 2 && j.cout_g - n0 <= (uint32_t)S::W) // narrow last panel
+          ukernel_float<S, MR, T, 1>(0, j.taps, 0, kc, kc, in, rows, wg + nb * panel, false, c);
+        else
+          ukernel_float<S, MR, T>(0, j.taps, 0, kc, kc, in, rows, wg + nb * panel, false, c);
         T *o[MR];
         for (int i = 0; i < MR; ++i)
           o[i] = orow[i] + n0;
@@ -165,7 +169,10 @@ template <class S, class T> static void conv_float_impl(const ConvJob &j, const 
           T *orow[MR];
           setup_rows(m0, mr, rows, orow);
           float(*c)[16] = acc + (m0 - r.m_begin);
-          ukernel_float<S, MR, T>(t0, t1, k0, k1, kc, in, rows, wp, !first, c);
+          if (kPanelWidth / S::W == 2 && nvalid <= (uint32_t)S::W)
+            ukernel_float<S, MR, T, 1>(t0, t1, k0, k1, kc, in, rows, wp, !first, c);
+          else
+            ukernel_float<S, MR, T>(t0, t1, k0, k1, kc, in, rows, wp, !first, c);
           if (last) {
             T *o[MR];
             for (int i = 0; i < MR; ++i)
@@ -186,10 +193,10 @@ template <class S> static void conv_float(const ConvJob &j, const ConvRange &r) 
 }
 
 // C[MR][16] (INT32) = sum over words p of pairs A[i][p] . W[p][col] (INT16 x INT16 pairs).
-template <class S, int MR>
+template <class S, int MR, int VN = kPanelWidth / S::W>
 static inline void ukernel_int8(uint32_t words, const int32_t *a, const int16_t *w,
                                 int32_t (*c)[16]) {
-  constexpr int V = kPanelWidth / S::W;
+  constexpr int V = VN;
   typename S::VI acc[MR][V];
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
@@ -305,8 +312,11 @@ static void conv_int8_impl(const ConvJob &j, const ConvRange &r) {
         *dst = 0;
     }
     for (uint32_t nb = r.nb_begin; nb < r.nb_end; ++nb) {
-      ukernel_int8<S, MR>(words, apack, wg + nb * panel, c);
       const uint32_t n0 = nb * 16, nvalid = std::min<uint32_t>(16, j.cout_g - n0);
+      if (kPanelWidth / S::W == 2 && nvalid <= (uint32_t)S::W) // narrow last panel
+        ukernel_int8<S, MR, 1>(words, apack, wg + nb * panel, c);
+      else
+        ukernel_int8<S, MR>(words, apack, wg + nb * panel, c);
       if (nvalid == kPanelWidth) {
         for (uint32_t i = 0; i < mr; ++i)
           S::requant_store16(c[i], bias + n0, mult + n0, lo, hi, j.out_zp, orow[i] + n0);

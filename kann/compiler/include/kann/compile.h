@@ -1,0 +1,69 @@
+// The tile compiler (KaNN scheme) and the record emitter: a optimized kann::ir::Graph ->
+// a kbin program for one device configuration and cluster count, plus a per-operator report.
+//
+// Every operator runs on all clusters: spatial split (bands of output rows per cluster, the
+// input band plus halo; parameters read from DDR once and multicast) or channel split
+// (global pooling, Gemm: input replicated, each cluster loads its slice of the parameters).
+// Activations stay in SPM between operators; when a consumer needs rows or channels another
+// cluster produced, the producer pushes them with SPM->SPM exchanges. Only network inputs
+// and outputs live in DDR (in ONNX layout: the DMA engine transposes to channel-last tiles).
+// SPM buffers are placed statically by lifetime (operator steps); the parameters of step
+// s+1 are loaded while step s computes (double buffering).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kann/format.h"
+#include "kann/ir.h"
+#include "manycl/device/config.h"
+#include "manycl/result.h"
+
+namespace kann {
+
+struct CompileOptions {
+  manycl::device::DeviceConfig device; // configuration compiled for
+  unsigned clusters = 0;               // 0: all clusters of the configuration
+  std::string precision = "fp32";      // fp32 (fp16 / int8: not yet, see docs/kann.md)
+};
+
+struct OpReport {
+  std::string name;
+  std::string op;
+  std::string split;               // "rows", "channels", "single"
+  unsigned tiles = 0;              // clusters with work
+  std::vector<uint64_t> spm_peak;  // per cluster: bytes live during this step
+  uint64_t ddr_bytes = 0;          // parameters + network input/output bytes moved
+  uint64_t exchange_bytes = 0;     // SPM->SPM bytes
+  uint64_t compute_cycles = 0;     // slowest cluster (mcl_native_cost)
+  uint64_t dma_cycles = 0;         // modeled transfer time of the step
+  uint64_t cycles = 0;             // modeled step time
+  uint64_t start_cycle = 0;
+};
+
+struct BufferReport {
+  std::string name;
+  uint64_t offset = 0, size = 0;
+  int first_step = 0, last_step = 0;
+};
+
+struct CompileOutput {
+  format::Program program;
+  std::vector<OpReport> ops;
+  std::vector<BufferReport> buffers;
+  uint64_t total_cycles = 0;
+  uint64_t params_bytes = 0;
+
+  std::string report_text() const;
+  std::string report_json() const;
+  std::string report_html() const;
+};
+
+manycl::Result<CompileOutput> compile_graph(const ir::Graph &graph, const CompileOptions &options);
+
+// Import + optimize + compile.
+manycl::Result<CompileOutput> compile_onnx_file(const std::string &path,
+                                                const CompileOptions &options);
+
+} // namespace kann

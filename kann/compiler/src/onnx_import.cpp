@@ -1,0 +1,608 @@
+#include "kann/onnx_import.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <onnx/onnx_pb.h>
+
+namespace kann {
+
+using manycl::make_error;
+using manycl::Result;
+using ir::DType;
+using ir::Graph;
+using ir::Node;
+using ir::Tensor;
+
+namespace {
+
+const std::set<std::string> kSupported = {
+    "Conv", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
+    "Add", "Sub", "Mul", "Div", "Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid",
+    "HardSwish", "Softmax", "Flatten", "Reshape", "BatchNormalization", "Concat", "Identity",
+    "Dropout", "Shape", "Gather", "Unsqueeze", "Squeeze", "Cast", "Constant",
+    "QuantizeLinear", "DequantizeLinear"};
+
+std::string where(const Node &n) { return "node '" + n.name + "' (" + n.op + ")"; }
+
+Result<Tensor> convert_initializer(const onnx::TensorProto &t) {
+  Tensor out;
+  out.name = t.name();
+  out.is_const = true;
+  for (int64_t d : t.dims())
+    out.shape.push_back(d);
+  int64_t n = 1;
+  for (int64_t d : out.shape) {
+    if (d < 0 || d > (1ll << 31))
+      return make_error("initializer '" + t.name() + "': bad dimension");
+    n *= d;
+    if (n > (1ll << 31))
+      return make_error("initializer '" + t.name() + "': too large");
+  }
+  if (t.data_location() == onnx::TensorProto::EXTERNAL)
+    return make_error("initializer '" + t.name() + "': external data is not supported");
+  const std::string &raw = t.raw_data();
+  auto take = [&](auto &vec, auto elem, auto field_size, auto field) -> Result<void> {
+    using E = decltype(elem);
+    if (!raw.empty()) {
+      if (raw.size() != size_t(n) * sizeof(E))
+        return make_error("initializer '" + t.name() + "': raw data size mismatch");
+      for (int64_t i = 0; i < n; ++i) {
+        E v;
+        std::memcpy(&v, raw.data() + i * sizeof(E), sizeof(E));
+        vec.push_back(static_cast<std::remove_reference_t<decltype(vec[0])>>(v));
+      }
+    } else {
+      if (field_size != n)
+        return make_error("initializer '" + t.name() + "': data size mismatch");
+      for (int64_t i = 0; i < n; ++i)
+        vec.push_back(static_cast<std::remove_reference_t<decltype(vec[0])>>(field(i)));
+    }
+    return {};
+  };
+  Result<void> r;
+  switch (t.data_type()) {
+  case onnx::TensorProto::FLOAT:
+    out.dtype = DType::F32;
+    r = take(out.data, float{}, t.float_data_size(), [&](int i) { return t.float_data(i); });
+    break;
+  case onnx::TensorProto::INT64:
+    out.dtype = DType::I64;
+    r = take(out.idata, int64_t{}, t.int64_data_size(), [&](int i) { return t.int64_data(i); });
+    break;
+  case onnx::TensorProto::INT32:
+    out.dtype = DType::I64;
+    r = take(out.idata, int32_t{}, t.int32_data_size(), [&](int i) { return t.int32_data(i); });
+    break;
+  case onnx::TensorProto::INT8:
+    out.dtype = DType::S8;
+    r = take(out.data, int8_t{}, t.int32_data_size(), [&](int i) { return t.int32_data(i); });
+    break;
+  case onnx::TensorProto::UINT8:
+    out.dtype = DType::U8;
+    r = take(out.data, uint8_t{}, t.int32_data_size(), [&](int i) { return t.int32_data(i); });
+    break;
+  default:
+    return make_error("initializer '" + t.name() + "': element type " +
+                      std::to_string(t.data_type()) + " is not supported");
+  }
+  if (!r)
+    return r.error();
+  return out;
+}
+
+Result<Graph> convert(const onnx::ModelProto &model) {
+  int64_t opset = 0;
+  for (const auto &o : model.opset_import())
+    if (o.domain().empty() || o.domain() == "ai.onnx")
+      opset = o.version();
+  if (opset == 0 && model.opset_import_size() == 0)
+    return make_error("model has no opset import");
+  if (opset < 11)
+    return make_error("model uses opset " + std::to_string(opset) +
+                      "; kann needs opset 11 or later");
+  const onnx::GraphProto &g = model.graph();
+  Graph graph;
+  for (const auto &init : g.initializer()) {
+    auto t = convert_initializer(init);
+    if (!t)
+      return t.error();
+    graph.add_tensor(std::move(t.value()));
+  }
+  for (const auto &in : g.input()) {
+    if (graph.find(in.name()) >= 0)
+      continue; // an initializer listed as input (old exporters)
+    Tensor t;
+    t.name = in.name();
+    if (!in.type().has_tensor_type())
+      return make_error("input '" + in.name() + "': not a tensor");
+    const auto &tt = in.type().tensor_type();
+    if (tt.elem_type() != onnx::TensorProto::FLOAT)
+      return make_error("input '" + in.name() + "': element type " +
+                        std::to_string(tt.elem_type()) + " (only float inputs are supported)");
+    if (!tt.has_shape())
+      return make_error("input '" + in.name() + "': no shape (dynamic shapes are not supported)");
+    for (const auto &d : tt.shape().dim()) {
+      if (!d.has_dim_value() || d.dim_value() <= 0)
+        return make_error("input '" + in.name() + "': dynamic dimension '" + d.dim_param() +
+                          "' (export with static shapes)");
+      t.shape.push_back(d.dim_value());
+    }
+    if (t.shape.empty() || t.shape[0] != 1)
+      return make_error("input '" + in.name() + "': batch size must be 1");
+    graph.inputs.push_back(graph.add_tensor(std::move(t)));
+  }
+  int unnamed = 0;
+  for (const auto &np : g.node()) {
+    Node n;
+    n.op = np.op_type();
+    n.name = np.name().empty() ? np.op_type() + "_" + std::to_string(unnamed++) : np.name();
+    if (!np.domain().empty() && np.domain() != "ai.onnx")
+      return make_error(where(n) + ": operator domain '" + np.domain() + "' is not supported");
+    if (!kSupported.count(n.op))
+      return make_error(where(n) + ": unsupported operator");
+    for (const auto &a : np.attribute()) {
+      switch (a.type()) {
+      case onnx::AttributeProto::INT: n.ints[a.name()] = {a.i()}; break;
+      case onnx::AttributeProto::INTS:
+        n.ints[a.name()] = std::vector<int64_t>(a.ints().begin(), a.ints().end());
+        break;
+      case onnx::AttributeProto::FLOAT: n.floats[a.name()] = a.f(); break;
+      case onnx::AttributeProto::STRING: n.strings[a.name()] = a.s(); break;
+      case onnx::AttributeProto::TENSOR:
+        if (n.op == "Constant" && a.name() == "value") {
+          auto t = convert_initializer(a.t());
+          if (!t)
+            return make_error(where(n) + ": " + t.error().message);
+          t.value().name = np.output_size() ? np.output(0) : n.name;
+          graph.add_tensor(std::move(t.value()));
+          break;
+        }
+        [[fallthrough]];
+      default:
+        return make_error(where(n) + ": attribute '" + a.name() + "' of an unsupported kind");
+      }
+    }
+    if (n.op == "Constant") {
+      if (np.output_size() != 1 || graph.find(np.output(0)) < 0)
+        return make_error(where(n) + ": only tensor-valued constants are supported");
+      continue;
+    }
+    for (const auto &name : np.input()) {
+      if (name.empty()) {
+        n.inputs.push_back(-1);
+        continue;
+      }
+      int t = graph.find(name);
+      if (t < 0)
+        return make_error(where(n) + ": input '" + name + "' is not defined before use");
+      n.inputs.push_back(t);
+    }
+    for (const auto &name : np.output()) {
+      if (graph.find(name) >= 0)
+        return make_error(where(n) + ": output '" + name + "' defined twice");
+      Tensor t;
+      t.name = name;
+      t.producer = static_cast<int>(graph.nodes.size());
+      n.outputs.push_back(graph.add_tensor(std::move(t)));
+    }
+    graph.nodes.push_back(std::move(n));
+  }
+  for (const auto &out : g.output()) {
+    int t = graph.find(out.name());
+    if (t < 0)
+      return make_error("output '" + out.name() + "' is not produced by the graph");
+    graph.outputs.push_back(t);
+  }
+  if (graph.inputs.empty() || graph.outputs.empty())
+    return make_error("model has no inputs or no outputs");
+  if (auto r = infer_shapes(graph); !r)
+    return r.error();
+  for (int t : graph.outputs)
+    if (graph.tensors[t].is_const)
+      return make_error("output '" + graph.tensors[t].name + "' is a constant");
+  return graph;
+}
+
+// ---- shape inference and folding ----
+
+Result<std::vector<int64_t>> broadcast(const Node &n, std::vector<int64_t> a,
+                                       std::vector<int64_t> b) {
+  while (a.size() < b.size())
+    a.insert(a.begin(), 1);
+  while (b.size() < a.size())
+    b.insert(b.begin(), 1);
+  std::vector<int64_t> out(a.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    if (a[i] != b[i] && a[i] != 1 && b[i] != 1)
+      return make_error(where(n) + ": shapes cannot be broadcast");
+    out[i] = std::max(a[i], b[i]);
+  }
+  return out;
+}
+
+int64_t norm_axis(int64_t axis, size_t rank) { return axis < 0 ? axis + int64_t(rank) : axis; }
+
+// Spatial output size and explicit pads of a Conv / pooling window (auto_pad resolved).
+Result<void> window_shape(Node &n, const std::vector<int64_t> &in, int64_t cout,
+                          std::vector<int64_t> kernel, std::vector<int64_t> &out) {
+  if (in.size() != 4)
+    return make_error(where(n) + ": only 2-D (NCHW) windows are supported");
+  auto strides = n.attrs("strides", {1, 1});
+  auto dil = n.attrs("dilations", {1, 1});
+  auto pads = n.attrs("pads", {0, 0, 0, 0});
+  if (kernel.size() != 2 || strides.size() != 2 || dil.size() != 2 || pads.size() != 4)
+    return make_error(where(n) + ": expected 2-D kernel, strides, dilations and 4 pads");
+  const bool ceil_mode = n.attr("ceil_mode", 0) != 0;
+  std::string auto_pad = n.strings.count("auto_pad") ? n.strings["auto_pad"] : "NOTSET";
+  out = {1, cout, 0, 0};
+  for (int i = 0; i < 2; ++i) {
+    if (kernel[i] <= 0 || strides[i] <= 0 || dil[i] <= 0 || kernel[i] > 64 || strides[i] > 64 ||
+        dil[i] > 64)
+      return make_error(where(n) + ": kernel, stride or dilation out of range");
+    const int64_t eff = (kernel[i] - 1) * dil[i] + 1;
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+      int64_t o = (in[2 + i] + strides[i] - 1) / strides[i];
+      int64_t total = std::max<int64_t>(0, (o - 1) * strides[i] + eff - in[2 + i]);
+      int64_t small = total / 2, large = total - small;
+      pads[i] = auto_pad == "SAME_UPPER" ? small : large;
+      pads[i + 2] = auto_pad == "SAME_UPPER" ? large : small;
+    } else if (auto_pad == "VALID") {
+      pads[i] = pads[i + 2] = 0;
+    } else if (auto_pad != "NOTSET") {
+      return make_error(where(n) + ": auto_pad '" + auto_pad + "' not supported");
+    }
+    if (pads[i] < 0 || pads[i + 2] < 0 || pads[i] >= eff || pads[i + 2] >= eff + strides[i])
+      return make_error(where(n) + ": padding out of range");
+    int64_t span = in[2 + i] + pads[i] + pads[i + 2] - eff;
+    if (span < 0)
+      return make_error(where(n) + ": window larger than the padded input");
+    out[2 + i] = (ceil_mode ? (span + strides[i] - 1) / strides[i] : span / strides[i]) + 1;
+    if (ceil_mode && (out[2 + i] - 1) * strides[i] >= in[2 + i] + pads[i])
+      out[2 + i] -= 1; // the last window must start inside the input or left pad
+  }
+  n.ints["pads"] = pads;
+  n.ints["strides"] = strides;
+  n.ints["dilations"] = dil;
+  n.ints["kernel_shape"] = kernel;
+  n.strings["auto_pad"] = "NOTSET";
+  return {};
+}
+
+bool all_const(const Graph &g, const Node &n) {
+  for (int i : n.inputs)
+    if (i >= 0 && !g.tensors[i].is_const)
+      return false;
+  return true;
+}
+
+// Folds shape arithmetic; returns true when the node became constant outputs.
+Result<bool> fold(Graph &g, Node &n) {
+  auto &outs = g.tensors;
+  auto in = [&](size_t i) -> Tensor & { return g.tensors[n.inputs[i]]; };
+  auto set_int = [&](std::vector<int64_t> shape, std::vector<int64_t> values) {
+    Tensor &o = outs[n.outputs[0]];
+    o.is_const = true;
+    o.dtype = DType::I64;
+    o.shape = std::move(shape);
+    o.idata = std::move(values);
+    n.dead = true;
+    return true;
+  };
+  if (n.op == "Shape") { // static shapes make Shape a constant even on activations
+    auto s = in(0).shape;
+    return set_int({int64_t(s.size())}, s);
+  }
+  if (!all_const(g, n) || n.inputs.empty())
+    return false;
+  const bool ints = std::all_of(n.inputs.begin(), n.inputs.end(), [&](int i) {
+    return i < 0 || g.tensors[i].dtype == DType::I64;
+  });
+  if (n.op == "Cast" && in(0).dtype == DType::I64 && (n.attr("to", 7) == 7 || n.attr("to", 7) == 6))
+    return set_int(in(0).shape, in(0).idata);
+  if (!ints)
+    return false;
+  if (n.op == "Gather") {
+    const auto &data = in(0).idata, &idx = in(1).idata;
+    if (in(0).shape.size() != 1)
+      return false;
+    std::vector<int64_t> v;
+    for (int64_t i : idx) {
+      int64_t j = i < 0 ? i + int64_t(data.size()) : i;
+      if (j < 0 || j >= int64_t(data.size()))
+        return make_error(where(n) + ": index out of range");
+      v.push_back(data[j]);
+    }
+    return set_int(in(1).shape, v);
+  }
+  if (n.op == "Unsqueeze" || n.op == "Squeeze") {
+    std::vector<int64_t> shape = in(0).shape;
+    auto axes = n.attrs("axes");
+    if (n.inputs.size() > 1 && n.inputs[1] >= 0)
+      axes = in(1).idata;
+    if (n.op == "Unsqueeze") {
+      std::sort(axes.begin(), axes.end());
+      for (int64_t a : axes)
+        shape.insert(shape.begin() + std::clamp<int64_t>(norm_axis(a, shape.size() + 1), 0,
+                                                         int64_t(shape.size())), 1);
+    } else {
+      std::vector<int64_t> s2;
+      for (size_t i = 0; i < shape.size(); ++i)
+        if (shape[i] != 1)
+          s2.push_back(shape[i]);
+      shape = s2;
+    }
+    return set_int(shape, in(0).idata);
+  }
+  if (n.op == "Concat") {
+    std::vector<int64_t> v;
+    for (size_t i = 0; i < n.inputs.size(); ++i)
+      v.insert(v.end(), in(i).idata.begin(), in(i).idata.end());
+    return set_int({int64_t(v.size())}, v);
+  }
+  if (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div") {
+    const auto &a = in(0).idata, &b = in(1).idata;
+    if (a.size() != b.size() && a.size() != 1 && b.size() != 1)
+      return false;
+    std::vector<int64_t> v(std::max(a.size(), b.size()));
+    for (size_t i = 0; i < v.size(); ++i) {
+      int64_t x = a[a.size() == 1 ? 0 : i], y = b[b.size() == 1 ? 0 : i];
+      if (n.op == "Div" && y == 0)
+        return make_error(where(n) + ": division by zero in shape arithmetic");
+      v[i] = n.op == "Add" ? x + y : n.op == "Sub" ? x - y : n.op == "Mul" ? x * y : x / y;
+    }
+    return set_int(a.size() >= b.size() ? in(0).shape : in(1).shape, v);
+  }
+  return false;
+}
+
+Result<void> infer_node(Graph &g, Node &n) {
+  auto in = [&](size_t i) -> Tensor & { return g.tensors[n.inputs[i]]; };
+  auto has = [&](size_t i) { return i < n.inputs.size() && n.inputs[i] >= 0; };
+  auto out = [&](size_t i) -> Tensor & { return g.tensors[n.outputs[i]]; };
+  if (n.inputs.empty() || !has(0))
+    return make_error(where(n) + ": missing input");
+  if (n.outputs.empty())
+    return make_error(where(n) + ": no output");
+  for (int i : n.inputs)
+    if (i >= 0 && !g.tensors[i].is_const && g.tensors[i].shape.empty())
+      return make_error(where(n) + ": input '" + g.tensors[i].name + "' has no static shape");
+  auto folded = fold(g, n);
+  if (!folded)
+    return folded.error();
+  if (folded.value())
+    return {};
+  const auto &x = in(0).shape;
+  Tensor &y = out(0);
+  y.dtype = in(0).dtype == DType::I64 ? DType::F32 : in(0).dtype;
+  if (n.op == "Conv") {
+    if (!has(1) || !in(1).is_const)
+      return make_error(where(n) + ": weights must be constant");
+    const auto &w = in(1).shape;
+    const int64_t group = n.attr("group", 1);
+    if (w.size() != 4 || x.size() != 4 || group <= 0 || x[1] != w[1] * group || w[0] % group)
+      return make_error(where(n) + ": weight shape does not match the input");
+    if (has(2) && (!in(2).is_const || in(2).elements() != w[0]))
+      return make_error(where(n) + ": bias must be a constant of " + std::to_string(w[0]));
+    return window_shape(n, x, w[0], n.attrs("kernel_shape", {w[2], w[3]}), y.shape);
+  }
+  if (n.op == "MaxPool" || n.op == "AveragePool") {
+    if (n.outputs.size() > 1)
+      return make_error(where(n) + ": the Indices output is not supported");
+    if (x.size() != 4)
+      return make_error(where(n) + ": only 2-D pooling is supported");
+    return window_shape(n, x, x[1], n.attrs("kernel_shape"), y.shape);
+  }
+  if (n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool") {
+    if (x.size() != 4)
+      return make_error(where(n) + ": only NCHW input is supported");
+    y.shape = {1, x[1], 1, 1};
+    return {};
+  }
+  if (n.op == "Gemm" || n.op == "MatMul") {
+    if (!has(1) || !in(1).is_const)
+      return make_error(where(n) + ": the second operand must be constant");
+    const auto &b = in(1).shape;
+    if (x.size() != 2 || b.size() != 2 || x[0] != 1)
+      return make_error(where(n) + ": only [1,K] x [K,N] products are supported");
+    if (n.op == "Gemm" && n.attr("transA", 0) != 0)
+      return make_error(where(n) + ": transA is not supported");
+    const bool tb = n.op == "Gemm" && n.attr("transB", 0) != 0;
+    const int64_t k = tb ? b[1] : b[0], nn = tb ? b[0] : b[1];
+    if (k != x[1])
+      return make_error(where(n) + ": inner dimensions differ");
+    if (has(2) && (!in(2).is_const || (in(2).elements() != nn && in(2).elements() != 1)))
+      return make_error(where(n) + ": C must be a constant of N or 1 elements");
+    y.shape = {1, nn};
+    return {};
+  }
+  if (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div") {
+    if (!has(1))
+      return make_error(where(n) + ": needs two inputs");
+    auto s = broadcast(n, x, in(1).shape);
+    if (!s)
+      return s.error();
+    y.shape = s.value();
+    if (in(0).is_const && !in(1).is_const)
+      y.dtype = in(1).dtype;
+    return {};
+  }
+  if (n.op == "Relu" || n.op == "Clip" || n.op == "LeakyRelu" || n.op == "Sigmoid" ||
+      n.op == "Tanh" || n.op == "HardSigmoid" || n.op == "HardSwish" || n.op == "Identity" ||
+      n.op == "Dropout" || n.op == "Softmax" || n.op == "BatchNormalization" ||
+      n.op == "ScaleShift") {
+    if (n.outputs.size() > 1 && n.op == "Dropout")
+      n.outputs.resize(1); // the mask output is unused in inference
+    if (n.op == "BatchNormalization" && n.outputs.size() > 1)
+      return make_error(where(n) + ": training-mode outputs are not supported");
+    y.shape = x;
+    if (n.op == "Clip")
+      for (size_t i = 1; i < 3; ++i)
+        if (has(i) && !in(i).is_const)
+          return make_error(where(n) + ": min/max must be constant");
+    if (n.op == "Softmax") {
+      int64_t axis = norm_axis(n.attr("axis", -1), x.size());
+      if (axis != int64_t(x.size()) - 1 && !(x.size() == 4 && axis == 1))
+        return make_error(where(n) + ": softmax only over the last (or channel) axis");
+      if (x.size() == 4 && axis == 3 && x[3] != 1 && x[2] * x[3] != 1)
+        return make_error(where(n) + ": softmax over the width axis is not supported");
+    }
+    if (n.op == "BatchNormalization")
+      for (size_t i = 1; i < 5; ++i)
+        if (!has(i) || !in(i).is_const || in(i).elements() != x[1])
+          return make_error(where(n) + ": scale, bias, mean and variance must be constants");
+    return {};
+  }
+  if (n.op == "Flatten") {
+    int64_t axis = norm_axis(n.attr("axis", 1), x.size());
+    if (axis != 1)
+      return make_error(where(n) + ": only axis 1 is supported");
+    int64_t k = 1;
+    for (size_t i = 1; i < x.size(); ++i)
+      k *= x[i];
+    y.shape = {x[0], k};
+    return {};
+  }
+  if (n.op == "Reshape" || n.op == "Squeeze" || n.op == "Unsqueeze") {
+    std::vector<int64_t> target;
+    if (n.op == "Reshape") {
+      if (!has(1) || !in(1).is_const || in(1).dtype != DType::I64)
+        return make_error(where(n) + ": shape must be constant (after folding)");
+      target = in(1).idata;
+      int64_t known = 1, infer = -1;
+      for (size_t i = 0; i < target.size(); ++i) {
+        if (target[i] == 0 && n.attr("allowzero", 0) == 0)
+          target[i] = i < x.size() ? x[i] : 1;
+        if (target[i] == -1)
+          infer = int64_t(i);
+        else
+          known *= target[i];
+      }
+      if (infer >= 0)
+        target[infer] = known ? in(0).elements() / known : 0;
+    } else {
+      target = x;
+      auto axes = n.attrs("axes");
+      if (has(1))
+        axes = in(1).idata;
+      if (n.op == "Squeeze") {
+        std::vector<int64_t> t2;
+        for (size_t i = 0; i < x.size(); ++i) {
+          bool drop = axes.empty() ? x[i] == 1
+                                   : std::count(axes.begin(), axes.end(), int64_t(i)) ||
+                                         std::count(axes.begin(), axes.end(),
+                                                    int64_t(i) - int64_t(x.size()));
+          if (!drop)
+            t2.push_back(x[i]);
+        }
+        target = t2;
+      } else {
+        std::sort(axes.begin(), axes.end());
+        for (int64_t a : axes)
+          target.insert(target.begin() + std::clamp<int64_t>(norm_axis(a, target.size() + 1), 0,
+                                                             int64_t(target.size())), 1);
+      }
+    }
+    int64_t count = 1;
+    for (int64_t d : target)
+      count = d > 0 ? count * d : -1;
+    if (count != in(0).elements())
+      return make_error(where(n) + ": reshape changes the element count");
+    y.shape = target;
+    if (in(0).is_const) { // constant reshape: fold
+      y.is_const = true;
+      y.dtype = in(0).dtype;
+      y.data = in(0).data;
+      y.idata = in(0).idata;
+      n.dead = true;
+    }
+    return {};
+  }
+  if (n.op == "Concat") {
+    int64_t axis = norm_axis(n.attr("axis", 1), x.size());
+    if (axis < 0 || axis >= int64_t(x.size()))
+      return make_error(where(n) + ": axis out of range");
+    y.shape = x;
+    y.shape[axis] = 0;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (!has(i) || in(i).shape.size() != x.size())
+        return make_error(where(n) + ": inputs of different ranks");
+      for (size_t d = 0; d < x.size(); ++d)
+        if (int64_t(d) != axis && in(i).shape[d] != x[d])
+          return make_error(where(n) + ": inputs differ outside the concat axis");
+      y.shape[axis] += in(i).shape[axis];
+    }
+    if (x.size() != 4 || axis != 1)
+      return make_error(where(n) + ": only channel concatenation of NCHW tensors is supported");
+    return {};
+  }
+  if (n.op == "Cast") {
+    if (n.attr("to", 1) != 1)
+      return make_error(where(n) + ": only casts to float of activations are supported");
+    y.shape = x;
+    return {};
+  }
+  if (n.op == "QuantizeLinear" || n.op == "DequantizeLinear") {
+    if (!has(1) || !in(1).is_const || in(1).elements() != 1)
+      return make_error(where(n) + ": only per-tensor constant scales are supported");
+    y.shape = x;
+    y.dtype = DType::F32;
+    if (n.op == "QuantizeLinear")
+      y.dtype = has(2) && in(2).dtype == DType::S8 ? DType::S8 : DType::U8;
+    return {};
+  }
+  if (n.op == "Gather" || n.op == "Shape")
+    return make_error(where(n) + ": only supported on constants (shape arithmetic)");
+  return make_error(where(n) + ": unsupported operator");
+}
+
+} // namespace
+
+Result<void> infer_shapes(Graph &graph) {
+  for (Node &n : graph.nodes) {
+    if (n.dead)
+      continue;
+    if (auto r = infer_node(graph, n); !r)
+      return r;
+    for (int o : n.outputs) {
+      Tensor &t = graph.tensors[o];
+      if (t.is_const)
+        continue;
+      if (t.shape.empty() || t.shape[0] != 1 || t.elements() <= 0 ||
+          t.elements() > (1ll << 30))
+        return make_error(where(n) + ": output '" + t.name +
+                          "' has no static batch-1 shape (dynamic shapes are not supported)");
+    }
+  }
+  return {};
+}
+
+Result<Graph> import_onnx_bytes(const std::string &bytes) {
+  // protobuf may throw on allocation failure: nothing escapes this function.
+  try {
+    onnx::ModelProto model;
+    if (!model.ParseFromString(bytes))
+      return make_error("not a valid ONNX model (protobuf parse failed)");
+    return convert(model);
+  } catch (const std::exception &e) {
+    return make_error(std::string("ONNX import failed: ") + e.what());
+  }
+}
+
+Result<Graph> import_onnx_file(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    return make_error("cannot open '" + path + "'");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  auto r = import_onnx_bytes(ss.str());
+  if (!r)
+    return make_error(path + ": " + r.error().message);
+  return r;
+}
+
+} // namespace kann

@@ -1,0 +1,233 @@
+#include "kann/passes.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+namespace kann::passes {
+
+using ir::Graph;
+using ir::Node;
+using ir::Tensor;
+
+namespace {
+
+void replace_uses(Graph &g, int from, int to) {
+  for (Node &n : g.nodes)
+    if (!n.dead)
+      std::replace(n.inputs.begin(), n.inputs.end(), from, to);
+  std::replace(g.outputs.begin(), g.outputs.end(), from, to);
+}
+
+// The single live consumer of tensor t, or -1 (none, several, or t is a network output).
+int only_consumer(const Graph &g, int t) {
+  if (g.is_output(t))
+    return -1;
+  auto c = g.consumers(t);
+  return c.size() == 1 ? c[0] : -1;
+}
+
+int new_const(Graph &g, const std::string &name, std::vector<int64_t> shape,
+              std::vector<float> data) {
+  Tensor t;
+  t.name = name;
+  t.shape = std::move(shape);
+  t.is_const = true;
+  t.data = std::move(data);
+  return g.add_tensor(std::move(t));
+}
+
+// Per-channel values of a constant broadcast against an NCHW (or [1,C]) tensor with C
+// channels: shapes [C], [C,1,1], [1,C,1,1], [1,C] or a scalar. Empty if not per-channel.
+std::vector<float> per_channel(const Tensor &k, int64_t channels, size_t rank) {
+  if (!k.is_const || k.dtype != ir::DType::F32)
+    return {};
+  if (k.elements() == 1)
+    return std::vector<float>(channels, k.data[0]);
+  if (k.elements() != channels)
+    return {};
+  // The channel axis of the broadcast shape must be axis 1 of the activation.
+  std::vector<int64_t> s = k.shape;
+  while (s.size() < rank)
+    s.insert(s.begin(), 1);
+  if (s.size() != rank || s[1] != channels)
+    return {};
+  return k.data;
+}
+
+} // namespace
+
+int remove_identities(Graph &g) {
+  int count = 0;
+  for (Node &n : g.nodes) {
+    if (n.dead)
+      continue;
+    const bool identity = n.op == "Identity" || n.op == "Dropout" ||
+                          (n.op == "Cast" && g.tensors[n.inputs[0]].dtype == ir::DType::F32);
+    if (!identity)
+      continue;
+    int in = n.inputs[0], out = n.outputs[0];
+    if (g.is_output(out) && (g.tensors[in].producer < 0 || g.is_output(in)))
+      continue; // would make an input (or another output) the output: keep the copy
+    n.dead = true;
+    if (g.is_output(out))
+      g.tensors[in].name = g.tensors[out].name; // keep the network's output name
+    replace_uses(g, out, in);
+    ++count;
+  }
+  g.compact();
+  return count;
+}
+
+int fold_batchnorm(Graph &g) {
+  int count = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node &n = g.nodes[i];
+    if (n.dead)
+      continue;
+    const Tensor &x = g.tensors[n.inputs[0]];
+    if (x.is_const || x.shape.size() < 2)
+      continue;
+    const int64_t channels = x.shape[1];
+    std::vector<float> scale, shift;
+    if (n.op == "BatchNormalization") {
+      const float eps = n.attrf("epsilon", 1e-5f);
+      const auto &gamma = g.tensors[n.inputs[1]].data, &beta = g.tensors[n.inputs[2]].data;
+      const auto &mean = g.tensors[n.inputs[3]].data, &var = g.tensors[n.inputs[4]].data;
+      for (int64_t c = 0; c < channels; ++c) {
+        float s = gamma[c] / std::sqrt(var[c] + eps);
+        scale.push_back(s);
+        shift.push_back(beta[c] - mean[c] * s);
+      }
+    } else if ((n.op == "Mul" || n.op == "Add" || n.op == "Sub") && n.inputs.size() == 2) {
+      const Tensor &k = g.tensors[n.inputs[1]];
+      std::vector<float> v = per_channel(k, channels, x.shape.size());
+      if (v.empty() || g.tensors[n.outputs[0]].shape != x.shape)
+        continue;
+      scale.assign(channels, 1.0f);
+      shift.assign(channels, 0.0f);
+      if (n.op == "Mul")
+        scale = v;
+      else
+        for (int64_t c = 0; c < channels; ++c)
+          shift[c] = n.op == "Add" ? v[c] : -v[c];
+    } else {
+      continue;
+    }
+    // Fold into the producing Conv / Gemm when this node is its only reader.
+    const int producer = x.producer;
+    Node *p = producer >= 0 ? &g.nodes[producer] : nullptr;
+    const bool foldable = p && !p->dead && (p->op == "Conv" || p->op == "Gemm") &&
+                          p->act.kind == MCL_ACT_NONE &&
+                          only_consumer(g, n.inputs[0]) == int(i) &&
+                          !(p->op == "Gemm" && p->attr("transB", 0) == 0);
+    if (foldable) {
+      const Tensor &w = g.tensors[p->inputs[1]];
+      std::vector<float> wd = w.data;
+      const size_t per_out = wd.size() / channels; // Conv [M,...], Gemm transB [N,K]
+      for (int64_t c = 0; c < channels; ++c)
+        for (size_t j = 0; j < per_out; ++j)
+          wd[c * per_out + j] *= scale[c];
+      std::vector<float> bias(channels, 0.0f);
+      if (p->inputs.size() > 2 && p->inputs[2] >= 0) {
+        const Tensor &b = g.tensors[p->inputs[2]];
+        for (int64_t c = 0; c < channels; ++c)
+          bias[c] = b.data[b.data.size() == 1 ? 0 : c] * (p->op == "Gemm" ? p->attrf("beta", 1) : 1);
+        if (p->op == "Gemm")
+          p->floats["beta"] = 1.0f;
+      }
+      for (int64_t c = 0; c < channels; ++c)
+        bias[c] = bias[c] * scale[c] + shift[c];
+      std::vector<int64_t> wshape = w.shape;
+      const std::string base = p->name;
+      p = &g.nodes[producer]; // new_const may not move nodes, but keep it explicit
+      p->inputs[1] = new_const(g, base + ".w_folded", wshape, std::move(wd));
+      const int b = new_const(g, base + ".b_folded", {channels}, std::move(bias));
+      if (p->inputs.size() < 3)
+        p->inputs.resize(3, -1);
+      p->inputs[2] = b;
+      Node &self = g.nodes[i];
+      self.dead = true;
+      const int out = self.outputs[0];
+      g.tensors[out].producer = producer;
+      g.nodes[producer].outputs[0] = out;
+    } else {
+      Node &self = g.nodes[i];
+      self.op = "ScaleShift";
+      const int s = new_const(g, self.name + ".scale", {channels}, scale);
+      const int t = new_const(g, self.name + ".shift", {channels}, shift);
+      g.nodes[i].inputs = {g.nodes[i].inputs[0], s, t};
+    }
+    ++count;
+  }
+  g.compact();
+  return count;
+}
+
+bool activation_of(const Graph &g, const Node &n, mcl_activation &act) {
+  act = {MCL_ACT_NONE, 0.0f, 0.0f};
+  if (n.op == "Relu") {
+    act.kind = MCL_ACT_RELU;
+  } else if (n.op == "Clip") {
+    act.kind = MCL_ACT_CLIP;
+    act.alpha = n.attrf("min", -std::numeric_limits<float>::max());
+    act.beta = n.attrf("max", std::numeric_limits<float>::max());
+    if (n.inputs.size() > 1 && n.inputs[1] >= 0)
+      act.alpha = g.tensors[n.inputs[1]].data.at(0);
+    if (n.inputs.size() > 2 && n.inputs[2] >= 0)
+      act.beta = g.tensors[n.inputs[2]].data.at(0);
+  } else if (n.op == "LeakyRelu") {
+    act.kind = MCL_ACT_LEAKY_RELU;
+    act.alpha = n.attrf("alpha", 0.01f);
+  } else if (n.op == "Sigmoid") {
+    act.kind = MCL_ACT_SIGMOID;
+  } else if (n.op == "Tanh") {
+    act.kind = MCL_ACT_TANH;
+  } else if (n.op == "HardSigmoid") {
+    act.kind = MCL_ACT_HARD_SIGMOID;
+    act.alpha = n.attrf("alpha", 0.2f);
+    act.beta = n.attrf("beta", 0.5f);
+  } else if (n.op == "HardSwish") {
+    act.kind = MCL_ACT_HARD_SWISH;
+  } else {
+    return false;
+  }
+  return true;
+}
+
+int fuse_activations(Graph &g) {
+  int count = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node &n = g.nodes[i];
+    mcl_activation act;
+    if (n.dead || !activation_of(g, n, act))
+      continue;
+    const int x = n.inputs[0];
+    const int producer = g.tensors[x].producer;
+    if (producer < 0 || only_consumer(g, x) != int(i))
+      continue;
+    Node &p = g.nodes[producer];
+    const bool eltwise = (p.op == "Add" || p.op == "Sub" || p.op == "Mul" || p.op == "Div") &&
+                         !g.tensors[p.inputs[1]].is_const && !g.tensors[p.inputs[0]].is_const;
+    if (p.dead || p.act.kind != MCL_ACT_NONE ||
+        !(p.op == "Conv" || p.op == "Gemm" || p.op == "MatMul" || p.op == "ScaleShift" || eltwise))
+      continue;
+    p.act = act;
+    const int out = n.outputs[0];
+    p.outputs[0] = out;
+    g.tensors[out].producer = producer;
+    n.dead = true;
+    ++count;
+  }
+  g.compact();
+  return count;
+}
+
+manycl::Result<void> optimize(Graph &g) {
+  remove_identities(g);
+  fold_batchnorm(g);
+  fuse_activations(g);
+  return {};
+}
+
+} // namespace kann::passes

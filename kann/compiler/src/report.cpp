@@ -1,0 +1,143 @@
+// Compile reports: text (terminal), JSON (stored in the binary, read by tools) and a
+// self-contained HTML page with a per-cluster timeline and an SPM occupancy map.
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+
+#include <nlohmann/json.hpp>
+
+#include "kann/compile.h"
+
+namespace kann {
+
+std::string CompileOutput::report_text() const {
+  std::ostringstream o;
+  char line[512];
+  std::snprintf(line, sizeof line, "%-28s %-18s %-9s %5s %10s %12s %10s %12s\n", "operator", "op",
+                "split", "tiles", "SPM peak", "DDR bytes", "NoC bytes", "cycles");
+  o << line;
+  for (const OpReport &r : ops) {
+    uint64_t peak = r.spm_peak.empty() ? 0 : *std::max_element(r.spm_peak.begin(), r.spm_peak.end());
+    std::snprintf(line, sizeof line, "%-28.28s %-18.18s %-9s %5u %10llu %12llu %10llu %12llu\n",
+                  r.name.c_str(), r.op.c_str(), r.split.c_str(), r.tiles,
+                  (unsigned long long)peak, (unsigned long long)r.ddr_bytes,
+                  (unsigned long long)r.exchange_bytes, (unsigned long long)r.cycles);
+    o << line;
+  }
+  o << "clusters " << program.cluster_count << ", SPM required " << program.spm_required
+    << " of " << program.spm_bytes << " B, parameters " << params_bytes
+    << " B, modeled cycles " << total_cycles << "\n";
+  return o.str();
+}
+
+std::string CompileOutput::report_json() const {
+  nlohmann::json j;
+  j["clusters"] = program.cluster_count;
+  j["preset"] = program.preset;
+  j["spm_bytes"] = program.spm_bytes;
+  j["spm_required"] = program.spm_required;
+  j["params_bytes"] = params_bytes;
+  j["modeled_cycles"] = total_cycles;
+  j["ops"] = nlohmann::json::array();
+  for (const OpReport &r : ops)
+    j["ops"].push_back({{"name", r.name},
+                        {"op", r.op},
+                        {"split", r.split},
+                        {"tiles", r.tiles},
+                        {"spm_peak", r.spm_peak},
+                        {"ddr_bytes", r.ddr_bytes},
+                        {"exchange_bytes", r.exchange_bytes},
+                        {"compute_cycles", r.compute_cycles},
+                        {"dma_cycles", r.dma_cycles},
+                        {"cycles", r.cycles},
+                        {"start_cycle", r.start_cycle}});
+  j["buffers"] = nlohmann::json::array();
+  for (const BufferReport &b : buffers)
+    j["buffers"].push_back({{"name", b.name},
+                            {"offset", b.offset},
+                            {"size", b.size},
+                            {"first_step", b.first_step},
+                            {"last_step", b.last_step}});
+  return j.dump();
+}
+
+namespace {
+std::string escape(const std::string &s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '<') o += "&lt;";
+    else if (c == '>') o += "&gt;";
+    else if (c == '&') o += "&amp;";
+    else if (c == '"') o += "&quot;";
+    else o += c;
+  }
+  return o;
+}
+} // namespace
+
+std::string CompileOutput::report_html() const {
+  std::ostringstream o;
+  const unsigned K = program.cluster_count;
+  o << "<!DOCTYPE html><html><head><meta charset='utf-8'><title>kann compile report</title>"
+       "<style>body{font-family:sans-serif;margin:20px}table{border-collapse:collapse}"
+       "td,th{border:1px solid #ccc;padding:2px 6px;font-size:12px;text-align:right}"
+       "td:first-child,td:nth-child(2),td:nth-child(3){text-align:left}</style></head><body>";
+  o << "<h1>kann compile report</h1><p>" << K << " clusters, preset "
+    << escape(program.preset) << ", SPM required " << program.spm_required << " of "
+    << program.spm_bytes << " B, parameters " << params_bytes << " B, modeled cycles "
+    << total_cycles << "</p>";
+  // Timeline: one row per cluster, one rectangle per operator step (compute part darker).
+  const double width = 1000.0;
+  const double scale = total_cycles ? width / double(total_cycles) : 1.0;
+  o << "<h2>Per-cluster timeline (modeled cycles)</h2><svg width='" << width + 80
+    << "' height='" << K * 24 + 20 << "'>";
+  const char *colors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
+                          "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+  for (unsigned c = 0; c < K; ++c) {
+    o << "<text x='0' y='" << c * 24 + 16 << "' font-size='11'>cluster " << c << "</text>";
+    for (size_t i = 0; i < ops.size(); ++i) {
+      const OpReport &r = ops[i];
+      const double x = 70 + double(r.start_cycle) * scale;
+      const double w = std::max(1.0, double(r.cycles) * scale);
+      o << "<rect x='" << x << "' y='" << c * 24 + 4 << "' width='" << w
+        << "' height='16' fill='" << colors[i % 10] << "' opacity='"
+        << (c < r.spm_peak.size() && r.spm_peak[c] ? 0.9 : 0.25) << "'><title>"
+        << escape(r.name) << " " << escape(r.op) << " " << r.cycles << " cycles</title></rect>";
+    }
+  }
+  o << "</svg>";
+  // SPM occupancy: x = step, y = SPM offset.
+  int steps = 1;
+  for (const BufferReport &b : buffers)
+    steps = std::max(steps, b.last_step + 1);
+  const double h = 400.0, sx = width / steps;
+  const double sy = program.spm_bytes ? h / double(program.spm_bytes) : 1.0;
+  o << "<h2>SPM occupancy (x: step, y: offset; same map on every cluster)</h2><svg width='"
+    << width + 80 << "' height='" << h + 20 << "'><rect x='70' y='0' width='" << width
+    << "' height='" << h << "' fill='#f4f4f4'/>";
+  for (size_t i = 0; i < buffers.size(); ++i) {
+    const BufferReport &b = buffers[i];
+    o << "<rect x='" << 70 + b.first_step * sx << "' y='" << double(b.offset) * sy
+      << "' width='" << (b.last_step - b.first_step + 1) * sx << "' height='"
+      << std::max(1.0, double(b.size) * sy) << "' fill='" << colors[i % 10]
+      << "' stroke='#333' stroke-width='0.5'><title>" << escape(b.name) << " @" << b.offset
+      << " " << b.size << " B steps " << b.first_step << "-" << b.last_step
+      << "</title></rect>";
+  }
+  o << "</svg><h2>Operators</h2><table><tr><th>operator</th><th>op</th><th>split</th>"
+       "<th>tiles</th><th>SPM peak (per cluster)</th><th>DDR bytes</th><th>NoC bytes</th>"
+       "<th>compute cycles</th><th>DMA cycles</th><th>step cycles</th></tr>";
+  for (const OpReport &r : ops) {
+    std::string peaks;
+    for (uint64_t p : r.spm_peak)
+      peaks += (peaks.empty() ? "" : " / ") + std::to_string(p);
+    o << "<tr><td>" << escape(r.name) << "</td><td>" << escape(r.op) << "</td><td>" << r.split
+      << "</td><td>" << r.tiles << "</td><td>" << peaks << "</td><td>" << r.ddr_bytes
+      << "</td><td>" << r.exchange_bytes << "</td><td>" << r.compute_cycles << "</td><td>"
+      << r.dma_cycles << "</td><td>" << r.cycles << "</td></tr>";
+  }
+  o << "</table></body></html>\n";
+  return o.str();
+}
+
+} // namespace kann

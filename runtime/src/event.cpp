@@ -169,9 +169,12 @@ void Event::finish_chain(Event *first, cl_int status) {
 
 bool Event::set_user_status(cl_int status) {
   {
+    // Check and claim in one critical section: of several threads racing here, exactly one
+    // completes the event (finish_chain must not run twice).
     std::lock_guard lock(mutex_);
-    if (status_ != CL_SUBMITTED || finished_)
+    if (user_status_set_ || status_ != CL_SUBMITTED || finished_)
       return false;
+    user_status_set_ = true;
   }
   finish_chain(this, status);
   return true;

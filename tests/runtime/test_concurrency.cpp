@@ -161,6 +161,46 @@ TEST_F(ConcurrencyTest, ConcurrentUserEventWaitersAndSetters) {
     clReleaseEvent(e);
 }
 
+// clSetUserEventStatus from several threads at once: exactly one call wins, the others get
+// CL_INVALID_OPERATION, and the event keeps the winner's status.
+TEST_F(ConcurrencyTest, RacingUserEventStatusHasOneWinner) {
+  const int rounds = 200, racers = 4;
+  // Out of order: a failed round must not fail the next one through queue order.
+  cl_command_queue ooo = make_queue(CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE);
+  for (int r = 0; r < rounds; ++r) {
+    cl_event e = user_event();
+    cl_event dependent;
+    CL_OK(clEnqueueMarkerWithWaitList(ooo, 1, &e, &dependent));
+    std::atomic<int> ready{0};
+    std::atomic<int> winners{0};
+    std::atomic<cl_int> winning_status{0};
+    std::vector<std::thread> pool;
+    for (int t = 0; t < racers; ++t)
+      pool.emplace_back([&, t] {
+        ready++;
+        while (ready.load() < racers) {
+        }
+        cl_int status = t == 0 ? CL_COMPLETE : -(t + 1);
+        cl_int err = clSetUserEventStatus(e, status);
+        if (err == CL_SUCCESS) {
+          winners++;
+          winning_status = status;
+        } else {
+          EXPECT_EQ(CL_INVALID_OPERATION, err);
+        }
+      });
+    for (auto &t : pool)
+      t.join();
+    ASSERT_EQ(1, winners.load()) << "round " << r;
+    EXPECT_EQ(winning_status.load(), event_status(e));
+    cl_int dep = clWaitForEvents(1, &dependent);
+    EXPECT_EQ(winning_status.load() == CL_COMPLETE ? CL_SUCCESS : CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST, dep);
+    clReleaseEvent(dependent);
+    clReleaseEvent(e);
+  }
+  clReleaseCommandQueue(ooo);
+}
+
 TEST_F(ConcurrencyTest, ConcurrentPartitionAndRelease) {
   std::atomic<int> failures{0};
   std::vector<std::thread> pool;

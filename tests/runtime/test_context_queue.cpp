@@ -276,8 +276,18 @@ TEST_F(QueueTest, ProfilingTimestampsOrdered) {
   cl_event a, b;
   CL_OK(clEnqueueNativeKernel(q, sleep_10ms, nullptr, 0, 0, nullptr, nullptr, 0, nullptr, &a));
   CL_OK(clEnqueueNativeKernel(q, sleep_10ms, nullptr, 0, 0, nullptr, nullptr, 0, nullptr, &b));
-  // Not yet complete, or complete: either the info is available or CL_PROFILING_INFO_NOT_AVAILABLE.
+  // A command that has not completed has no profiling information yet.
+  cl_int err;
+  cl_event gate = clCreateUserEvent(context, &err);
+  cl_event gated;
+  CL_OK(clEnqueueMarkerWithWaitList(q, 1, &gate, &gated));
+  cl_ulong early;
+  EXPECT_EQ(CL_PROFILING_INFO_NOT_AVAILABLE, clGetEventProfilingInfo(gated, CL_PROFILING_COMMAND_END, sizeof(early), &early, nullptr));
+  CL_OK(clSetUserEventStatus(gate, CL_COMPLETE));
   CL_OK(clFinish(q));
+  CL_OK(clGetEventProfilingInfo(gated, CL_PROFILING_COMMAND_END, sizeof(early), &early, nullptr));
+  clReleaseEvent(gated);
+  clReleaseEvent(gate);
   cl_ulong t[2][4];
   const cl_profiling_info params[4] = {CL_PROFILING_COMMAND_QUEUED, CL_PROFILING_COMMAND_SUBMIT,
                                        CL_PROFILING_COMMAND_START, CL_PROFILING_COMMAND_END};

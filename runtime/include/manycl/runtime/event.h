@@ -98,6 +98,7 @@ private:
   int pending_dependencies_ = 1; // 1 = the registration guard released by submit()
   bool dependency_failed_ = false;
   bool finished_ = false; // completed and callbacks fired
+  bool user_status_set_ = false; // clSetUserEventStatus claimed the one allowed change
   std::vector<Ref<Event>> dependents_;
   std::vector<PendingCallback> callbacks_;
   uint64_t queued_ns_ = 0, submit_ns_ = 0, start_ns_ = 0, end_ns_ = 0;

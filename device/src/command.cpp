@@ -192,8 +192,9 @@ void ClusterContext::account_cycles(uint64_t cycles, const char *label) {
     now_ += cycles;
     stats_.compute_cycles += cycles;
   }
-  Reports::instance().modeled_span(device().index(), device_cluster_, TraceTrack::Compute,
-                                   label ? label : "compute", start, start + cycles);
+  if (Reports::instance().tracing())
+    Reports::instance().modeled_span(device().index(), device_cluster_, TraceTrack::Compute,
+                                     label ? label : "compute", start, start + cycles);
 }
 
 uint64_t ClusterContext::mac_cycles(ElementType type, uint64_t macs, unsigned pes) const {

@@ -1,5 +1,6 @@
 #include "manycl/device/report.h"
 
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
@@ -67,6 +68,9 @@ void flush_at_exit() {
 
 struct Reports::Impl {
   mutable std::mutex mutex;
+  // Mirrors !trace_path.empty(): checked without the lock on every accounted span, so an
+  // untraced run never serializes its clusters on this mutex.
+  std::atomic<bool> tracing{false};
   std::string trace_path;
   std::string stats_destination;
   FILE *stats_stream = nullptr; // stderr or an opened file
@@ -115,6 +119,7 @@ struct Reports::Impl {
 Reports::Reports() : impl_(std::make_unique<Impl>()) {
   if (const char *t = std::getenv("MANYCL_TRACE"))
     impl_->trace_path = t;
+  impl_->tracing = !impl_->trace_path.empty();
   if (const char *s = std::getenv("MANYCL_STATS"); s && std::string(s) != "0")
     impl_->stats_destination = s;
 }
@@ -129,10 +134,7 @@ Reports &Reports::instance() {
   return *reports;
 }
 
-bool Reports::tracing() const {
-  std::lock_guard lock(impl_->mutex);
-  return !impl_->trace_path.empty();
-}
+bool Reports::tracing() const { return impl_->tracing.load(std::memory_order_relaxed); }
 
 bool Reports::stats_enabled() const {
   std::lock_guard lock(impl_->mutex);
@@ -142,6 +144,7 @@ bool Reports::stats_enabled() const {
 void Reports::set_trace_path(std::string path) {
   std::lock_guard lock(impl_->mutex);
   impl_->trace_path = std::move(path);
+  impl_->tracing = !impl_->trace_path.empty();
 }
 
 void Reports::set_stats_destination(std::string destination) {
@@ -164,6 +167,8 @@ void Reports::register_device(unsigned device_index, std::string name, unsigned 
 void Reports::modeled_span(unsigned device_index, unsigned cluster, TraceTrack track,
                            std::string name, uint64_t start_cycle, uint64_t end_cycle,
                            std::string args_json) {
+  if (!tracing())
+    return;
   std::lock_guard lock(impl_->mutex);
   if (impl_->trace_path.empty())
     return;
@@ -175,6 +180,8 @@ void Reports::modeled_span(unsigned device_index, unsigned cluster, TraceTrack t
 
 void Reports::modeled_instant(unsigned device_index, unsigned cluster, std::string name,
                               uint64_t cycle, std::string args_json) {
+  if (!tracing())
+    return;
   std::lock_guard lock(impl_->mutex);
   if (impl_->trace_path.empty())
     return;

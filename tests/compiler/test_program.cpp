@@ -320,6 +320,35 @@ TEST_F(CacheTest, HitCorruptionAndDisable) {
   EXPECT_EQ(cacheDirectory(), "");
 }
 
+TEST_F(CacheTest, JitObjectCache) {
+  const char *src = "__kernel void objc(__global int* a) { a[get_global_id(0)] = 5; }";
+  BuildResult b = build(src, "", dev());
+  ASSERT_TRUE(b.ok());
+  {
+    auto p = load(b.binary);
+    ASSERT_TRUE(p.ok());
+  }
+  int objs = 0;
+  for (auto &e : entries()) objs += e.extension() == ".obj";
+  EXPECT_EQ(objs, 1);
+  for (int round = 0; round < 2; ++round) {
+    auto p = load(b.binary); // from the object cache, then after corruption
+    ASSERT_TRUE(p.ok());
+    int a[4] = {0, 0, 0, 0};
+    NDRange r;
+    r.global[0] = 4;
+    r.local[0] = 4;
+    ASSERT_TRUE(runND(**p, "objc", {ArgValue::pointer(a)}, r, ExecMode::LWI));
+    EXPECT_EQ(a[3], 5);
+    for (auto &e : entries())
+      if (e.extension() == ".obj") {
+        std::fstream f(e, std::ios::in | std::ios::out | std::ios::binary);
+        f.seekp(static_cast<std::streamoff>(fs::file_size(e) - 3));
+        f.put('\x13');
+      }
+  }
+}
+
 TEST_F(CacheTest, ConcurrentProcesses) {
   const char *src = "__kernel void par(__global int* a) { a[get_global_id(0)] = 7; }";
   std::vector<pid_t> kids;

@@ -103,8 +103,31 @@ bool cacheLoad(const std::string &key, Container &out) {
 }
 
 void cacheStore(const std::string &key, const std::vector<uint8_t> &bytes) {
+  cacheWriteRaw(key + ".mclbin", std::string_view(reinterpret_cast<const char *>(bytes.data()), bytes.size()));
+}
+
+bool cacheReadRaw(const std::string &file, std::string &out) {
+  std::string dir = cacheDirectory();
+  if (dir.empty()) return false;
+  FILE *f = std::fopen((dir + "/" + file).c_str(), "rb");
+  if (!f) return false;
+  out.clear();
+  char buf[65536];
+  size_t n;
+  while ((n = std::fread(buf, 1, sizeof buf, f)) > 0) out.append(buf, n);
+  std::fclose(f);
+  return true;
+}
+
+void cacheRemoveRaw(const std::string &file) {
+  std::string dir = cacheDirectory();
+  if (!dir.empty()) unlink((dir + "/" + file).c_str());
+}
+
+void cacheWriteRaw(const std::string &file, std::string_view bytes) {
   std::string dir = cacheDirectory();
   if (dir.empty() || !mkdirs(dir)) return;
+  const std::string key = file;
   static std::atomic<uint64_t> counter{0};
   std::random_device rd;
   std::string tmp = dir + "/." + key + ".tmp." + std::to_string(getpid()) + "." +
@@ -123,7 +146,7 @@ void cacheStore(const std::string &key, const std::vector<uint8_t> &bytes) {
     off += static_cast<size_t>(w);
   }
   if (close(fd) != 0) ok = false;
-  std::string path = dir + "/" + key + ".mclbin";
+  std::string path = dir + "/" + file;
   if (!ok || rename(tmp.c_str(), path.c_str()) != 0) unlink(tmp.c_str());
 }
 

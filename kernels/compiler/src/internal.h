@@ -70,6 +70,9 @@ std::string cacheKey(std::string_view preprocessed, std::string_view options,
                      const DeviceDesc &dev);
 bool cacheLoad(const std::string &key, Container &out);
 void cacheStore(const std::string &key, const std::vector<uint8_t> &bytes);
+bool cacheReadRaw(const std::string &file, std::string &out);
+void cacheWriteRaw(const std::string &file, std::string_view bytes);
+void cacheRemoveRaw(const std::string &file);
 
 uint64_t fnv1a64(const void *data, size_t n, uint64_t h = 0xcbf29ce484222325ull);
 

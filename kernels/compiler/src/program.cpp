@@ -6,7 +6,10 @@
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/Verifier.h>
+#include <llvm/ExecutionEngine/ObjectCache.h>
+#include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/Support/MemoryBuffer.h>
+#include <llvm/Support/SHA256.h>
 
 #include <algorithm>
 #include <barrier>
@@ -43,8 +46,38 @@ public:
   const KernelInfo &info() const override { return info_; }
 };
 
+/// JIT object code cache: <dir>/<sha256(version, bitcode)>.obj, with a
+/// small validated header; a corrupt file is removed and recompiled.
+class ObjCache final : public llvm::ObjectCache {
+public:
+  explicit ObjCache(std::string file) : file_(std::move(file)) {}
+  void notifyObjectCompiled(const llvm::Module *, llvm::MemoryBufferRef obj) override {
+    std::string out = "MCLOBJ1";
+    out.push_back('\0');
+    uint64_t n = obj.getBufferSize(), h = fnv1a64(obj.getBufferStart(), n);
+    out.append(reinterpret_cast<const char *>(&n), 8);
+    out.append(reinterpret_cast<const char *>(&h), 8);
+    out.append(obj.getBufferStart(), n);
+    cacheWriteRaw(file_, out);
+  }
+  std::unique_ptr<llvm::MemoryBuffer> getObject(const llvm::Module *) override {
+    std::string in;
+    if (!cacheReadRaw(file_, in)) return nullptr;
+    uint64_t n = 0, h = 0;
+    if (in.size() < 24 || in.compare(0, 8, std::string("MCLOBJ1\0", 8)) != 0) { cacheRemoveRaw(file_); return nullptr; }
+    std::memcpy(&n, in.data() + 8, 8);
+    std::memcpy(&h, in.data() + 16, 8);
+    if (n != in.size() - 24 || fnv1a64(in.data() + 24, n) != h) { cacheRemoveRaw(file_); return nullptr; }
+    return llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(in.data() + 24, n), "manycl-obj");
+  }
+
+private:
+  std::string file_;
+};
+
 class ProgramImpl final : public Program {
 public:
+  std::unique_ptr<ObjCache> objCache; // outlives the JIT
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::vector<KernelInfo> infos;
   std::vector<std::unique_ptr<KernelImpl>> kernels_;
@@ -98,7 +131,27 @@ Result<std::shared_ptr<Program>> load(std::span<const uint8_t> binary) {
   auto jtmb = orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb) return Status::error(ErrorCode::Internal, toString(jtmb.takeError()));
   jtmb->setCodeGenOptLevel(CodeGenOpt::Aggressive);
-  auto jit = orc::LLJITBuilder().setJITTargetMachineBuilder(std::move(*jtmb)).create();
+  std::unique_ptr<ObjCache> objCache;
+  if (!cacheDirectory().empty()) {
+    SHA256 h;
+    h.update(compilerVersion());
+    h.update(StringRef(c.bitcode));
+    auto r = h.final();
+    std::string name;
+    static const char hex[] = "0123456789abcdef";
+    for (uint8_t b : r) { name += hex[b >> 4]; name += hex[b & 15]; }
+    objCache = std::make_unique<ObjCache>(name + ".obj");
+  }
+  ObjCache *oc = objCache.get();
+  auto jit = orc::LLJITBuilder()
+                 .setJITTargetMachineBuilder(std::move(*jtmb))
+                 .setCompileFunctionCreator([oc](orc::JITTargetMachineBuilder JTMB)
+                                                -> Expected<std::unique_ptr<orc::IRCompileLayer::IRCompiler>> {
+                   auto TM = JTMB.createTargetMachine();
+                   if (!TM) return TM.takeError();
+                   return std::make_unique<orc::TMOwningSimpleCompiler>(std::move(*TM), oc);
+                 })
+                 .create();
   if (!jit) return Status::error(ErrorCode::Internal, "cannot create JIT: " + toString(jit.takeError()));
   for (Function &F : M) {
     if (!F.isDeclaration() || F.isIntrinsic()) continue;
@@ -140,6 +193,7 @@ Result<std::shared_ptr<Program>> load(std::span<const uint8_t> binary) {
     prog->kernels_.push_back(std::move(ki));
   }
   prog->jit = std::move(*jit);
+  prog->objCache = std::move(objCache);
   return std::shared_ptr<Program>(std::move(prog));
 }
 

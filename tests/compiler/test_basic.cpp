@@ -22,3 +22,71 @@ TEST(Basic, VectorAdd) {
     for (int i = 0; i < n; ++i) ASSERT_EQ(c[i], a[i] + b[i] * s) << i;
   }
 }
+
+class WorkItem : public testing::TestWithParam<ModeParam> {};
+
+// Every work-item function, 3-D, global offsets, non-uniform last groups.
+TEST_P(WorkItem, FunctionsOffsetsNonUniform) {
+  for (bool barrier : {false, true}) {
+    std::string src = std::string(R"(
+      __kernel void wi(__global ulong* o) {
+        size_t gx = get_global_id(0) - get_global_offset(0), gy = get_global_id(1) - get_global_offset(1),
+               gz = get_global_id(2) - get_global_offset(2);
+        size_t idx = (gz * get_global_size(1) + gy) * get_global_size(0) + gx;
+        __global ulong* p = o + idx * 12;
+        )") + (barrier ? "barrier(CLK_GLOBAL_MEM_FENCE);" : "") + R"(
+        p[0] = get_global_id(0) + 1000 * get_global_id(1) + 1000000 * get_global_id(2);
+        p[1] = get_local_id(0) + 100 * get_local_id(1) + 10000 * get_local_id(2);
+        p[2] = get_group_id(0) + 100 * get_group_id(1) + 10000 * get_group_id(2);
+        p[3] = get_local_size(0) + 100 * get_local_size(1) + 10000 * get_local_size(2);
+        p[4] = get_enqueued_local_size(0) + 100 * get_enqueued_local_size(1);
+        p[5] = get_num_groups(0) + 100 * get_num_groups(1) + 10000 * get_num_groups(2);
+        p[6] = get_work_dim();
+        p[7] = get_global_linear_id();
+        p[8] = get_local_linear_id();
+        p[9] = get_local_id(3) + get_global_id(7) + get_group_id(5);
+        p[10] = get_local_size(3) + get_global_size(4) + get_num_groups(9);
+        uint d = (uint)(get_global_id(0) % 4);
+        p[11] = get_local_id(d) + 10 * get_global_size(d);
+      })";
+    auto p = buildLoad(src, "-cl-std=CL2.0");
+    ASSERT_TRUE(p);
+    NDRange r;
+    r.work_dim = 3;
+    const uint64_t G[3] = {7, 5, 3}, Lc[3] = {4, 2, 2}, O[3] = {10, 20, 30};
+    for (int d = 0; d < 3; ++d) {
+      r.global[d] = G[d];
+      r.local[d] = Lc[d];
+      r.offset[d] = O[d];
+    }
+    std::vector<uint64_t> o(7 * 5 * 3 * 12, 0);
+    ASSERT_TRUE(runND(*p, "wi", {ArgValue::pointer(o.data())}, r, GetParam().mode, GetParam().pes));
+    for (uint64_t z = 0; z < G[2]; ++z)
+      for (uint64_t y = 0; y < G[1]; ++y)
+        for (uint64_t x = 0; x < G[0]; ++x) {
+          const uint64_t *q = &o[((z * G[1] + y) * G[0] + x) * 12];
+          uint64_t g[3] = {x, y, z}, l[3], gr[3], ls[3], ng[3];
+          for (int d = 0; d < 3; ++d) {
+            l[d] = g[d] % Lc[d];
+            gr[d] = g[d] / Lc[d];
+            ng[d] = (G[d] + Lc[d] - 1) / Lc[d];
+            ls[d] = std::min(Lc[d], G[d] - gr[d] * Lc[d]);
+          }
+          ASSERT_EQ(q[0], (x + O[0]) + 1000 * (y + O[1]) + 1000000 * (z + O[2]));
+          ASSERT_EQ(q[1], l[0] + 100 * l[1] + 10000 * l[2]);
+          ASSERT_EQ(q[2], gr[0] + 100 * gr[1] + 10000 * gr[2]);
+          ASSERT_EQ(q[3], ls[0] + 100 * ls[1] + 10000 * ls[2]);
+          ASSERT_EQ(q[4], Lc[0] + 100 * Lc[1]);
+          ASSERT_EQ(q[5], ng[0] + 100 * ng[1] + 10000 * ng[2]);
+          ASSERT_EQ(q[6], 3u);
+          ASSERT_EQ(q[7], (z * G[1] + y) * G[0] + x);
+          ASSERT_EQ(q[8], (l[2] * ls[1] + l[1]) * ls[0] + l[0]);
+          ASSERT_EQ(q[9], 0u);
+          ASSERT_EQ(q[10], 3u);
+          uint64_t d = (x + O[0]) % 4;
+          ASSERT_EQ(q[11], (d < 3 ? l[d] : 0) + 10 * (d < 3 ? G[d] : 1));
+        }
+  }
+}
+INSTANTIATE_TEST_SUITE_P(Modes, WorkItem,
+                         testing::Values(ModeParam{ExecMode::LWI, 1}, ModeParam{ExecMode::SPMD, 3}), modeName);

@@ -4,9 +4,9 @@
 # (scripts/packages/models.txt), and installs ONNX Runtime from PyPI into it. ONNX Runtime is a
 # reference for tests and benchmarks only; nothing in ManyCL or kann links to it.
 #
-# Idempotent: when .venv exists and `import onnxruntime.quantization` works in it, it does nothing and needs
-# no network. Usage: scripts/setup-venv.sh [VENV_DIR]   (default: <repo>/.venv)
-# Environment: MANYCL_ORT_VERSION overrides the pinned onnxruntime version.
+# Idempotent: when .venv exists and `import onnxruntime.quantization` works in it, it does
+# nothing and needs no network. Usage: scripts/setup-venv.sh [VENV_DIR]   (default: <repo>/.venv)
+# Environment: MANYCL_ORT_VERSION, MANYCL_ONNX_VERSION override the pinned versions.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 venv="${1:-$root/.venv}"

@@ -1,0 +1,311 @@
+// kann: the model compiler's command-line tool.
+//   kann compile model.onnx -o model.kbin [--clusters N] [--precision fp32|fp16|int8]
+//                [--device-config preset|file.json] [--report report.html] [--report-json f]
+//   kann inspect model.kbin [--records]
+//   kann simulate model.kbin --input x.npy [--output-dir DIR] [--device-config spec]
+//                (runs the records on a simulated device directly, without OpenCL)
+//   kann run ...  (through OpenCL: provided by the host library when linked in)
+// Errors are one line on stderr and a non-zero exit code.
+#include <cstdio>
+#include <cstring>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "kann/compile.h"
+#include "kann/format.h"
+#include "kann/onnx_import.h"
+#include "kann/passes.h"
+#include "manycl/device/config.h"
+#include "manycl/kbin_runner.h"
+#include "npy.h"
+
+extern "C" int kann_run_main(int argc, char **argv) __attribute__((weak));
+
+namespace {
+
+int fail(const std::string &message) {
+  std::fprintf(stderr, "kann: %s\n", message.c_str());
+  return 1;
+}
+
+int usage() {
+  std::fprintf(stderr,
+               "usage:\n"
+               "  kann compile MODEL.onnx -o OUT.kbin [--clusters N] [--precision fp32|fp16|int8]\n"
+               "               [--device-config PRESET|FILE.json] [--report REPORT.html]\n"
+               "               [--report-json FILE] [--dump-ir]\n"
+               "  kann inspect MODEL.kbin [--records]\n"
+               "  kann simulate MODEL.kbin --input X.npy [--input NAME=X.npy ...]\n"
+               "               [--output-dir DIR] [--device-config PRESET|FILE.json]\n"
+               "  kann run MODEL.kbin --input X.npy [--output-dir DIR] [--subdevices K]\n"
+               "               [--iterations N]\n");
+  return 2;
+}
+
+struct Args {
+  std::vector<std::string> positional;
+  std::multimap<std::string, std::string> options;
+  std::vector<std::string> flags;
+  std::string error;
+  std::string get(const std::string &key, const std::string &fallback = "") const {
+    auto it = options.find(key);
+    return it == options.end() ? fallback : it->second;
+  }
+  bool has(const std::string &flag) const {
+    return std::find(flags.begin(), flags.end(), flag) != flags.end();
+  }
+};
+
+Args parse(int argc, char **argv, const std::vector<std::string> &with_value,
+           const std::vector<std::string> &flags) {
+  Args a;
+  for (int i = 0; i < argc; ++i) {
+    std::string s = argv[i];
+    if (s.rfind("-", 0) == 0) {
+      if (std::find(flags.begin(), flags.end(), s) != flags.end()) {
+        a.flags.push_back(s);
+      } else if (std::find(with_value.begin(), with_value.end(), s) != with_value.end()) {
+        if (i + 1 >= argc) {
+          a.error = "option " + s + " needs a value";
+          return a;
+        }
+        a.options.insert({s, argv[++i]});
+      } else {
+        a.error = "unknown option " + s;
+        return a;
+      }
+    } else {
+      a.positional.push_back(s);
+    }
+  }
+  return a;
+}
+
+bool write_file(const std::string &path, const void *data, size_t size) {
+  std::ofstream f(path, std::ios::binary);
+  f.write(static_cast<const char *>(data), std::streamsize(size));
+  return bool(f);
+}
+
+manycl::Result<std::vector<uint8_t>> read_file(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f)
+    return manycl::make_error("cannot open '" + path + "'");
+  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+}
+
+int compile(int argc, char **argv) {
+  Args a = parse(argc, argv,
+                 {"-o", "--clusters", "--precision", "--device-config", "--report", "--report-json"},
+                 {"--dump-ir"});
+  if (!a.error.empty())
+    return fail(a.error);
+  if (a.positional.size() != 1 || a.get("-o").empty())
+    return usage();
+  auto config = manycl::device::config_from_spec(a.get("--device-config", "mppa3"));
+  if (!config)
+    return fail("--device-config: " + config.error().message);
+  kann::CompileOptions options;
+  options.device = config.value();
+  options.precision = a.get("--precision", "fp32");
+  if (options.precision != "fp32" && options.precision != "fp16" && options.precision != "int8")
+    return fail("--precision must be fp32, fp16 or int8");
+  try {
+    options.clusters = a.has("--clusters") || !a.get("--clusters").empty()
+                           ? unsigned(std::stoul(a.get("--clusters")))
+                           : config.value().clusters;
+  } catch (...) {
+    return fail("--clusters needs a number");
+  }
+  std::fprintf(stderr, "kann: importing %s\n", a.positional[0].c_str());
+  auto graph = kann::import_onnx_file(a.positional[0]);
+  if (!graph)
+    return fail(graph.error().message);
+  if (auto r = kann::passes::optimize(graph.value()); !r)
+    return fail(r.error().message);
+  if (a.has("--dump-ir"))
+    std::fputs(graph.value().dump().c_str(), stderr);
+  std::fprintf(stderr, "kann: compiling for %u clusters of '%s'\n", options.clusters,
+               options.device.name.c_str());
+  auto out = kann::compile_graph(graph.value(), options);
+  if (!out)
+    return fail(out.error().message);
+  auto bytes = kann::format::write_kbin(out.value().program);
+  if (!bytes)
+    return fail(bytes.error().message);
+  if (!write_file(a.get("-o"), bytes.value().data(), bytes.value().size()))
+    return fail("cannot write '" + a.get("-o") + "'");
+  if (!a.get("--report").empty()) {
+    std::string html = out.value().report_html();
+    if (!write_file(a.get("--report"), html.data(), html.size()))
+      return fail("cannot write '" + a.get("--report") + "'");
+  }
+  if (!a.get("--report-json").empty()) {
+    std::string json = out.value().report_json();
+    if (!write_file(a.get("--report-json"), json.data(), json.size()))
+      return fail("cannot write '" + a.get("--report-json") + "'");
+  }
+  std::fputs(out.value().report_text().c_str(), stdout);
+  std::printf("wrote %s (%zu bytes)\n", a.get("-o").c_str(), bytes.value().size());
+  return 0;
+}
+
+int inspect(int argc, char **argv) {
+  Args a = parse(argc, argv, {}, {"--records"});
+  if (!a.error.empty())
+    return fail(a.error);
+  if (a.positional.size() != 1)
+    return usage();
+  auto bytes = read_file(a.positional[0]);
+  if (!bytes)
+    return fail(bytes.error().message);
+  auto p = kann::format::read_kbin(bytes.value().data(), bytes.value().size());
+  if (!p)
+    return fail(a.positional[0] + ": " + p.error().message);
+  const auto &prog = p.value();
+  std::printf("kbin %u.%u: %u clusters (%u PEs), preset '%s', SPM %llu of %llu B, params %zu B, "
+              "scratch %llu B\n",
+              KBIN_VERSION_MAJOR, prog.version_minor, prog.cluster_count, prog.pes_per_cluster,
+              prog.preset.c_str(), (unsigned long long)prog.spm_required,
+              (unsigned long long)prog.spm_bytes, prog.params.size(),
+              (unsigned long long)prog.scratch_size);
+  std::printf("kernel arguments:\n");
+  for (const auto &t : prog.tensors) {
+    std::string dims;
+    for (uint64_t d : t.dims)
+      dims += (dims.empty() ? "" : "x") + std::to_string(d);
+    std::printf("  arg %u %-6s %-24s %s[%s] %llu B\n", t.arg_index,
+                t.role == KBIN_ROLE_INPUT ? "input" : "output", t.name.c_str(),
+                kann::format::dtype_name(t.dtype), dims.c_str(),
+                (unsigned long long)t.byte_size);
+  }
+  for (uint32_t k = 0; k < prog.cluster_count; ++k) {
+    std::map<std::string, int> counts;
+    int step = 0;
+    for (const auto &r : prog.streams[k]) {
+      std::string d = kann::format::describe_record(r);
+      counts[d.substr(0, d.find(' ')) + (r.function_id == KBIN_FN_DMA ? " " + d.substr(4, d.find(' ', 4) - 4) : "")]++;
+    }
+    std::printf("cluster %u: %zu records:", k, prog.streams[k].size());
+    for (auto &[name, n] : counts)
+      std::printf(" %s=%d", name.c_str(), n);
+    std::printf("\n");
+    if (a.has("--records"))
+      for (size_t i = 0; i < prog.streams[k].size(); ++i) {
+        const auto &r = prog.streams[k][i];
+        std::printf("  [step %d] %4zu %s\n", step, i, kann::format::describe_record(r).c_str());
+        if (r.function_id == KBIN_FN_BARRIER ||
+            (prog.cluster_count == 1 && r.function_id == KBIN_FN_WAIT_DMA))
+          ++step;
+      }
+  }
+  if (!prog.report_json.empty()) {
+    std::printf("compile report (JSON):\n%s\n", prog.report_json.c_str());
+  }
+  return 0;
+}
+
+int simulate(int argc, char **argv) {
+  Args a = parse(argc, argv, {"--input", "--output-dir", "--device-config"}, {});
+  if (!a.error.empty())
+    return fail(a.error);
+  if (a.positional.size() != 1)
+    return usage();
+  auto bytes = read_file(a.positional[0]);
+  if (!bytes)
+    return fail(bytes.error().message);
+  auto p = kann::format::read_kbin(bytes.value().data(), bytes.value().size());
+  if (!p)
+    return fail(a.positional[0] + ": " + p.error().message);
+  const auto &prog = p.value();
+  auto config = manycl::device::config_from_spec(a.get("--device-config", prog.preset));
+  if (!config)
+    return fail("--device-config: " + config.error().message);
+  if (config.value().clusters < prog.cluster_count || config.value().spm_bytes < prog.spm_required)
+    return fail("the device '" + config.value().name + "' is too small for this program");
+  std::vector<std::vector<uint8_t>> args(prog.arg_count);
+  std::vector<std::string> inputs;
+  for (auto [k, v] : a.options)
+    if (k == "--input")
+      inputs.push_back(v);
+  size_t next = 0;
+  for (const auto &t : prog.tensors) {
+    if (t.role != KBIN_ROLE_INPUT)
+      continue;
+    std::string path;
+    for (const auto &in : inputs)
+      if (in.rfind(t.name + "=", 0) == 0)
+        path = in.substr(t.name.size() + 1);
+    if (path.empty() && next < inputs.size() && inputs[next].find('=') == std::string::npos)
+      path = inputs[next++];
+    if (path.empty())
+      return fail("no --input for '" + t.name + "'");
+    auto arr = kann::npy::read(path);
+    if (!arr)
+      return fail(arr.error().message);
+    if (arr.value().data.size() * 4 != t.byte_size)
+      return fail(path + ": " + std::to_string(arr.value().data.size()) +
+                  " elements, input '" + t.name + "' needs " + std::to_string(t.byte_size / 4));
+    args[t.arg_index].resize(t.byte_size);
+    std::memcpy(args[t.arg_index].data(), arr.value().data.data(), t.byte_size);
+  }
+  manycl::device::Device device(config.value());
+  auto run = manycl::interp::run_kbin(device, prog, args);
+  if (!run)
+    return fail(run.error().message);
+  const std::string dir = a.get("--output-dir", ".");
+  for (const auto &t : prog.tensors) {
+    if (t.role != KBIN_ROLE_OUTPUT)
+      continue;
+    kann::npy::Array arr;
+    for (uint64_t d : t.dims)
+      arr.shape.push_back(int64_t(d));
+    arr.data.resize(t.byte_size / 4);
+    std::memcpy(arr.data.data(), run.value().outputs[t.arg_index].data(), t.byte_size);
+    std::string safe = t.name;
+    for (char &c : safe)
+      if (c == '/' || c == '\\')
+        c = '_';
+    if (auto r = kann::npy::write(dir + "/" + safe + ".npy", arr); !r)
+      return fail(r.error().message);
+    std::printf("%s -> %s/%s.npy\n", t.name.c_str(), dir.c_str(), safe.c_str());
+  }
+  const auto &s = run.value().stats;
+  std::printf("modeled %llu cycles (%.3f ms at %.2f GHz), host %.3f ms, DDR read %llu B, "
+              "written %llu B, multicast saved %llu B, SPM high water %llu B\n",
+              (unsigned long long)s.cycles(), s.modeled_seconds() * 1e3, s.clock_hz / 1e9,
+              s.host_seconds * 1e3, (unsigned long long)s.ddr_bytes_read,
+              (unsigned long long)s.ddr_bytes_written,
+              (unsigned long long)s.multicast_saved_bytes,
+              (unsigned long long)s.spm_high_water);
+  return 0;
+}
+
+} // namespace
+
+int main(int argc, char **argv) {
+  if (argc < 2)
+    return usage();
+  const std::string cmd = argv[1];
+  if (cmd == "compile")
+    return compile(argc - 2, argv + 2);
+  if (cmd == "inspect")
+    return inspect(argc - 2, argv + 2);
+  if (cmd == "simulate")
+    return simulate(argc - 2, argv + 2);
+  if (cmd == "run") {
+    if (kann_run_main)
+      return kann_run_main(argc - 1, argv + 1);
+    return fail("'kann run' needs the OpenCL host library, which this build does not include; "
+                "'kann simulate' runs a binary on the simulated device directly");
+  }
+  if (cmd == "-h" || cmd == "--help" || cmd == "help") {
+    usage();
+    return 0;
+  }
+  return fail("unknown command '" + cmd + "' (compile, inspect, simulate, run)");
+}

@@ -1,0 +1,84 @@
+// End-to-end numerics without OpenCL: compile the small CNN for 1, 2 and 5 clusters and the
+// small preset, run every cluster's records with the interpreter on a simulated device, and
+// compare with the plain C++ reference.
+#include <gtest/gtest.h>
+
+#include "handmade_program.h"
+#include "kann/compile.h"
+#include "kann/onnx_import.h"
+#include "kann/passes.h"
+#include "manycl/kbin_runner.h"
+#include "small_cnn.h"
+
+namespace {
+
+using namespace kann;
+
+struct Case {
+  const char *preset;
+  unsigned clusters;
+};
+
+class EndToEnd : public ::testing::TestWithParam<Case> {};
+
+void expect_close(const std::vector<float> &got, const std::vector<float> &want, const char *what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  for (size_t i = 0; i < want.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-4f + 1e-4f * std::fabs(want[i])) << what << " element " << i;
+}
+
+TEST_P(EndToEnd, SmallCnnMatchesReference) {
+  const Case c = GetParam();
+  auto m = test::make_small_cnn();
+  auto graph = import_onnx_bytes(m.onnx);
+  ASSERT_TRUE(graph.ok()) << graph.error().message;
+  ASSERT_TRUE(passes::optimize(graph.value()).ok());
+  auto config = manycl::device::preset(c.preset);
+  ASSERT_TRUE(config.ok());
+  config.value().ddr_bytes = 256ull << 20;
+  CompileOptions options;
+  options.device = config.value();
+  options.clusters = c.clusters;
+  auto out = compile_graph(graph.value(), options);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+
+  // Through the binary format, as the runtime would see it.
+  auto bytes = format::write_kbin(out.value().program);
+  ASSERT_TRUE(bytes.ok()) << bytes.error().message;
+  auto program = format::read_kbin(bytes.value().data(), bytes.value().size(),
+                                   {c.clusters, config.value().spm_bytes});
+  ASSERT_TRUE(program.ok()) << program.error().message;
+  const auto &p = program.value();
+  ASSERT_EQ(p.tensors.size(), 4u);
+  EXPECT_EQ(p.tensors[0].name, "image");
+
+  manycl::device::Device device(config.value());
+  std::vector<std::vector<uint8_t>> args(p.arg_count);
+  args[0] = test::as_bytes(m.input);
+  auto run = manycl::interp::run_kbin(device, p, args);
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  std::map<std::string, std::vector<float>> outputs;
+  for (const auto &t : p.tensors)
+    outputs[t.name] = test::as_floats(run.value().outputs[t.arg_index]);
+  expect_close(outputs["features"], m.features, "features");
+  expect_close(outputs["pooled"], m.pooled, "pooled");
+  expect_close(outputs["probs"], m.probs, "probs");
+
+  // Parameters cross DDR once (multicast), activations never: DDR reads are the parameter
+  // blob (tables included), plus the input image (its halo rows are read by two clusters).
+  const auto &stats = run.value().stats;
+  EXPECT_LE(stats.ddr_bytes_read, p.params.size() + m.input.size() * 4 * 2);
+  EXPECT_EQ(stats.ddr_bytes_written, (m.probs.size() + m.features.size() + m.pooled.size()) * 4);
+  EXPECT_LE(stats.spm_high_water, p.spm_required);
+  EXPECT_GT(stats.cycles(), 0u);
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, EndToEnd,
+                         ::testing::Values(Case{"mppa3", 1}, Case{"mppa3", 2}, Case{"mppa3", 5},
+                                           Case{"small", 2}, Case{"small", 1}),
+                         [](const auto &info) {
+                           return std::string(info.param.preset) + "_" +
+                                  std::to_string(info.param.clusters);
+                         });
+
+} // namespace

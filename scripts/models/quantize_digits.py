@@ -132,7 +132,8 @@ def main():
     np.save(os.path.join(d, "reference_logits_int8.npy"), q)
     q_acc = float((q.argmax(1) == y_test).mean())
     q_diff = float(np.abs(q - ref).max())
-    argv = [os.path.relpath(os.path.abspath(__file__), ROOT)] + sys.argv[1:]
+    argv = [os.path.relpath(os.path.abspath(__file__), ROOT)] + [
+        os.path.relpath(a, ROOT) if os.path.isabs(a) else a for a in sys.argv[1:]]
     meta["int8"] = {
         "model": "model_int8.onnx",
         "reference_logits": "reference_logits_int8.npy",

@@ -16,6 +16,7 @@ Writes into OUT_DIR (default examples/models/digits):
     test_inputs.npy         held-out test set, [N,1,8,8] float32, already scaled to [0,1]
     test_labels.npy         [N] int64
     reference_logits.npy    PyTorch's logits for the test set, [N,10] float32
+    sample_input.npy        test sample 0 alone, [1,1,8,8] float32 (a ready `kann run --input`)
     meta.json               accuracy, split, architecture, versions and the exact command
 
 If ONNX Runtime with its quantization tool is available in the venv (scripts/setup-venv.sh),
@@ -136,6 +137,7 @@ def main():
     np.save(os.path.join(args.out_dir, "test_inputs.npy"), x_test)
     np.save(os.path.join(args.out_dir, "test_labels.npy"), y_test)
     np.save(os.path.join(args.out_dir, "reference_logits.npy"), logits)
+    np.save(os.path.join(args.out_dir, "sample_input.npy"), np.ascontiguousarray(x_test[:1]))
 
     rel_script = os.path.relpath(os.path.abspath(__file__), ROOT)
     argv = [rel_script] + [a if not os.path.isabs(a) else os.path.relpath(a, ROOT)
@@ -163,6 +165,9 @@ def main():
         "correct": correct,
         "n_test": int(len(y_test)),
         "min_top1_top2_margin": round(min_margin, 6),
+        "sample": {"file": "sample_input.npy", "test_index": 0, "label": int(y_test[0]),
+                   "predicted": int(pred[0]),
+                   "reference_logits": [round(float(v), 6) for v in logits[0]]},
         "files": {},
     }
     print(f"train_digits: test accuracy {accuracy:.6f} ({correct}/{len(y_test)}), "

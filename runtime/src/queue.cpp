@@ -49,13 +49,13 @@ Event *Queue::enqueue_ordered(Event *event, const std::vector<Event *> &wait_lis
       if (last_barrier_)
         event->add_dependency(last_barrier_.get());
       if (wait_for_all)
-        for (auto &pending : incomplete_)
-          event->add_dependency(pending.get());
+        for (auto &[pending, ref] : incomplete_)
+          event->add_dependency(pending);
       if (is_barrier)
         last_barrier_ = Ref<Event>(event);
     }
     last_ = Ref<Event>(event);
-    incomplete_.emplace_back(event);
+    incomplete_.emplace(event, Ref<Event>(event));
   }
   // Outside the queue lock: submitting may complete the command inline, which calls back
   // into command_finished().
@@ -84,9 +84,8 @@ void Queue::command_finished(Event *event) {
   Ref<Event> dropped;
   {
     std::lock_guard lock(mutex_);
-    auto it = std::find_if(incomplete_.begin(), incomplete_.end(), [&](const Ref<Event> &e) { return e.get() == event; });
-    if (it != incomplete_.end()) {
-      dropped = std::move(*it);
+    if (auto it = incomplete_.find(event); it != incomplete_.end()) {
+      dropped = std::move(it->second);
       incomplete_.erase(it);
     }
     if (incomplete_.empty())

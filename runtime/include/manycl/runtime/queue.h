@@ -2,6 +2,7 @@
 
 #include <condition_variable>
 #include <mutex>
+#include <unordered_map>
 #include <vector>
 
 #include <CL/cl.h>
@@ -52,7 +53,7 @@ private:
 
   std::mutex mutex_;
   std::condition_variable idle_;
-  std::vector<Ref<Event>> incomplete_; // commands not yet complete
+  std::unordered_map<Event *, Ref<Event>> incomplete_; // commands not yet complete
   Ref<Event> last_;                 // in-order: the previous command
   Ref<Event> last_barrier_;         // out-of-order: the latest barrier
 };

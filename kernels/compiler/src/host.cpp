@@ -234,15 +234,27 @@ static const char *const kLibm[] = {
 void *lookupHostSymbol(std::string_view name) {
   static const std::map<std::string, void *, std::less<>> table = [] {
     std::map<std::string, void *, std::less<>> t;
+    // libm/libc are dependencies of this library: look them up by handle, so
+    // that it works even when the ICD was dlopen()ed with RTLD_LOCAL.
+    void *libm = dlopen("libm.so.6", RTLD_NOW | RTLD_NOLOAD);
+    if (!libm) libm = dlopen("libm.so.6", RTLD_NOW);
+    void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
     for (const char *n : kLibm) {
-      if (void *p = dlsym(RTLD_DEFAULT, n)) t[n] = p;
+      void *p = libm ? dlsym(libm, n) : nullptr;
+      if (!p && libc) p = dlsym(libc, n);
+      if (!p) p = dlsym(RTLD_DEFAULT, n);
+      if (p) t[n] = p;
     }
     t["__manycl_printf"] = reinterpret_cast<void *>(&__manycl_printf);
     t["__manycl_async_copy"] = reinterpret_cast<void *>(&__manycl_async_copy);
     t["__manycl_async_copy_g2l"] = reinterpret_cast<void *>(&__manycl_async_copy);
     t["__manycl_async_copy_l2g"] = reinterpret_cast<void *>(&__manycl_async_copy);
-    for (const char *n : {"__extendhfsf2", "__truncsfhf2", "__truncdfhf2", "__gnu_h2f_ieee", "__gnu_f2h_ieee"})
-      if (void *p = dlsym(RTLD_DEFAULT, n)) t[n] = p;
+    void *libgcc = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NOLOAD);
+    for (const char *n : {"__extendhfsf2", "__truncsfhf2", "__truncdfhf2", "__gnu_h2f_ieee", "__gnu_f2h_ieee"}) {
+      void *p = libgcc ? dlsym(libgcc, n) : nullptr;
+      if (!p) p = dlsym(RTLD_DEFAULT, n);
+      if (p) t[n] = p;
+    }
     t["__manycl_barrier"] = reinterpret_cast<void *>(&__manycl_barrier);
     return t;
   }();

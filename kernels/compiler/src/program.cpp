@@ -31,6 +31,17 @@
 #ifdef MANYCL_ASAN
 #include <sanitizer/common_interface_defs.h>
 #endif
+#if defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MANYCL_TSAN 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define MANYCL_TSAN 1
+#endif
+#ifdef MANYCL_TSAN
+#include <sanitizer/tsan_interface.h>
+#endif
 
 namespace manycl::compiler {
 using namespace detail;
@@ -301,6 +312,9 @@ struct FiberRec {
   uint8_t state = FiberReady;
   Sched *s = nullptr;
   void *stackBase = nullptr;
+#ifdef MANYCL_TSAN
+  void *tsan = nullptr;
+#endif
 };
 
 struct Sched {
@@ -310,6 +324,9 @@ struct Sched {
   void **args = nullptr;
   WiCtx *ctx = nullptr;
   size_t stackSize = 0;
+#ifdef MANYCL_TSAN
+  void *mainTsan = nullptr;
+#endif
 #ifdef MANYCL_ASAN
   const void *mainBottom = nullptr;
   size_t mainSize = 0;
@@ -355,6 +372,9 @@ void fiberEntry(void *p) {
 #endif
   s->fn(s->args, s->ctx, f->x, f->y, f->z);
   f->state = FiberDone;
+#ifdef MANYCL_TSAN
+  __tsan_switch_to_fiber(s->mainTsan, 0);
+#endif
 #ifdef MANYCL_ASAN
   __sanitizer_start_switch_fiber(nullptr, s->mainBottom, s->mainSize);
 #endif
@@ -364,6 +384,9 @@ void fiberEntry(void *p) {
 
 inline void switchToFiber(Sched &s, FiberRec &f) {
   s.cur = &f;
+#ifdef MANYCL_TSAN
+  __tsan_switch_to_fiber(f.tsan, 0);
+#endif
 #ifdef MANYCL_ASAN
   void *fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, f.stackBase, s.stackSize);
@@ -402,7 +425,13 @@ Status runFibers(const KernelImpl &k, void **args, WiCtx &ctx, uint64_t first, u
     f.s = &s;
     f.stackBase = pool.stacks[i];
     f.sp = fiberInitStack(pool.stacks[i], pool.size, fiberEntry, &f);
+#ifdef MANYCL_TSAN
+    f.tsan = __tsan_create_fiber(0);
+#endif
   }
+#ifdef MANYCL_TSAN
+  s.mainTsan = __tsan_get_current_fiber();
+#endif
   for (;;) {
     bool atBarrier = false;
     for (FiberRec &f : fibers) {
@@ -415,6 +444,9 @@ Status runFibers(const KernelImpl &k, void **args, WiCtx &ctx, uint64_t first, u
     if (team) team->arrive_and_wait();
   }
   if (team) team->arrive_and_drop();
+#ifdef MANYCL_TSAN
+  for (FiberRec &f : fibers) __tsan_destroy_fiber(f.tsan);
+#endif
   return Status::success();
 }
 
@@ -426,6 +458,9 @@ extern "C" void manycl::compiler::detail::__manycl_barrier(WiCtx *ctx) {
   auto *s = reinterpret_cast<Sched *>(ctx->slot[SlotSched]);
   FiberRec *f = s->cur;
   f->state = FiberAtBarrier;
+#ifdef MANYCL_TSAN
+  __tsan_switch_to_fiber(s->mainTsan, 0);
+#endif
 #ifdef MANYCL_ASAN
   void *fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, s->mainBottom, s->mainSize);

@@ -335,3 +335,40 @@ TEST(Builtins, Printf) {
   EXPECT_EQ(got, "i=42 f=1.500 s=str v=1.000000,2.000000,3.000000,4.000000 c=A x=ff l=1234567890123 "
                  "h=-1,7 e=3.1e+04 %\nu=1,2,250 d=0.500000,-2.250000\n");
 }
+
+TEST(Builtins, HalfStorageAndDouble) {
+  auto p = buildLoad(R"(
+    __kernel void h(__global const float* f, __global half* hs, __global float* back, __global double* d) {
+      vstore_half(f[0], 0, hs);          // 1/3 rte
+      vstore_half_rtz(f[0], 1, hs);
+      vstore_half_rtp(f[0], 2, hs);
+      vstore_half_rtn(-f[0], 3, hs);
+      vstore_half4(vload4(0, f + 4), 1, hs);
+      vstore_half_rtz(f[1], 8, hs);      // 1e6 -> 65504 with rtz
+      back[0] = vload_half(0, hs);
+      float4 v = vload_half4(1, hs);
+      back[1] = v.x + v.y + v.z + v.w;
+      double x = d[0];
+      d[1] = sqrt(x) + exp(x) + sin(x);
+      d[2] = convert_double(f[0]);
+      d[3] = fma(x, x, 1.0);
+    })");
+  ASSERT_TRUE(p);
+  float f[8] = {1.0f / 3.0f, 1e6f, 0, 0, 1, 2, 3, 4};
+  uint16_t hs[12] = {};
+  float back[2] = {};
+  double d[4] = {0.7, 0, 0, 0};
+  run1D(*p, "h", {ArgValue::pointer(f), ArgValue::pointer(hs), ArgValue::pointer(back), ArgValue::pointer(d)}, 1);
+  EXPECT_EQ(hs[0], 0x3555); // 0.33325 (rte)
+  EXPECT_EQ(hs[1], 0x3555); // rtz
+  EXPECT_EQ(hs[2], 0x3556); // rtp
+  EXPECT_EQ(hs[3], 0xb556); // rtn of negative
+  EXPECT_EQ(hs[4], 0x3c00);
+  EXPECT_EQ(hs[7], 0x4400);
+  EXPECT_EQ(hs[8], 0x7bff);
+  EXPECT_NEAR(back[0], 1.0f / 3.0f, 1e-3);
+  EXPECT_EQ(back[1], 10.0f);
+  EXPECT_DOUBLE_EQ(d[1], std::sqrt(0.7) + std::exp(0.7) + std::sin(0.7));
+  EXPECT_EQ(d[2], double(1.0f / 3.0f));
+  EXPECT_DOUBLE_EQ(d[3], 0.7 * 0.7 + 1.0);
+}

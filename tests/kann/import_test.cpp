@@ -1,0 +1,139 @@
+// ONNX import: shapes, attributes, shape-arithmetic folding, and one-line errors.
+#include <gtest/gtest.h>
+
+#include "kann/onnx_import.h"
+#include "onnx_builder.h"
+
+namespace {
+
+using kann::test::OnnxBuilder;
+
+std::string error_of(const std::string &bytes) {
+  auto g = kann::import_onnx_bytes(bytes);
+  if (g.ok())
+    return "";
+  EXPECT_EQ(g.error().message.find('\n'), std::string::npos) << "errors are one line";
+  return g.error().message;
+}
+
+TEST(Import, ConvPoolGemmShapes) {
+  OnnxBuilder b;
+  b.input("x", {1, 3, 11, 9});
+  b.weight("w", {4, 3, 3, 3});
+  auto &c = b.node("Conv", {"x", "w"}, {"c"});
+  OnnxBuilder::ints(c, "strides", {2, 2});
+  auto ap = std::string("SAME_UPPER");
+  auto *a = c.add_attribute();
+  a->set_name("auto_pad");
+  a->set_type(onnx::AttributeProto::STRING);
+  a->set_s(ap);
+  auto &p = b.node("MaxPool", {"c"}, {"p"});
+  OnnxBuilder::ints(p, "kernel_shape", {3, 3});
+  OnnxBuilder::int1(p, "ceil_mode", 1);
+  OnnxBuilder::ints(p, "strides", {2, 2});
+  b.node("Flatten", {"p"}, {"f"});
+  b.weight("fc", {24, 5});
+  b.node("MatMul", {"f", "fc"}, {"y"});
+  b.output("y");
+  auto g = kann::import_onnx_bytes(b.bytes());
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  auto &G = g.value();
+  EXPECT_EQ(G.tensors[G.find("c")].shape, (std::vector<int64_t>{1, 4, 6, 5}));
+  EXPECT_EQ(G.tensors[G.find("p")].shape, (std::vector<int64_t>{1, 4, 3, 2}));
+  EXPECT_EQ(G.tensors[G.find("y")].shape, (std::vector<int64_t>{1, 5}));
+  // auto_pad resolved into explicit pads (SAME_UPPER puts the extra row at the end).
+  EXPECT_EQ(G.nodes[0].attrs("pads"), (std::vector<int64_t>{1, 1, 1, 1}));
+}
+
+TEST(Import, FoldsShapeArithmeticIntoReshape) {
+  // The PyTorch flatten idiom: Reshape(x, Concat(Unsqueeze(Gather(Shape(x), 0)), [-1])).
+  OnnxBuilder b;
+  b.input("x", {1, 2, 3, 4});
+  b.node("Shape", {"x"}, {"s"});
+  b.int64s("zero", {0});
+  auto &ga = b.node("Gather", {"s", "zero"}, {"n"});
+  OnnxBuilder::int1(ga, "axis", 0);
+  b.int64s("axes", {0});
+  b.node("Unsqueeze", {"n", "axes"}, {"n1"});
+  b.int64s("minus1", {-1});
+  auto &cc = b.node("Concat", {"n1", "minus1"}, {"shape"});
+  OnnxBuilder::int1(cc, "axis", 0);
+  b.node("Reshape", {"x", "shape"}, {"y"});
+  b.output("y");
+  auto g = kann::import_onnx_bytes(b.bytes());
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  auto &G = g.value();
+  EXPECT_EQ(G.tensors[G.find("y")].shape, (std::vector<int64_t>{1, 24}));
+  EXPECT_TRUE(G.tensors[G.find("shape")].is_const);
+  int alive = 0;
+  for (auto &n : G.nodes)
+    alive += !n.dead;
+  EXPECT_EQ(alive, 1); // only the Reshape is left
+}
+
+TEST(Import, UnsupportedOperatorNamesTheNode) {
+  OnnxBuilder b;
+  b.input("x", {1, 3, 4, 4});
+  b.node("LSTM", {"x"}, {"y"}, "my_lstm");
+  b.output("y");
+  auto e = error_of(b.bytes());
+  EXPECT_NE(e.find("my_lstm"), std::string::npos) << e;
+  EXPECT_NE(e.find("unsupported operator"), std::string::npos) << e;
+}
+
+TEST(Import, DynamicShapesAreRejected) {
+  OnnxBuilder b;
+  b.input("x", {1, 3, 4, 4}, /*dynamic_batch=*/true);
+  b.node("Relu", {"x"}, {"y"});
+  b.output("y");
+  EXPECT_NE(error_of(b.bytes()).find("dynamic"), std::string::npos);
+}
+
+TEST(Import, BatchOtherThanOneIsRejected) {
+  OnnxBuilder b;
+  b.input("x", {2, 3, 4, 4});
+  b.node("Relu", {"x"}, {"y"});
+  b.output("y");
+  EXPECT_NE(error_of(b.bytes()).find("batch"), std::string::npos);
+}
+
+TEST(Import, OldOpsetAndGarbageAreRejected) {
+  OnnxBuilder old(9);
+  old.input("x", {1, 3});
+  old.node("Relu", {"x"}, {"y"});
+  old.output("y");
+  EXPECT_NE(error_of(old.bytes()).find("opset"), std::string::npos);
+  EXPECT_NE(error_of("this is not a protobuf \x01\x02\xff"), "");
+  EXPECT_NE(error_of(""), "");
+}
+
+TEST(Import, BadWeightShapeIsAnErrorNotACrash) {
+  OnnxBuilder b;
+  b.input("x", {1, 3, 8, 8});
+  b.weight("w", {4, 5, 3, 3}); // 5 input channels for a 3-channel input
+  b.node("Conv", {"x", "w"}, {"y"}, "conv_bad");
+  b.output("y");
+  auto e = error_of(b.bytes());
+  EXPECT_NE(e.find("conv_bad"), std::string::npos) << e;
+}
+
+TEST(Import, RandomMutationsNeverCrash) {
+  OnnxBuilder b;
+  b.input("x", {1, 3, 8, 8});
+  b.weight("w", {4, 3, 3, 3});
+  b.node("Conv", {"x", "w"}, {"c"});
+  b.node("Relu", {"c"}, {"y"});
+  b.output("y");
+  const std::string good = b.bytes();
+  uint32_t state = 1;
+  for (int i = 0; i < 2000; ++i) {
+    std::string bytes = good;
+    for (int j = 0; j < 3; ++j) {
+      state = state * 1664525u + 1013904223u;
+      bytes[state % bytes.size()] ^= char(1 << ((state >> 8) % 8));
+    }
+    (void)kann::import_onnx_bytes(bytes); // must return, ok or not
+  }
+}
+
+} // namespace

@@ -1,0 +1,119 @@
+// Graph passes on small graphs.
+#include <gtest/gtest.h>
+
+#include "kann/onnx_import.h"
+#include "kann/passes.h"
+#include "onnx_builder.h"
+
+namespace {
+
+using kann::test::OnnxBuilder;
+
+kann::ir::Graph import(const OnnxBuilder &b) {
+  auto g = kann::import_onnx_bytes(b.bytes());
+  EXPECT_TRUE(g.ok()) << g.error().message;
+  return g.value();
+}
+
+int count(const kann::ir::Graph &g, const std::string &op) {
+  int n = 0;
+  for (auto &node : g.nodes)
+    n += !node.dead && node.op == op;
+  return n;
+}
+
+TEST(Passes, BatchNormFoldsIntoConvWithExactWeights) {
+  OnnxBuilder b;
+  b.input("x", {1, 2, 4, 4});
+  auto w = b.weight("w", {3, 2, 1, 1});
+  auto bias = b.weight("b", {3});
+  auto g = b.weight("g", {3}, 0.0f, {2.0f, 0.5f, 1.0f});
+  auto be = b.weight("be", {3}, 0.0f, {0.1f, 0.2f, 0.3f});
+  auto m = b.weight("m", {3}, 0.0f, {1.0f, -1.0f, 0.0f});
+  auto v = b.weight("v", {3}, 0.0f, {4.0f, 1.0f, 0.25f});
+  b.node("Conv", {"x", "w", "b"}, {"c"});
+  auto &bn = b.node("BatchNormalization", {"c", "g", "be", "m", "v"}, {"y"});
+  OnnxBuilder::float1(bn, "epsilon", 0.0f);
+  b.output("y");
+  auto G = import(b);
+  EXPECT_EQ(kann::passes::fold_batchnorm(G), 1);
+  ASSERT_EQ(count(G, "BatchNormalization"), 0);
+  ASSERT_EQ(count(G, "Conv"), 1);
+  const auto &conv = G.nodes[0];
+  EXPECT_EQ(G.tensors[conv.outputs[0]].name, "y");
+  const auto &wf = G.tensors[conv.inputs[1]].data;
+  const auto &bf = G.tensors[conv.inputs[2]].data;
+  const float s[3] = {2.0f / 2.0f, 0.5f / 1.0f, 1.0f / 0.5f};
+  for (int o = 0; o < 3; ++o) {
+    for (int i = 0; i < 2; ++i)
+      EXPECT_FLOAT_EQ(wf[o * 2 + i], w[o * 2 + i] * s[o]);
+    EXPECT_FLOAT_EQ(bf[o], (bias[o] - m[o]) * s[o] + be[o]);
+  }
+}
+
+TEST(Passes, StandaloneBatchNormAndPerChannelMulBecomeScaleShift) {
+  OnnxBuilder b;
+  b.input("x", {1, 2, 4, 4});
+  b.weight("g", {2});
+  b.weight("be", {2});
+  b.weight("m", {2});
+  b.weight("v", {2}, 0.0f, {1.0f, 2.0f});
+  b.weight("k", {2, 1, 1}, 0.0f, {3.0f, 4.0f});
+  b.node("BatchNormalization", {"x", "g", "be", "m", "v"}, {"bn"});
+  b.node("Mul", {"bn", "k"}, {"y"});
+  b.output("y");
+  auto G = import(b);
+  EXPECT_EQ(kann::passes::fold_batchnorm(G), 2);
+  EXPECT_EQ(count(G, "ScaleShift"), 2);
+}
+
+TEST(Passes, ActivationsFuseIntoConvGemmAndAdd) {
+  OnnxBuilder b;
+  b.input("x", {1, 2, 4, 4});
+  b.weight("w", {2, 2, 3, 3});
+  auto &c = b.node("Conv", {"x", "w"}, {"c"});
+  OnnxBuilder::ints(c, "pads", {1, 1, 1, 1});
+  auto &clip = b.node("Clip", {"c"}, {"r"});
+  OnnxBuilder::float1(clip, "min", 0.0f);
+  OnnxBuilder::float1(clip, "max", 6.0f);
+  b.node("Add", {"r", "x"}, {"s"});
+  b.node("Relu", {"s"}, {"y"});
+  b.node("Sigmoid", {"x"}, {"z"}); // input has no producer: stays
+  b.output("y");
+  b.output("z");
+  auto G = import(b);
+  EXPECT_EQ(kann::passes::fuse_activations(G), 2);
+  EXPECT_EQ(count(G, "Clip"), 0);
+  EXPECT_EQ(count(G, "Relu"), 0);
+  EXPECT_EQ(count(G, "Sigmoid"), 1);
+  EXPECT_EQ(G.nodes[0].act.kind, uint32_t(MCL_ACT_CLIP));
+  EXPECT_FLOAT_EQ(G.nodes[0].act.beta, 6.0f);
+  EXPECT_EQ(G.nodes[1].act.kind, uint32_t(MCL_ACT_RELU));
+}
+
+TEST(Passes, ActivationIsNotFusedWhenTheProducerHasOtherReaders) {
+  OnnxBuilder b;
+  b.input("x", {1, 2, 4, 4});
+  b.weight("w", {2, 2, 1, 1});
+  b.node("Conv", {"x", "w"}, {"c"});
+  b.node("Relu", {"c"}, {"r"});
+  b.node("Add", {"c", "r"}, {"y"});
+  b.output("y");
+  auto G = import(b);
+  EXPECT_EQ(kann::passes::fuse_activations(G), 0);
+}
+
+TEST(Passes, IdentityAndDropoutDisappear) {
+  OnnxBuilder b;
+  b.input("x", {1, 4});
+  b.node("Relu", {"x"}, {"a"});
+  b.node("Identity", {"a"}, {"b"});
+  b.node("Dropout", {"b"}, {"y"});
+  b.output("y");
+  auto G = import(b);
+  EXPECT_EQ(kann::passes::remove_identities(G), 2);
+  EXPECT_EQ(count(G, "Relu"), 1);
+  EXPECT_EQ(G.tensors[G.outputs[0]].name, "y"); // the network keeps its output name
+}
+
+} // namespace

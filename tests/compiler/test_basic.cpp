@@ -90,3 +90,31 @@ TEST_P(WorkItem, FunctionsOffsetsNonUniform) {
 }
 INSTANTIATE_TEST_SUITE_P(Modes, WorkItem,
                          testing::Values(ModeParam{ExecMode::LWI, 1}, ModeParam{ExecMode::SPMD, 3}), modeName);
+
+#include <thread>
+
+// Builds, loads and runs several programs from several threads at once.
+TEST(Basic, ConcurrentBuildsAndRuns) {
+  std::vector<std::thread> ts;
+  std::vector<int> ok(4, 0);
+  for (int t = 0; t < 4; ++t)
+    ts.emplace_back([t, &ok] {
+      std::string src = "__kernel void k(__global int* a) { __local int s[64]; s[get_local_id(0)] = " +
+                        std::to_string(t) +
+                        "; barrier(CLK_LOCAL_MEM_FENCE); a[get_global_id(0)] = s[63 - get_local_id(0)] + get_global_id(0); }";
+      BuildResult b = build(src, "", dev());
+      if (!b.ok()) return;
+      auto p = load(b.binary);
+      if (!p.ok()) return;
+      std::vector<int> a(256);
+      NDRange r;
+      r.global[0] = 256;
+      r.local[0] = 64;
+      if (!runND(**p, "k", {ArgValue::pointer(a.data())}, r, t % 2 ? ExecMode::SPMD : ExecMode::LWI, 2)) return;
+      for (int i = 0; i < 256; ++i)
+        if (a[i] != t + i) return;
+      ok[t] = 1;
+    });
+  for (auto &t : ts) t.join();
+  EXPECT_EQ(ok, (std::vector<int>{1, 1, 1, 1}));
+}

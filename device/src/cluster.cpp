@@ -1,5 +1,6 @@
 #include "manycl/device/cluster.h"
 
+#include <algorithm>
 #include <cstring>
 
 #include "manycl/device/command.h"
@@ -9,6 +10,13 @@ namespace manycl::device {
 
 namespace {
 thread_local const Cluster *current_cluster = nullptr;
+// True while the thread runs a body of run_on_pes: a nested fan-out must not re-enter the
+// PE threads (they are busy running the outer one).
+thread_local bool in_pe_body = false;
+} // namespace
+
+bool Cluster::inside_run_on_pes() {
+  return in_pe_body;
 }
 
 Cluster::Cluster(unsigned id, unsigned cluster_count, unsigned pes, uint64_t spm_bytes)
@@ -102,10 +110,18 @@ void Cluster::run_on_pes(unsigned count, const std::function<void(unsigned pe)> 
     return;
   // The PE threads act for the same command as the caller: device_api.h calls made by the
   // body must find the caller's cluster context.
+  if (in_pe_body) {
+    // Nested fan-out from a PE: the caller runs every body itself, in order.
+    for (unsigned pe = 0; pe < std::min(count, pes_); ++pe)
+      user_body(pe);
+    return;
+  }
   ClusterContext *context = current_cluster_context();
   const std::function<void(unsigned)> body = [&user_body, context](unsigned pe) {
     ScopedClusterContext scope(context);
+    in_pe_body = true;
     user_body(pe);
+    in_pe_body = false;
   };
   if (count > pes_)
     count = pes_;

@@ -541,10 +541,12 @@ Result<void> ClusterContext::parallel_for(uint64_t count,
                                           const std::function<void(uint64_t, unsigned)> &body) {
   if (count == 0)
     return {};
-  if (t_pe) {
-    // Nested: the PE already running us does the whole range.
+  if (t_pe || Cluster::inside_run_on_pes()) {
+    // Nested (inside our own parallel_for, or inside a work-group the runtime fanned out
+    // over the PEs): the PE already running us does the whole range.
+    const unsigned pe = t_pe ? t_pe->pe : 0;
     for (uint64_t i = 0; i < count; ++i)
-      body(i, t_pe->pe);
+      body(i, pe);
     return {};
   }
   const unsigned pes = static_cast<unsigned>(std::min<uint64_t>(pe_count(), count));

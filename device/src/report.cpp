@@ -134,7 +134,9 @@ Reports &Reports::instance() {
   return *reports;
 }
 
-bool Reports::tracing() const { return impl_->tracing.load(std::memory_order_relaxed); }
+bool Reports::tracing() const {
+  return impl_->tracing.load(std::memory_order_relaxed);
+}
 
 bool Reports::stats_enabled() const {
   std::lock_guard lock(impl_->mutex);

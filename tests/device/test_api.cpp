@@ -159,3 +159,22 @@ TEST_F(DeviceApi, SignalsAndFailThroughTheCApi) {
   ASSERT_FALSE(r.ok());
   EXPECT_NE(r.error().message.find("native function gave up"), std::string::npos);
 }
+
+TEST_F(DeviceApi, ParallelForInsideARuntimeFanOutRunsOnTheCallingPe) {
+  auto rec = begin({0});
+  std::atomic<int> items{0}, with_context{0};
+  auto r = rec->run([&](ClusterContext &ctx) {
+    // The runtime fans a work-group out over the PEs itself; native code called from there
+    // sees the context and its parallel_for does not re-enter the busy PE threads.
+    ctx.cluster().run_on_pes(2, [&](unsigned) {
+      with_context += mcl_has_context();
+      auto body = [](void *arg, uint32_t, uint32_t) {
+        static_cast<std::atomic<int> *>(arg)->fetch_add(1);
+      };
+      EXPECT_EQ(mcl_parallel_for(10, body, &items), MCL_OK);
+    });
+  });
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(items.load(), 20);
+  EXPECT_EQ(with_context.load(), 2);
+}

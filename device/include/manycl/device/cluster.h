@@ -41,6 +41,11 @@ public:
   // current cluster context (command.h) is set on the PE threads while they run body.
   void run_on_pes(unsigned count, const std::function<void(unsigned pe)> &body);
 
+  // True while the calling thread runs a body of run_on_pes. A nested run_on_pes runs
+  // its bodies one after the other on the calling thread (bodies that wait for each other
+  // would deadlock there: don't nest those).
+  static bool inside_run_on_pes();
+
   // True on this cluster's control thread or one of its PE threads.
   bool on_cluster_thread() const;
 

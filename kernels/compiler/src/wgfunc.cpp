@@ -34,6 +34,8 @@
 #include <llvm/Transforms/Utils/Mem2Reg.h>
 #include <llvm/Transforms/Utils/ValueMapper.h>
 
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -627,6 +629,14 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
   initLLVM();
   LLVMContext &C = M.getContext();
   kernels = extractKernels(M);
+  const bool timing = std::getenv("MANYCL_TIMING") != nullptr;
+  auto t0 = std::chrono::steady_clock::now();
+  auto phase = [&](const char *what) {
+    if (!timing) return;
+    auto t1 = std::chrono::steady_clock::now();
+    fprintf(stderr, "manycl: %s %.1f ms\n", what, std::chrono::duration<double, std::milli>(t1 - t0).count());
+    t0 = t1;
+  };
 
   // 1. Builtin library: only what is used.
   {
@@ -643,6 +653,7 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
       return Status::error(ErrorCode::Internal, "cannot link builtin library");
   }
 
+  phase("link builtins");
   // Host CPU for all functions.
   const std::string cpu = hostCpu(), features = hostFeatures();
   for (Function &F : M) {
@@ -935,6 +946,7 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
     }
   }
 
+  phase("work-group functions");
   // 8. Optimize for the host CPU.
   {
     auto TM = makeHostTM(po.opt_disable ? CodeGenOpt::Less : CodeGenOpt::Aggressive);
@@ -956,6 +968,7 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
     MPM.run(M, MAM);
   }
 
+  phase("optimize");
   // 9. Every remaining external must be known (host symbol or native).
   std::string unresolved;
   for (Function &F : M) {

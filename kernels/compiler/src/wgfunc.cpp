@@ -10,6 +10,7 @@
 
 #include <llvm/ADT/SmallPtrSet.h>
 #include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/Analysis/ValueTracking.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/DataLayout.h>
 #include <llvm/IR/IRBuilder.h>
@@ -904,10 +905,41 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
       callVals.push_back(x);
       callVals.push_back(y);
       callVals.push_back(z);
-      B.CreateCall(wi, callVals);
+      CallInst *call = B.CreateCall(wi, callVals);
       Value *xn = B.CreateAdd(x, B.getInt64(1), "x.next", true, true);
       x->addIncoming(xn, xbody);
-      B.CreateCondBr(B.CreateICmpULT(xn, x1), xbody, xexit);
+      BranchInst *latch = B.CreateCondBr(B.CreateICmpULT(xn, x1), xbody, xexit);
+      // Work-items of a barrier-free kernel are independent: inline the body
+      // and mark the work-item loop parallel for memory that is not private.
+      InlineFunctionInfo ifi;
+      if (InlineFunction(*call, ifi).isSuccess() && !po.opt_disable) {
+        MDNode *ag = MDNode::getDistinct(C, {});
+        SmallPtrSet<BasicBlock *, 32> body;
+        std::vector<BasicBlock *> work{xbody};
+        body.insert(xbody);
+        while (!work.empty()) {
+          BasicBlock *b = work.back();
+          work.pop_back();
+          for (BasicBlock *sb : successors(b))
+            if (sb != xexit && body.insert(sb).second) work.push_back(sb);
+        }
+        bool any = false;
+        for (BasicBlock *b : body)
+          for (Instruction &I : *b) {
+            Value *ptrOp = nullptr;
+            if (auto *ld = dyn_cast<LoadInst>(&I); ld && ld->isSimple()) ptrOp = ld->getPointerOperand();
+            else if (auto *st = dyn_cast<StoreInst>(&I); st && st->isSimple()) ptrOp = st->getPointerOperand();
+            if (!ptrOp || isa<AllocaInst>(getUnderlyingObject(ptrOp, 12))) continue;
+            I.setMetadata(LLVMContext::MD_access_group, ag);
+            any = true;
+          }
+        if (any) {
+          MDNode *par = MDNode::get(C, {MDString::get(C, "llvm.loop.parallel_accesses"), ag});
+          MDNode *loopId = MDNode::getDistinct(C, {nullptr, par});
+          loopId->replaceOperandWith(0, loopId);
+          latch->setMetadata(LLVMContext::MD_loop, loopId);
+        }
+      }
       B.SetInsertPoint(xexit);
       Value *rn = B.CreateAdd(r, B.getInt64(1), "r.next", true, true);
       r->addIncoming(rn, xexit);

@@ -7,7 +7,8 @@
 namespace kann::test {
 
 struct SmallCnn {
-  static constexpr int C = 3, H = 20, W = 18;
+  static constexpr int C = 3;
+  int H = 20, W = 18;
   std::string onnx;
   std::vector<float> input;
   std::vector<float> probs;    // [1,10]
@@ -15,10 +16,13 @@ struct SmallCnn {
   std::vector<float> pooled;   // [1,16,1,1]
 };
 
-inline SmallCnn make_small_cnn() {
+// The classifier reads the flattened average-pool features (exercising the NCHW flatten
+// order of channel-last data) or, for large images, the globally pooled vector.
+inline SmallCnn make_small_cnn(int H = 20, int W = 18, bool flatten_features = true) {
   SmallCnn m;
+  m.H = H, m.W = W;
   OnnxBuilder b;
-  b.input("image", {1, SmallCnn::C, SmallCnn::H, SmallCnn::W});
+  b.input("image", {1, SmallCnn::C, H, W});
   auto w1 = b.weight("w1", {8, 3, 3, 3});
   auto b1 = b.weight("b1", {8}, 0.1f);
   auto g1 = b.weight("bn_g", {8}, 0.0f, {1.1f, 0.9f, 1.2f, 0.8f, 1.0f, 1.3f, 0.7f, 1.05f});
@@ -29,7 +33,9 @@ inline SmallCnn make_small_cnn() {
   auto b2 = b.weight("b2", {16}, 0.1f);
   auto w3 = b.weight("w3", {16, 16, 1, 1}, 0.2f);
   auto b3 = b.weight("b3", {16}, 0.1f);
-  auto wf = b.weight("wf", {10, 400}, 0.05f);
+  const int fh = ((H / 2) + 1) / 2, fw = ((W / 2) + 1) / 2; // after pool /2 and conv s2
+  const int K = flatten_features ? 16 * fh * fw : 16;
+  auto wf = b.weight("wf", {10, K}, 0.05f);
   auto bf = b.weight("bf", {10}, 0.1f);
 
   auto &c1 = b.node("Conv", {"image", "w1", "b1"}, {"c1"});
@@ -52,7 +58,7 @@ inline SmallCnn make_small_cnn() {
   OnnxBuilder::ints(ap, "kernel_shape", {3, 3});
   OnnxBuilder::ints(ap, "pads", {1, 1, 1, 1});
   b.node("GlobalAveragePool", {"features"}, {"pooled"});
-  b.node("Flatten", {"features"}, {"flat"});
+  b.node("Flatten", {flatten_features ? "features" : "pooled"}, {"flat"});
   auto &fc = b.node("Gemm", {"flat", "wf", "bf"}, {"logits"});
   OnnxBuilder::int1(fc, "transB", 1);
   b.node("Softmax", {"logits"}, {"probs"});
@@ -61,7 +67,7 @@ inline SmallCnn make_small_cnn() {
   b.output("pooled");
   m.onnx = b.bytes();
 
-  ref::T x = ref::make(SmallCnn::C, SmallCnn::H, SmallCnn::W);
+  ref::T x = ref::make(SmallCnn::C, H, W);
   for (size_t i = 0; i < x.v.size(); ++i)
     x.v[i] = std::cos(0.13f * float(i)) + 0.1f * float(i % 7);
   m.input = x.v;
@@ -72,7 +78,7 @@ inline SmallCnn make_small_cnn() {
   auto f = ref::pool(r3, 3, 1, 1, false, false);
   m.features = f.v;
   m.pooled = ref::global_avg(f).v;
-  m.probs = ref::softmax(ref::gemm(f.v, wf, bf, 10));
+  m.probs = ref::softmax(ref::gemm(flatten_features ? f.v : m.pooled, wf, bf, 10));
   return m;
 }
 

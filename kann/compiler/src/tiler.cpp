@@ -10,7 +10,9 @@
 #include <cmath>
 #include <cstring>
 #include <map>
+#include <memory>
 #include <numeric>
+#include <set>
 
 #include "kann/onnx_import.h"
 #include "kann/passes.h"
@@ -52,10 +54,15 @@ struct SpmBuffer {
   std::vector<uint64_t> bytes; // per cluster (0: unused there)
   int first = 0, last = 0;     // steps
   uint64_t offset = 0;
+  int act = -1;                // activation it holds, or -1
+  int op = -1;                 // operator whose staging buffer it is, or -1
   uint64_t size() const { return *std::max_element(bytes.begin(), bytes.end()); }
 };
 
-// Storage of an activation in SPM (views such as Flatten share their source's).
+// Where an activation lives. SPM: a buffer on every cluster holding its owned rows plus what
+// its consumers there need (exchanged). DDR: spilled, the whole tensor in one DDR buffer
+// (its network argument in ONNX layout, or SCRATCH in channel-last layout); operators
+// stream it through SPM staging buffers.
 struct Act {
   int tensor = -1;          // the tensor that owns the storage
   int64_t H = 1, W = 1, C = 1;
@@ -64,9 +71,12 @@ struct Act {
   std::vector<Box> owned;   // per cluster: produced there
   std::vector<Box> need;    // per cluster: read there by consumers (bounding box)
   std::vector<Box> buf;     // per cluster: bbox(owned, need), what the buffer holds
-  int buffer = -1;          // SpmBuffer index
-  int input_arg = -1;       // network input: kernel argument
+  int buffer = -1;          // SpmBuffer index (SPM home)
+  bool in_ddr = false;
+  kbin_ddr_ref home{};      // DDR home
+  bool onnx_layout = false; // DDR home layout: NCHW (network arguments) or HWC (scratch)
   int first = 0, last = 0;
+  uint64_t bytes() const { return uint64_t(H * W * C) * es; }
 };
 
 enum class Kind { Conv, Pool, GlobalPool, Gemm, Eltwise, ScaleShift, Activation, Softmax, Concat };
@@ -85,21 +95,36 @@ struct Op {
   int out = -1;                 // Act index
   std::vector<int> ins;         // Act indices (activation inputs)
   std::vector<Box> out_box;     // per cluster
-  std::vector<std::vector<Box>> in_box; // [input][cluster]
+  std::vector<std::vector<Box>> in_box; // [input][cluster] for the whole out_box
+  int chunks = 1;               // intra-cluster tiles (bands of output rows)
   // Conv/pool geometry
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
   int64_t groups = 1;
   ParamBlock params;            // packed weights (conv: shared; gemm: per cluster)
-  ParamBlock table;             // conv address tables (per cluster)
-  int pad_row = -1;             // SpmBuffer for the conv pad row
-  std::vector<std::vector<uint8_t>> args; // per cluster argument block (empty: idle)
+  int table = -1;               // SpmBuffer: conv address table
+  int pad_row = -1;             // SpmBuffer: conv pad row
+  std::vector<int> stage_in;    // per input: SpmBuffer staging a DDR-homed input, or -1
+  int stage_out = -1;           // SpmBuffer staging a DDR-homed output, or -1
   uint32_t fn = 0;
+};
+
+// What the tiler may change between attempts when the SPM is too small.
+struct Policy {
+  std::set<int> spilled;         // tensors (storage owners) homed in DDR
+  std::map<int, int> chunks;     // node -> intra-cluster tiles
+};
+
+// Why an allocation failed: the buffer that did not fit and what it competed with.
+struct AllocFailure {
+  std::string message;
+  std::vector<int> candidates; // buffers live at the same time, the failing one included
 };
 
 struct Compiler {
   const Graph &g;
   const CompileOptions &opt;
   unsigned K;
+  const Policy &policy;
   std::vector<Act> acts;
   std::map<int, int> act_of; // tensor -> Act
   std::map<int, std::vector<int64_t>> view_src_shape; // tensor viewed as 2-D from 4-D: CHW
@@ -107,9 +132,11 @@ struct Compiler {
   std::vector<SpmBuffer> buffers;
   format::Program prog;
   CompileOutput out;
+  AllocFailure failure;
+  std::map<int, uint32_t> input_arg, output_arg; // tensor -> kernel argument
 
-  Compiler(const Graph &graph, const CompileOptions &o, unsigned clusters)
-      : g(graph), opt(o), K(clusters) {}
+  Compiler(const Graph &graph, const CompileOptions &o, unsigned clusters, const Policy &p)
+      : g(graph), opt(o), K(clusters), policy(p) {}
 
   std::string where(const Node &n) const { return "node '" + n.name + "' (" + n.op + ")"; }
 
@@ -160,19 +187,45 @@ struct Compiler {
     return v;
   }
 
-  // Input rows a window operator needs for output rows [y0, y1).
-  Box window_need(const Op &op, const Act &in, const Box &o) const {
+  // Input box that input i of `op` needs to compute output box `o`.
+  Box need_for(const Op &op, size_t i, const Box &o) const {
     if (o.empty())
       return {};
-    int64_t a = o.y0 * op.sh - op.pt;
-    int64_t b = (o.y1 - 1) * op.sh - op.pt + (op.kh - 1) * op.dh + 1;
-    a = std::max<int64_t>(a, 0);
-    b = std::min<int64_t>(b, in.H);
-    if (b <= a) { // the band sees only padding: keep one real row so the tile is not empty
-      a = std::min<int64_t>(std::max<int64_t>(a, 0), in.H - 1);
-      b = a + 1;
+    const Act &in = acts[op.ins[i]];
+    switch (op.kind) {
+    case Kind::Conv:
+    case Kind::Pool: {
+      int64_t a = o.y0 * op.sh - op.pt;
+      int64_t b = (o.y1 - 1) * op.sh - op.pt + (op.kh - 1) * op.dh + 1;
+      a = std::max<int64_t>(a, 0);
+      b = std::min<int64_t>(b, in.H);
+      if (b <= a) { // the band sees only padding: keep one real row so the tile is not empty
+        a = std::min<int64_t>(std::max<int64_t>(a, 0), in.H - 1);
+        b = a + 1;
+      }
+      return {a, b, 0, in.C};
     }
-    return {a, b, 0, in.C};
+    case Kind::GlobalPool: return {0, in.H, o.c0, o.c1};
+    case Kind::Gemm: return full(in);
+    case Kind::Concat: return {o.y0, o.y1, 0, in.C};
+    default: return o;
+    }
+  }
+
+  // Output rows of cluster c split into op.chunks bands.
+  std::vector<Box> chunk_boxes(const Op &op, unsigned c) const {
+    const Box &b = op.out_box[c];
+    std::vector<Box> v;
+    if (b.empty())
+      return v;
+    const int64_t n = std::min<int64_t>(op.chunks, b.rows());
+    for (int64_t j = 0; j < n; ++j) {
+      Box x = b;
+      x.y0 = b.y0 + b.rows() * j / n;
+      x.y1 = b.y0 + b.rows() * (j + 1) / n;
+      v.push_back(x);
+    }
+    return v;
   }
 
   // ---------------- planning ----------------
@@ -191,18 +244,18 @@ struct Compiler {
         auto src = act_for(n.inputs[0]);
         if (!src)
           return src.error();
-        const Tensor &x = g.tensors[n.inputs[0]];
         const Tensor &y = g.tensors[n.outputs[0]];
         const Act &s = acts[src.value()];
         const bool same_order = (s.H * s.W == 1) || (s.C == 1);
         if (y.shape.size() != 2 && !(y.shape.size() == 4 && same_order))
           return make_error(where(n) + ": only reshapes to [1,N] are supported");
+        if (g.is_output(n.outputs[0]) && g.is_output(n.inputs[0]))
+          return make_error(where(n) + ": a network output viewed as another output");
         act_of[n.outputs[0]] = src.value();
         if (!same_order)
           view_src_shape[n.outputs[0]] = {s.C, s.H, s.W};
         if (view_src_shape.count(n.inputs[0]))
           view_src_shape[n.outputs[0]] = view_src_shape[n.inputs[0]];
-        (void)x;
         continue;
       }
       Op op;
@@ -242,6 +295,9 @@ struct Compiler {
           return a.error();
         op.ins.push_back(a.value());
       }
+      auto ch = policy.chunks.find(int(ni));
+      if (ch != policy.chunks.end())
+        op.chunks = ch->second;
       if (auto r = plan_op(op, n); !r)
         return r;
       ops.push_back(std::move(op));
@@ -254,7 +310,6 @@ struct Compiler {
 
   Result<void> plan_op(Op &op, const Node &n) {
     Act &y = acts[op.out];
-    const Act &x = acts[op.ins[0]];
     switch (op.kind) {
     case Kind::Conv:
     case Kind::Pool: {
@@ -264,26 +319,13 @@ struct Compiler {
       op.pt = p[0], op.pl = p[1], op.pb = p[2], op.pr = p[3];
       op.groups = n.attr("group", 1);
       op.out_box = split_rows(y.H, y.C);
-      op.in_box.assign(1, std::vector<Box>(K));
-      for (unsigned c = 0; c < K; ++c)
-        op.in_box[0][c] = window_need(op, x, op.out_box[c]);
       break;
     }
     case Kind::GlobalPool:
-      op.split = "channels";
-      op.out_box = split_channels(1, y.C);
-      op.in_box.assign(1, std::vector<Box>(K));
-      for (unsigned c = 0; c < K; ++c)
-        if (!op.out_box[c].empty())
-          op.in_box[0][c] = {0, x.H, op.out_box[c].c0, op.out_box[c].c1};
-      break;
     case Kind::Gemm:
       op.split = "channels";
       op.out_box = split_channels(1, y.C);
-      op.in_box.assign(1, std::vector<Box>(K));
-      for (unsigned c = 0; c < K; ++c)
-        if (!op.out_box[c].empty())
-          op.in_box[0][c] = full(x);
+      op.chunks = 1;
       break;
     case Kind::Softmax:
       if (y.H == 1) {
@@ -293,7 +335,6 @@ struct Compiler {
       } else {
         op.out_box = split_rows(y.H, y.C);
       }
-      op.in_box.assign(1, op.out_box);
       break;
     case Kind::Eltwise:
     case Kind::ScaleShift:
@@ -302,24 +343,22 @@ struct Compiler {
         for (int i : op.ins)
           if (acts[i].H != y.H || acts[i].W != y.W || acts[i].C != y.C)
             return make_error(where(n) + ": broadcasting between activations is not supported");
-      if (y.H >= int64_t(K) || y.H > 1) {
+      if (y.H > 1) {
         op.out_box = split_rows(y.H, y.C);
       } else {
         op.split = "channels";
         op.out_box = split_channels(y.H, y.C);
+        op.chunks = 1;
       }
-      op.in_box.assign(op.ins.size(), op.out_box);
       break;
-    case Kind::Concat: {
+    case Kind::Concat:
       op.out_box = split_rows(y.H, y.C);
-      op.in_box.assign(op.ins.size(), std::vector<Box>(K));
-      for (size_t i = 0; i < op.ins.size(); ++i)
-        for (unsigned c = 0; c < K; ++c)
-          if (!op.out_box[c].empty())
-            op.in_box[i][c] = {op.out_box[c].y0, op.out_box[c].y1, 0, acts[op.ins[i]].C};
       break;
     }
-    }
+    op.in_box.assign(op.ins.size(), std::vector<Box>(K));
+    for (size_t i = 0; i < op.ins.size(); ++i)
+      for (unsigned c = 0; c < K; ++c)
+        op.in_box[i][c] = need_for(op, i, op.out_box[c]);
     for (unsigned c = 0; c < K; ++c)
       y.owned[c] = op.out_box[c];
     for (size_t i = 0; i < op.ins.size(); ++i)
@@ -328,18 +367,20 @@ struct Compiler {
     return {};
   }
 
-  // Steps: 0 = prologue, op s runs in step s + 1.
+  // Steps: 0 = prologue, op s runs in step s + 1. Also decides DDR homes.
   Result<void> lifetimes() {
     const int steps = int(ops.size()) + 1;
+    uint32_t arg = 0;
+    for (int t : g.inputs)
+      input_arg[t] = arg++;
+    for (int t : g.outputs)
+      output_arg[t] = arg++;
     for (Act &a : acts) {
       a.first = steps;
       a.last = 0;
     }
-    for (int t : g.inputs) {
-      Act &a = acts[act_of[t]];
-      a.first = 0;
-      a.input_arg = 0;
-    }
+    for (int t : g.inputs)
+      acts[act_of[t]].first = 0;
     for (size_t s = 0; s < ops.size(); ++s) {
       Act &o = acts[ops[s].out];
       o.first = std::min(o.first, int(s) + 1);
@@ -347,21 +388,62 @@ struct Compiler {
       for (int i : ops[s].ins)
         acts[i].last = std::max(acts[i].last, int(s) + 1);
     }
+    uint64_t scratch = 0;
     for (size_t i = 0; i < acts.size(); ++i) {
       Act &a = acts[i];
-      a.buf.assign(K, Box{});
       a.last = std::max(a.last, a.first);
+      if (policy.spilled.count(a.tensor)) {
+        a.in_ddr = true;
+        // Network inputs and outputs spill into their own argument (ONNX layout); other
+        // activations into SCRATCH (channel-last, so bands of rows are contiguous).
+        int arg_tensor = -1;
+        for (auto [t, k] : input_arg)
+          if (act_of[t] == int(i))
+            arg_tensor = t;
+        for (auto [t, k] : output_arg)
+          if (act_of[t] == int(i) && arg_tensor < 0 && !view_src_shape.count(t))
+            arg_tensor = t;
+        if (arg_tensor >= 0) {
+          a.onnx_layout = true;
+          a.home = {KBIN_DDR_ARG, input_arg.count(arg_tensor) ? input_arg[arg_tensor]
+                                                              : output_arg[arg_tensor], 0};
+        } else {
+          a.home = {KBIN_DDR_SCRATCH, 0, scratch};
+          scratch = align_up(scratch + a.bytes(), 128);
+        }
+        continue;
+      }
+      a.buf.assign(K, Box{});
       for (unsigned c = 0; c < K; ++c)
         a.buf[c] = bbox(a.owned[c], a.need[c]);
       a.buffer = new_buffer(g.tensors[a.tensor].name, a.first, a.last);
+      buffers[a.buffer].act = int(i);
       for (unsigned c = 0; c < K; ++c)
         buffers[a.buffer].bytes[c] =
             a.buf[c].empty() ? 0 : uint64_t(a.buf[c].rows() * a.W * a.buf[c].chans() * a.es);
     }
+    prog.scratch_size = scratch;
     return {};
   }
 
-  // Sizes of the parameter blocks (needed before allocation).
+  mcl_conv_args conv_args_shape(const Op &op, const Box &ib, const Box &ob) const {
+    const Act &x = acts[op.ins[0]];
+    const Act &y = acts[op.out];
+    mcl_conv_args a{};
+    a.input = {0, uint32_t(std::max<int64_t>(ib.rows(), 1)), uint32_t(x.W), uint32_t(x.C),
+               uint32_t(x.W * x.C), uint32_t(x.C), 1, x.dtype};
+    a.output = {0, uint32_t(std::max<int64_t>(ob.rows(), 1)), uint32_t(y.W), uint32_t(y.C),
+                uint32_t(y.W * y.C), uint32_t(y.C), 1, y.dtype};
+    a.groups = uint32_t(op.groups);
+    a.kernel_h = uint16_t(op.kh), a.kernel_w = uint16_t(op.kw);
+    a.stride_h = uint16_t(op.sh), a.stride_w = uint16_t(op.sw);
+    a.dilation_h = uint16_t(op.dh), a.dilation_w = uint16_t(op.dw);
+    a.origin_y = int32_t(ob.y0 * op.sh - op.pt - ib.y0);
+    a.origin_x = int32_t(-op.pl);
+    return a;
+  }
+
+  // Parameter, table and staging buffers (sizes; contents are packed after allocation).
   Result<void> plan_params() {
     for (size_t s = 0; s < ops.size(); ++s) {
       Op &op = ops[s];
@@ -369,20 +451,22 @@ struct Compiler {
       const int step = int(s) + 1;
       const Act &x = acts[op.ins[0]];
       const Act &y = acts[op.out];
+      // A chunked op loads its tables per chunk inside its step; a single one prefetches.
+      const int table_first = op.chunks > 1 ? step : step - 1;
       if (op.kind == Kind::Conv) {
-        mcl_conv_args a = conv_args_shape(op, 0);
-        const size_t psize = mcl_native_conv_params_size(MCL_NATIVE_FN_CONV2D, &a);
         op.params.buffer = new_buffer(n.name + ".params", step - 1, step);
-        op.table.buffer = new_buffer(n.name + ".table", step - 1, step);
+        op.table = new_buffer(n.name + ".table", table_first, step);
+        buffers[op.table].op = int(s); // tiling the operator shrinks its table
         op.pad_row = new_buffer(n.name + ".pad", step, step);
-        for (unsigned c = 0; c < K; ++c) {
-          if (op.out_box[c].empty())
-            continue;
-          mcl_conv_args ac = conv_args_shape(op, c);
-          buffers[op.params.buffer].bytes[c] = psize;
-          buffers[op.table.buffer].bytes[c] = mcl_native_conv_table_size(&ac) * 4;
-          buffers[op.pad_row].bytes[c] = align_up(x.C * x.es, 16);
-        }
+        for (unsigned c = 0; c < K; ++c)
+          for (const Box &ob : chunk_boxes(op, c)) {
+            mcl_conv_args a = conv_args_shape(op, need_for(op, 0, ob), ob);
+            auto &p = buffers[op.params.buffer].bytes[c];
+            p = std::max<uint64_t>(p, mcl_native_conv_params_size(MCL_NATIVE_FN_CONV2D, &a));
+            auto &t = buffers[op.table].bytes[c];
+            t = std::max<uint64_t>(t, mcl_native_conv_table_size(&a) * 4);
+            buffers[op.pad_row].bytes[c] = align_up(x.C * x.es, 16);
+          }
       } else if (op.kind == Kind::Gemm) {
         op.params.buffer = new_buffer(n.name + ".params", step - 1, step);
         for (unsigned c = 0; c < K; ++c) {
@@ -399,13 +483,37 @@ struct Compiler {
         op.params.buffer = new_buffer(n.name + ".params", step - 1, step);
         for (unsigned c = 0; c < K; ++c)
           if (!op.out_box[c].empty())
-            buffers[op.params.buffer].bytes[c] = uint64_t(y.C) * 8;
+            buffers[op.params.buffer].bytes[c] = uint64_t(op.out_box[c].chans()) * 8;
+      }
+      // Staging for DDR-homed operands: one chunk's worth.
+      op.stage_in.assign(op.ins.size(), -1);
+      for (size_t i = 0; i < op.ins.size(); ++i) {
+        const Act &a = acts[op.ins[i]];
+        if (!a.in_ddr)
+          continue;
+        op.stage_in[i] = new_buffer(n.name + ".in" + std::to_string(i), step, step);
+        buffers[op.stage_in[i]].op = int(s);
+        for (unsigned c = 0; c < K; ++c)
+          for (const Box &ob : chunk_boxes(op, c)) {
+            Box ib = need_for(op, i, ob);
+            auto &b = buffers[op.stage_in[i]].bytes[c];
+            b = std::max<uint64_t>(b, uint64_t(ib.rows() * a.W * ib.chans()) * a.es);
+          }
+      }
+      if (y.in_ddr) {
+        op.stage_out = new_buffer(n.name + ".out", step, step);
+        buffers[op.stage_out].op = int(s);
+        for (unsigned c = 0; c < K; ++c)
+          for (const Box &ob : chunk_boxes(op, c)) {
+            auto &b = buffers[op.stage_out].bytes[c];
+            b = std::max<uint64_t>(b, uint64_t(ob.rows() * y.W * ob.chans()) * y.es);
+          }
       }
     }
     return {};
   }
 
-  Result<void> allocate() {
+  bool allocate() {
     std::vector<int> order(buffers.size());
     std::iota(order.begin(), order.end(), 0);
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
@@ -421,10 +529,13 @@ struct Compiler {
       if (b.size() == 0)
         continue;
       std::vector<std::pair<uint64_t, uint64_t>> busy;
+      std::vector<int> live;
       for (int j : placed) {
         const SpmBuffer &o = buffers[j];
-        if (o.first <= b.last && b.first <= o.last)
+        if (o.first <= b.last && b.first <= o.last) {
           busy.push_back({o.offset, o.offset + align_up(o.size())});
+          live.push_back(j);
+        }
       }
       std::sort(busy.begin(), busy.end());
       uint64_t at = 0;
@@ -434,30 +545,39 @@ struct Compiler {
         at = std::max(at, hi);
       }
       if (at + b.size() > capacity) {
-        uint64_t live = 0;
+        uint64_t used = 0;
         for (auto [lo, hi] : busy)
-          live += hi - lo;
-        return make_error("buffer '" + b.name + "' (" + std::to_string(b.size()) +
+          used += hi - lo;
+        failure.message = "buffer '" + b.name + "' (" + std::to_string(b.size()) +
                           " B) does not fit in the " + std::to_string(capacity) +
-                          " B SPM next to " + std::to_string(live) +
-                          " B of live buffers; intra-cluster tiling and DDR spill are not "
-                          "implemented yet: use more clusters or a larger SPM");
+                          " B SPM next to " + std::to_string(used) + " B of live buffers";
+        failure.candidates = live;
+        failure.candidates.push_back(i);
+        return false;
       }
       b.offset = at;
       high = std::max(high, at + b.size());
       placed.push_back(i);
     }
     prog.spm_required = std::max<uint64_t>(high, 64);
-    return {};
+    return true;
   }
 
   // ---------------- emission ----------------
-  mcl_tile tile_of(const Act &a, unsigned c, const Box &box) const {
-    const Box &b = a.buf[c];
-    const uint64_t pc = b.chans();
+  // A tile of activation `a` for `box` on cluster c: in its SPM buffer, or (DDR-homed) in
+  // the staging buffer `stage`, which holds exactly that box densely.
+  mcl_tile tile_of(const Act &a, unsigned c, const Box &box, int stage = -1) const {
     mcl_tile t{};
-    t.offset = uint32_t(buffers[a.buffer].offset +
-                        (uint64_t(box.y0 - b.y0) * a.W * pc + uint64_t(box.c0 - b.c0)) * a.es);
+    uint64_t pc;
+    if (a.in_ddr) {
+      pc = box.chans();
+      t.offset = uint32_t(buffers[stage].offset);
+    } else {
+      const Box &b = a.buf[c];
+      pc = b.chans();
+      t.offset = uint32_t(buffers[a.buffer].offset +
+                          (uint64_t(box.y0 - b.y0) * a.W * pc + uint64_t(box.c0 - b.c0)) * a.es);
+    }
     t.h = uint32_t(box.rows());
     t.w = uint32_t(a.W);
     t.c = uint32_t(box.chans());
@@ -466,26 +586,6 @@ struct Compiler {
     t.channel_stride = 1;
     t.dtype = a.dtype;
     return t;
-  }
-
-  // Conv argument block with shapes only (offsets filled by emit).
-  mcl_conv_args conv_args_shape(const Op &op, unsigned c) const {
-    const Act &x = acts[op.ins[0]];
-    const Act &y = acts[op.out];
-    mcl_conv_args a{};
-    const Box &ib = op.in_box[0][c];
-    const Box &ob = op.out_box[c];
-    a.input = {0, uint32_t(std::max<int64_t>(ib.rows(), 1)), uint32_t(x.W), uint32_t(x.C),
-               uint32_t(x.W * x.C), uint32_t(x.C), 1, x.dtype};
-    a.output = {0, uint32_t(std::max<int64_t>(ob.rows(), 1)), uint32_t(y.W), uint32_t(y.C),
-                uint32_t(y.W * y.C), uint32_t(y.C), 1, y.dtype};
-    a.groups = uint32_t(op.groups);
-    a.kernel_h = uint16_t(op.kh), a.kernel_w = uint16_t(op.kw);
-    a.stride_h = uint16_t(op.sh), a.stride_w = uint16_t(op.sw);
-    a.dilation_h = uint16_t(op.dh), a.dilation_w = uint16_t(op.dw);
-    a.origin_y = int32_t(ob.y0 * op.sh - op.pt - ib.y0);
-    a.origin_x = int32_t(-op.pl);
-    return a;
   }
 
   uint64_t add_blob(const std::vector<uint8_t> &bytes) {
@@ -501,100 +601,42 @@ struct Compiler {
     return v;
   }
 
-  Result<void> build_args() {
+  // Packs every operator's weights into the blob (before emission: prefetches need them).
+  Result<void> pack_params() {
     for (size_t s = 0; s < ops.size(); ++s) {
       Op &op = ops[s];
       const Node &n = g.nodes[op.node];
       const Act &x = acts[op.ins[0]];
       const Act &y = acts[op.out];
-      op.args.assign(K, {});
       op.params.blob_offset.assign(K, 0);
-      op.table.blob_offset.assign(K, 0);
-      char msg[256];
-      for (unsigned c = 0; c < K; ++c) {
-        const Box &ob = op.out_box[c];
-        if (ob.empty())
-          continue;
-        switch (op.kind) {
-        case Kind::Conv: {
-          op.fn = MCL_NATIVE_FN_CONV2D;
-          mcl_conv_args a = conv_args_shape(op, c);
-          a.input = tile_of(x, c, op.in_box[0][c]);
-          a.output = tile_of(y, c, ob);
-          a.params_offset = uint32_t(buffers[op.params.buffer].offset);
-          a.table_offset = uint32_t(buffers[op.table.buffer].offset);
-          a.pad_row_offset = uint32_t(buffers[op.pad_row].offset);
-          a.act = n.act;
-          if (op.params.per_cluster.empty()) { // shared: pack once
-            std::vector<uint8_t> packed(mcl_native_conv_params_size(op.fn, &a));
-            const Tensor &w = g.tensors[n.inputs[1]];
-            std::vector<float> bias(y.C, 0.0f);
-            if (n.inputs.size() > 2 && n.inputs[2] >= 0)
-              bias = g.tensors[n.inputs[2]].data;
-            if (mcl_native_pack_conv(op.fn, &a, w.data.data(), bias.data(), nullptr,
-                                     packed.data(), packed.size()) != MCL_NATIVE_OK)
-              return make_error(where(n) + ": packing the weights failed");
-            op.params.per_cluster.push_back(std::move(packed));
-            op.params.shared = true;
-            uint64_t at = add_blob(op.params.per_cluster[0]);
-            op.params.blob_offset.assign(K, at);
-          }
-          std::vector<int32_t> table(mcl_native_conv_table_size(&a));
-          if (mcl_native_plan_conv(op.fn, &a, table.data(), table.size()) != MCL_NATIVE_OK)
-            return make_error(where(n) + ": planning the address table failed");
-          op.table.per_cluster.resize(K);
-          op.table.per_cluster[c] = to_bytes(table.data(), table.size());
-          op.table.blob_offset[c] = add_blob(op.table.per_cluster[c]);
-          op.args[c] = format::Record::make(op.fn, a).args;
-          break;
-        }
-        case Kind::Pool: {
-          op.fn = MCL_NATIVE_FN_POOL2D;
-          mcl_pool_args a{};
-          const Box &ib = op.in_box[0][c];
-          a.input = tile_of(x, c, ib);
-          a.output = tile_of(y, c, ob);
-          a.kind = n.op == "MaxPool" ? MCL_POOL_MAX : MCL_POOL_AVG;
-          a.kernel_h = uint16_t(op.kh), a.kernel_w = uint16_t(op.kw);
-          a.stride_h = uint16_t(op.sh), a.stride_w = uint16_t(op.sw);
-          a.dilation_h = uint16_t(op.dh), a.dilation_w = uint16_t(op.dw);
-          a.origin_y = int32_t(ob.y0 * op.sh - op.pt - ib.y0);
-          a.origin_x = int32_t(-op.pl);
-          if (n.attr("count_include_pad", 0)) {
-            a.count_y0 = int32_t(-op.pt - ib.y0), a.count_y1 = int32_t(x.H + op.pb - ib.y0);
-            a.count_x0 = int32_t(-op.pl), a.count_x1 = int32_t(x.W + op.pr);
-          } else {
-            a.count_y0 = int32_t(-ib.y0), a.count_y1 = int32_t(x.H - ib.y0);
-            a.count_x0 = 0, a.count_x1 = int32_t(x.W);
-          }
-          a.in_quant = a.out_quant = {1.0f, 0};
-          op.args[c] = format::Record::make(op.fn, a).args;
-          break;
-        }
-        case Kind::GlobalPool: {
-          op.fn = MCL_NATIVE_FN_POOL2D;
-          mcl_pool_args a{};
-          a.input = tile_of(x, c, op.in_box[0][c]);
-          a.output = tile_of(y, c, ob);
-          a.kind = n.op == "GlobalMaxPool" ? MCL_POOL_MAX : MCL_POOL_AVG;
-          a.kernel_h = uint16_t(x.H), a.kernel_w = uint16_t(x.W);
-          a.stride_h = a.stride_w = a.dilation_h = a.dilation_w = 1;
-          a.count_y1 = int32_t(x.H), a.count_x1 = int32_t(x.W);
-          a.in_quant = a.out_quant = {1.0f, 0};
-          op.args[c] = format::Record::make(op.fn, a).args;
-          break;
-        }
-        case Kind::Gemm: {
-          op.fn = MCL_NATIVE_FN_GEMM;
+      if (op.kind == Kind::Conv) {
+        unsigned c = 0;
+        while (c < K && op.out_box[c].empty())
+          ++c;
+        const Box ob = chunk_boxes(op, c)[0];
+        mcl_conv_args a = conv_args_shape(op, need_for(op, 0, ob), ob);
+        std::vector<uint8_t> packed(mcl_native_conv_params_size(MCL_NATIVE_FN_CONV2D, &a));
+        const Tensor &w = g.tensors[n.inputs[1]];
+        std::vector<float> bias(y.C, 0.0f);
+        if (n.inputs.size() > 2 && n.inputs[2] >= 0)
+          bias = g.tensors[n.inputs[2]].data;
+        if (mcl_native_pack_conv(MCL_NATIVE_FN_CONV2D, &a, w.data.data(), bias.data(), nullptr,
+                                 packed.data(), packed.size()) != MCL_NATIVE_OK)
+          return make_error(where(n) + ": packing the weights failed");
+        op.params.shared = true;
+        op.params.per_cluster.push_back(std::move(packed));
+        op.params.blob_offset.assign(K, add_blob(op.params.per_cluster[0]));
+      } else if (op.kind == Kind::Gemm) {
+        op.params.per_cluster.resize(K);
+        const uint32_t k_total = uint32_t(x.H * x.W * x.C);
+        for (unsigned c = 0; c < K; ++c) {
+          const Box &ob = op.out_box[c];
+          if (ob.empty())
+            continue;
           mcl_gemm_args a{};
-          const uint32_t k_total = uint32_t(x.H * x.W * x.C);
-          a.input = tile_of(x, c, full(x));
-          a.input.h = a.input.w = 1;
-          a.input.c = k_total;
-          a.input.row_stride = a.input.pixel_stride = k_total;
-          a.output = tile_of(y, c, ob);
-          a.params_offset = uint32_t(buffers[op.params.buffer].offset);
-          a.act = n.act;
+          a.input = {0, 1, 1, k_total, k_total, k_total, 1, x.dtype};
+          a.output = {0, 1, 1, uint32_t(ob.chans()), uint32_t(ob.chans()), uint32_t(ob.chans()),
+                      1, y.dtype};
           // B slice as [n][k] in the SPM order of the input (HWC for a flattened image).
           const Tensor &b = g.tensors[n.inputs[1]];
           const bool tb = n.op == "Gemm" && n.attr("transB", 0) != 0;
@@ -602,18 +644,16 @@ struct Compiler {
           const float beta = n.op == "Gemm" ? n.attrf("beta", 1.0f) : 1.0f;
           const int64_t N = y.C;
           std::vector<float> bt(size_t(ob.chans()) * k_total), bias(ob.chans(), 0.0f);
-          auto logical_k = [&](int64_t m) -> int64_t {
-            auto it = view_src_shape.find(n.inputs[0]);
-            if (it == view_src_shape.end())
-              return m;
-            const int64_t C = it->second[0], H = it->second[1], W = it->second[2];
-            const int64_t ch = m % C, pix = m / C, yy = pix / W, xx = pix % W;
-            return ch * H * W + yy * W + xx;
-          };
+          auto it = view_src_shape.find(n.inputs[0]);
           for (int64_t j = 0; j < ob.chans(); ++j) {
             const int64_t nn = ob.c0 + j;
             for (int64_t m = 0; m < k_total; ++m) {
-              const int64_t kk = logical_k(m);
+              int64_t kk = m;
+              if (it != view_src_shape.end()) {
+                const int64_t C = it->second[0], H = it->second[1], W = it->second[2];
+                const int64_t ch = m % C, pix = m / C;
+                kk = ch * H * W + (pix / W) * W + pix % W;
+              }
               bt[j * k_total + m] = alpha * b.data[tb ? nn * k_total + kk : kk * N + nn];
             }
             if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
@@ -625,66 +665,158 @@ struct Compiler {
           if (mcl_native_pack_gemm(&a, bt.data(), 1, bias.data(), nullptr, packed.data(),
                                    packed.size()) != MCL_NATIVE_OK)
             return make_error(where(n) + ": packing the weights failed");
-          op.params.per_cluster.resize(K);
           op.params.blob_offset[c] = add_blob(packed);
           op.params.per_cluster[c] = std::move(packed);
-          op.args[c] = format::Record::make(op.fn, a).args;
-          break;
         }
-        case Kind::Eltwise: {
-          op.fn = MCL_NATIVE_FN_ELTWISE;
-          mcl_eltwise_args a{};
-          a.a = tile_of(acts[op.ins[0]], c, op.in_box[0][c]);
-          a.b = tile_of(acts[op.ins[1]], c, op.in_box[1][c]);
-          a.output = tile_of(y, c, ob);
-          a.op = n.op == "Add" ? MCL_ELTWISE_ADD : n.op == "Sub" ? MCL_ELTWISE_SUB
-                 : n.op == "Mul" ? MCL_ELTWISE_MUL : MCL_ELTWISE_DIV;
-          a.act = n.act;
-          a.a_quant = a.b_quant = a.out_quant = {1.0f, 0};
-          op.args[c] = format::Record::make(op.fn, a).args;
-          break;
-        }
-        case Kind::ScaleShift: {
-          op.fn = MCL_NATIVE_FN_SCALE_SHIFT;
-          mcl_scale_shift_args a{};
-          a.input = tile_of(x, c, op.in_box[0][c]);
-          a.output = tile_of(y, c, ob);
-          a.act = n.act;
-          a.in_quant = a.out_quant = {1.0f, 0};
-          // Params hold scale[input.c], shift[input.c] for this cluster's channels.
-          const auto &sc = g.tensors[n.inputs[1]].data, &sh = g.tensors[n.inputs[2]].data;
+      } else if (op.kind == Kind::ScaleShift) {
+        op.params.per_cluster.resize(K);
+        const auto &sc = g.tensors[n.inputs[1]].data, &sh = g.tensors[n.inputs[2]].data;
+        for (unsigned c = 0; c < K; ++c) {
+          const Box &ob = op.out_box[c];
+          if (ob.empty())
+            continue;
           std::vector<float> p(sc.begin() + ob.c0, sc.begin() + ob.c1);
           p.insert(p.end(), sh.begin() + ob.c0, sh.begin() + ob.c1);
-          a.params_offset = uint32_t(buffers[op.params.buffer].offset);
-          op.params.per_cluster.resize(K);
           op.params.per_cluster[c] = to_bytes(p.data(), p.size());
           op.params.blob_offset[c] = add_blob(op.params.per_cluster[c]);
-          op.args[c] = format::Record::make(op.fn, a).args;
-          break;
         }
-        case Kind::Activation:
-        case Kind::Softmax: {
-          op.fn = op.kind == Kind::Softmax ? MCL_NATIVE_FN_SOFTMAX : MCL_NATIVE_FN_ACTIVATION;
-          mcl_unary_args a{};
-          a.input = tile_of(x, c, op.in_box[0][c]);
-          a.output = tile_of(y, c, ob);
-          if (op.kind == Kind::Activation)
-            passes::activation_of(g, n, a.act);
-          a.in_quant = a.out_quant = {1.0f, 0};
-          op.args[c] = format::Record::make(op.fn, a).args;
-          break;
-        }
-        case Kind::Concat:
-          op.fn = MCL_NATIVE_FN_COPY; // one record per input, emitted in emit()
-          break;
-        }
-        if (!op.args[c].empty() &&
-            mcl_native_validate(op.fn, op.args[c].data(), op.args[c].size(),
-                                opt.device.spm_bytes, msg, sizeof msg) != MCL_NATIVE_OK)
-          return make_error(where(n) + ": internal error, invalid arguments: " + msg);
       }
     }
     return {};
+  }
+
+  // One compute call: argument blocks (several for Concat) and the conv table content.
+  struct Call {
+    std::vector<format::Record> records;
+    std::vector<uint8_t> table;
+    uint64_t cost = 0;
+  };
+
+  Result<Call> make_call(const Op &op, unsigned c, const Box &ob) const {
+    const Node &n = g.nodes[op.node];
+    const Act &x = acts[op.ins[0]];
+    const Act &y = acts[op.out];
+    const Box ib = need_for(op, 0, ob);
+    const mcl_tile in0 = tile_of(x, c, ib, op.stage_in[0]);
+    const mcl_tile out_tile = tile_of(y, c, ob, op.stage_out);
+    Call call;
+    auto add = [&](uint32_t fn, const auto &block) {
+      call.records.push_back(format::Record::make(fn, block));
+      call.cost += mcl_native_cost(fn, &block, opt.device.pes_per_cluster);
+    };
+    switch (op.kind) {
+    case Kind::Conv: {
+      mcl_conv_args a = conv_args_shape(op, ib, ob);
+      a.input = in0;
+      a.output = out_tile;
+      a.params_offset = uint32_t(buffers[op.params.buffer].offset);
+      a.table_offset = uint32_t(buffers[op.table].offset);
+      a.pad_row_offset = uint32_t(buffers[op.pad_row].offset);
+      a.act = n.act;
+      std::vector<int32_t> table(mcl_native_conv_table_size(&a));
+      if (mcl_native_plan_conv(MCL_NATIVE_FN_CONV2D, &a, table.data(), table.size()) !=
+          MCL_NATIVE_OK)
+        return make_error(where(n) + ": planning the address table failed");
+      call.table = to_bytes(table.data(), table.size());
+      add(MCL_NATIVE_FN_CONV2D, a);
+      break;
+    }
+    case Kind::Pool:
+    case Kind::GlobalPool: {
+      mcl_pool_args a{};
+      a.input = in0;
+      a.output = out_tile;
+      a.kind = (n.op == "MaxPool" || n.op == "GlobalMaxPool") ? MCL_POOL_MAX : MCL_POOL_AVG;
+      a.in_quant = a.out_quant = {1.0f, 0};
+      if (op.kind == Kind::GlobalPool) {
+        a.kernel_h = uint16_t(x.H), a.kernel_w = uint16_t(x.W);
+        a.stride_h = a.stride_w = a.dilation_h = a.dilation_w = 1;
+        a.count_y1 = int32_t(x.H), a.count_x1 = int32_t(x.W);
+      } else {
+        a.kernel_h = uint16_t(op.kh), a.kernel_w = uint16_t(op.kw);
+        a.stride_h = uint16_t(op.sh), a.stride_w = uint16_t(op.sw);
+        a.dilation_h = uint16_t(op.dh), a.dilation_w = uint16_t(op.dw);
+        a.origin_y = int32_t(ob.y0 * op.sh - op.pt - ib.y0);
+        a.origin_x = int32_t(-op.pl);
+        if (n.attr("count_include_pad", 0)) {
+          a.count_y0 = int32_t(-op.pt - ib.y0), a.count_y1 = int32_t(x.H + op.pb - ib.y0);
+          a.count_x0 = int32_t(-op.pl), a.count_x1 = int32_t(x.W + op.pr);
+        } else {
+          a.count_y0 = int32_t(-ib.y0), a.count_y1 = int32_t(x.H - ib.y0);
+          a.count_x0 = 0, a.count_x1 = int32_t(x.W);
+        }
+      }
+      add(MCL_NATIVE_FN_POOL2D, a);
+      break;
+    }
+    case Kind::Gemm: {
+      mcl_gemm_args a{};
+      const uint32_t k_total = uint32_t(x.H * x.W * x.C);
+      a.input = in0;
+      a.input.h = a.input.w = 1;
+      a.input.c = k_total;
+      a.input.row_stride = a.input.pixel_stride = k_total;
+      a.output = out_tile;
+      a.params_offset = uint32_t(buffers[op.params.buffer].offset);
+      a.act = n.act;
+      add(MCL_NATIVE_FN_GEMM, a);
+      break;
+    }
+    case Kind::Eltwise: {
+      mcl_eltwise_args a{};
+      a.a = in0;
+      a.b = tile_of(acts[op.ins[1]], c, need_for(op, 1, ob), op.stage_in[1]);
+      a.output = out_tile;
+      a.op = n.op == "Add" ? MCL_ELTWISE_ADD : n.op == "Sub" ? MCL_ELTWISE_SUB
+             : n.op == "Mul" ? MCL_ELTWISE_MUL : MCL_ELTWISE_DIV;
+      a.act = n.act;
+      a.a_quant = a.b_quant = a.out_quant = {1.0f, 0};
+      add(MCL_NATIVE_FN_ELTWISE, a);
+      break;
+    }
+    case Kind::ScaleShift: {
+      mcl_scale_shift_args a{};
+      a.input = in0;
+      a.output = out_tile;
+      a.act = n.act;
+      a.in_quant = a.out_quant = {1.0f, 0};
+      a.params_offset = uint32_t(buffers[op.params.buffer].offset);
+      add(MCL_NATIVE_FN_SCALE_SHIFT, a);
+      break;
+    }
+    case Kind::Activation:
+    case Kind::Softmax: {
+      mcl_unary_args a{};
+      a.input = in0;
+      a.output = out_tile;
+      if (op.kind == Kind::Activation)
+        passes::activation_of(g, n, a.act);
+      a.in_quant = a.out_quant = {1.0f, 0};
+      add(op.kind == Kind::Softmax ? MCL_NATIVE_FN_SOFTMAX : MCL_NATIVE_FN_ACTIVATION, a);
+      break;
+    }
+    case Kind::Concat: {
+      int64_t ch = 0;
+      for (size_t i = 0; i < op.ins.size(); ++i) {
+        const Act &xi = acts[op.ins[i]];
+        mcl_unary_args a{};
+        a.input = tile_of(xi, c, need_for(op, i, ob), op.stage_in[i]);
+        a.output = out_tile;
+        a.output.offset += uint32_t(ch * y.es);
+        a.output.c = uint32_t(xi.C);
+        a.in_quant = a.out_quant = {1.0f, 0};
+        ch += xi.C;
+        add(MCL_NATIVE_FN_COPY, a);
+      }
+      break;
+    }
+    }
+    char msg[256];
+    for (const auto &r : call.records)
+      if (mcl_native_validate(r.function_id, r.args.data(), r.args.size(), opt.device.spm_bytes,
+                              msg, sizeof msg) != MCL_NATIVE_OK)
+        return make_error(where(n) + ": internal error, invalid arguments: " + msg);
+    return call;
   }
 
   // DMA helpers ---------------------------------------------------------
@@ -697,27 +829,41 @@ struct Compiler {
   static kbin_dma_shape linear(uint64_t bytes) {
     return {bytes, 1, 1, bytes, bytes, bytes, bytes};
   }
+  static uint64_t bytes_of(const kbin_dma_args &d) {
+    return d.shape.row_bytes * d.shape.rows * d.shape.planes;
+  }
 
-  // DDR (ONNX NCHW or [1,N]) <-> SPM channel-last box transfer shape. DDR side first.
-  kbin_dma_shape ddr_box_shape(const Act &a, unsigned c, const Box &box, bool to_spm,
-                               uint64_t &ddr_offset, uint64_t &spm_offset) const {
-    const Box &b = a.buf[c];
-    const uint64_t pc = b.chans(), es = a.es;
-    spm_offset = buffers[a.buffer].offset +
-                 (uint64_t(box.y0 - b.y0) * a.W * pc + uint64_t(box.c0 - b.c0)) * es;
-    ddr_offset = (uint64_t(box.c0) * a.H * a.W + uint64_t(box.y0) * a.W) * es;
-    const uint64_t pixels = uint64_t(box.rows()) * a.W;
-    kbin_dma_shape s{};
-    if (a.H * a.W == 1 || (a.C == 1)) { // channel-last and NCHW orders coincide
-      const uint64_t bytes = (a.H * a.W == 1 ? uint64_t(box.chans()) : pixels) * es;
-      return linear(bytes);
+  // Transfer of `box` between an activation's DDR home (or its network argument, for SPM
+  // homed inputs/outputs) and an SPM tile (offset, pixel stride pc in elements).
+  kbin_dma_args ddr_transfer(const Act &a, kbin_ddr_ref home, bool onnx_layout, const Box &box,
+                             uint64_t spm_offset, uint64_t pc, bool to_spm) const {
+    kbin_dma_args d = dma(to_spm ? KBIN_DMA_LOAD : KBIN_DMA_STORE);
+    d.spm_offset = spm_offset;
+    d.ddr = home;
+    const uint64_t es = a.es, pixels = uint64_t(box.rows()) * a.W;
+    kbin_dma_shape &s = d.shape;
+    uint64_t ddr_row, ddr_plane, spm_row, spm_plane;
+    if (onnx_layout) {
+      d.ddr.offset += (uint64_t(box.c0) * a.H * a.W + uint64_t(box.y0) * a.W) * es;
+      if (a.H * a.W == 1 || a.C == 1) { // channel-last and NCHW orders coincide
+        s = linear((a.H * a.W == 1 ? uint64_t(box.chans()) : pixels) * es);
+        return d;
+      }
+      // planes = channels, rows = pixels of one channel, row = one element.
+      s.row_bytes = es, s.rows = pixels, s.planes = uint64_t(box.chans());
+      ddr_row = es, ddr_plane = uint64_t(a.H) * a.W * es;
+      spm_row = pc * es, spm_plane = es;
+    } else {
+      d.ddr.offset += (uint64_t(box.y0) * a.W * a.C + uint64_t(box.c0)) * es;
+      s.row_bytes = uint64_t(box.chans()) * es, s.rows = uint64_t(a.W),
+      s.planes = uint64_t(box.rows());
+      ddr_row = uint64_t(a.C) * es, ddr_plane = uint64_t(a.W) * a.C * es;
+      spm_row = pc * es, spm_plane = uint64_t(a.W) * pc * es;
+      if (box.chans() == a.C && int64_t(pc) == a.C) { // whole rows: one contiguous block
+        s = linear(pixels * a.C * es);
+        return d;
+      }
     }
-    // planes = channels, rows = pixels of one channel, row = one element.
-    s.row_bytes = es;
-    s.rows = pixels;
-    s.planes = uint64_t(box.chans());
-    const uint64_t ddr_row = es, ddr_plane = uint64_t(a.H) * a.W * es;
-    const uint64_t spm_row = pc * es, spm_plane = es;
     if (to_spm) {
       s.src_row_stride = ddr_row, s.src_plane_stride = ddr_plane;
       s.dst_row_stride = spm_row, s.dst_plane_stride = spm_plane;
@@ -725,7 +871,7 @@ struct Compiler {
       s.src_row_stride = spm_row, s.src_plane_stride = spm_plane;
       s.dst_row_stride = ddr_row, s.dst_plane_stride = ddr_plane;
     }
-    return s;
+    return d;
   }
 
   // SPM box of cluster `from` -> the same tensor box in cluster `to`'s buffer.
@@ -754,17 +900,26 @@ struct Compiler {
   }
 
   uint64_t dma_cycles(uint64_t bytes, bool ddr) const {
+    if (bytes == 0)
+      return 0;
     const auto &d = opt.device;
     const double bw = ddr ? d.ddr_bytes_per_cycle : d.noc_bytes_per_cycle;
     return d.dma_latency_cycles + uint64_t(std::ceil(double(bytes) / std::max(bw, 1e-9)));
   }
 
-  // Loads the parameter blocks of op s (issued during step s, used in step s + 1).
-  void emit_param_loads(size_t s, std::vector<uint64_t> &ddr_per_cluster) {
+  void push(unsigned c, const kbin_dma_args &d) {
+    prog.streams[c].push_back(format::Record::make(KBIN_FN_DMA, d));
+  }
+  void wait(unsigned c) {
+    prog.streams[c].push_back(format::Record::make(KBIN_FN_WAIT_DMA, kbin_wait_dma_args{0, 0}));
+  }
+
+  // Loads the parameters of op s (issued during step s, used in step s + 1), and its
+  // address table when it runs as one tile.
+  Result<void> emit_param_loads(size_t s, std::vector<uint64_t> &ddr) {
     Op &op = ops[s];
-    auto load = [&](ParamBlock &pb) {
-      if (pb.buffer < 0 || pb.per_cluster.empty())
-        return;
+    ParamBlock &pb = op.params;
+    if (pb.buffer >= 0 && !pb.per_cluster.empty()) {
       const uint64_t spm = buffers[pb.buffer].offset;
       if (pb.shared) { // one DDR read, delivered to every cluster with work
         uint32_t mask = 0;
@@ -777,28 +932,41 @@ struct Compiler {
         d.spm_offset = spm;
         d.shape = linear(pb.per_cluster[0].size());
         const unsigned issuer = unsigned(s % K); // spread the issuing over the RDMA engines
-        prog.streams[issuer].push_back(format::Record::make(KBIN_FN_DMA, d));
-        ddr_per_cluster[issuer] += pb.per_cluster[0].size();
-        return;
+        push(issuer, d);
+        ddr[issuer] += pb.per_cluster[0].size();
+      } else {
+        for (unsigned c = 0; c < K; ++c) {
+          if (pb.per_cluster[c].empty())
+            continue;
+          kbin_dma_args d = dma(KBIN_DMA_LOAD);
+          d.ddr = {KBIN_DDR_PARAMS, 0, pb.blob_offset[c]};
+          d.spm_offset = spm;
+          d.shape = linear(pb.per_cluster[c].size());
+          push(c, d);
+          ddr[c] += pb.per_cluster[c].size();
+        }
       }
+    }
+    if (op.kind == Kind::Conv && op.chunks == 1)
       for (unsigned c = 0; c < K; ++c) {
-        if (c >= pb.per_cluster.size() || pb.per_cluster[c].empty())
+        if (op.out_box[c].empty())
           continue;
+        auto call = make_call(op, c, op.out_box[c]);
+        if (!call)
+          return call.error();
         kbin_dma_args d = dma(KBIN_DMA_LOAD);
-        d.ddr = {KBIN_DDR_PARAMS, 0, pb.blob_offset[c]};
-        d.spm_offset = spm;
-        d.shape = linear(pb.per_cluster[c].size());
-        prog.streams[c].push_back(format::Record::make(KBIN_FN_DMA, d));
-        ddr_per_cluster[c] += pb.per_cluster[c].size();
+        d.ddr = {KBIN_DDR_PARAMS, 0, add_blob(call.value().table)};
+        d.spm_offset = buffers[op.table].offset;
+        d.shape = linear(call.value().table.size());
+        push(c, d);
+        ddr[c] += call.value().table.size();
       }
-    };
-    load(op.params);
-    load(op.table);
+    return {};
   }
 
   void end_step() {
     for (unsigned c = 0; c < K; ++c) {
-      prog.streams[c].push_back(format::Record::make(KBIN_FN_WAIT_DMA, kbin_wait_dma_args{0, 0}));
+      wait(c);
       if (K > 1)
         prog.streams[c].push_back(format::Record{KBIN_FN_BARRIER, {}});
     }
@@ -808,46 +976,43 @@ struct Compiler {
     prog.streams.assign(K, {});
     const auto &dev = opt.device;
     // Kernel arguments: inputs, then outputs.
-    uint32_t arg = 0;
-    auto describe = [&](int t, uint32_t role) {
+    auto describe = [&](int t, uint32_t role, uint32_t index) {
       const Tensor &ten = g.tensors[t];
       format::TensorDesc d;
       d.name = ten.name;
       d.role = role;
-      d.arg_index = arg++;
+      d.arg_index = index;
       d.dtype = MCL_DTYPE_F32;
       for (int64_t v : ten.shape)
         d.dims.push_back(uint64_t(v));
       d.byte_size = uint64_t(ten.elements()) * 4;
       prog.tensors.push_back(d);
-      return d.arg_index;
     };
-    std::map<int, uint32_t> input_arg;
     for (int t : g.inputs)
-      input_arg[t] = describe(t, KBIN_ROLE_INPUT);
-    std::vector<std::pair<int, uint32_t>> output_arg;
+      describe(t, KBIN_ROLE_INPUT, input_arg[t]);
     for (int t : g.outputs)
-      output_arg.push_back({t, describe(t, KBIN_ROLE_OUTPUT)});
-    prog.arg_count = arg;
+      describe(t, KBIN_ROLE_OUTPUT, output_arg[t]);
+    prog.arg_count = uint32_t(input_arg.size() + output_arg.size());
 
-    // Prologue: network inputs and the first operator's parameters.
+    // Prologue: SPM-homed network inputs and the first operator's parameters.
     std::vector<uint64_t> ddr(K, 0);
     for (int t : g.inputs) {
       const Act &a = acts[act_of[t]];
+      if (a.in_ddr)
+        continue;
       for (unsigned c = 0; c < K; ++c) {
         if (a.need[c].empty())
           continue;
-        kbin_dma_args d = dma(KBIN_DMA_LOAD);
-        uint64_t ddr_off, spm_off;
-        d.shape = ddr_box_shape(a, c, a.need[c], true, ddr_off, spm_off);
-        d.ddr = {KBIN_DDR_ARG, input_arg[t], ddr_off};
-        d.spm_offset = spm_off;
-        prog.streams[c].push_back(format::Record::make(KBIN_FN_DMA, d));
-        ddr[c] += d.shape.row_bytes * d.shape.rows * d.shape.planes;
+        const mcl_tile tl = tile_of(a, c, a.need[c]);
+        kbin_dma_args d = ddr_transfer(a, {KBIN_DDR_ARG, input_arg[t], 0}, true, a.need[c],
+                                       tl.offset, tl.pixel_stride, true);
+        push(c, d);
+        ddr[c] += bytes_of(d);
       }
     }
     if (!ops.empty())
-      emit_param_loads(0, ddr);
+      if (auto r = emit_param_loads(0, ddr); !r)
+        return r;
     end_step();
     uint64_t clock = dma_cycles(*std::max_element(ddr.begin(), ddr.end()), true);
     uint64_t input_bytes = std::accumulate(ddr.begin(), ddr.end(), uint64_t{0});
@@ -855,87 +1020,105 @@ struct Compiler {
     for (size_t s = 0; s < ops.size(); ++s) {
       Op &op = ops[s];
       const Node &n = g.nodes[op.node];
+      const Act &y = acts[op.out];
       OpReport rep;
       rep.name = n.name;
       rep.op = n.op + (n.act.kind != MCL_ACT_NONE ? "+act" : "");
-      rep.split = op.split;
+      rep.split = op.split + (op.chunks > 1 ? " x" + std::to_string(op.chunks) : "");
       rep.start_cycle = clock;
-      std::vector<uint64_t> pddr(K, 0);
+      std::vector<uint64_t> pddr(K, 0), stream_ddr(K, 0), compute(K, 0);
       if (s + 1 < ops.size())
-        emit_param_loads(s + 1, pddr);
+        if (auto r = emit_param_loads(s + 1, pddr); !r)
+          return r;
       for (unsigned c = 0; c < K; ++c) {
-        if (op.out_box[c].empty())
-          continue;
-        ++rep.tiles;
-        if (op.kind == Kind::Concat) {
-          const Act &y = acts[op.out];
-          int64_t ch = 0;
+        auto chunks = chunk_boxes(op, c);
+        if (!chunks.empty())
+          ++rep.tiles;
+        for (const Box &ob : chunks) {
+          auto call = make_call(op, c, ob);
+          if (!call)
+            return call.error();
+          // Streamed operands and the chunk's table come in first.
+          bool loaded = false;
           for (size_t i = 0; i < op.ins.size(); ++i) {
             const Act &x = acts[op.ins[i]];
-            mcl_unary_args a{};
-            a.input = tile_of(x, c, op.in_box[i][c]);
-            Box ob = op.out_box[c];
-            ob.c0 = ch, ob.c1 = ch + x.C;
-            a.output = tile_of(y, c, ob);
-            a.in_quant = a.out_quant = {1.0f, 0};
-            ch += x.C;
-            prog.streams[c].push_back(format::Record::make(MCL_NATIVE_FN_COPY, a));
-            rep.compute_cycles = std::max(rep.compute_cycles,
-                                          mcl_native_cost(MCL_NATIVE_FN_COPY, &a, dev.pes_per_cluster));
+            if (!x.in_ddr)
+              continue;
+            const Box ib = need_for(op, i, ob);
+            kbin_dma_args d = ddr_transfer(x, x.home, x.onnx_layout, ib,
+                                           buffers[op.stage_in[i]].offset, ib.chans(), true);
+            push(c, d);
+            stream_ddr[c] += bytes_of(d);
+            loaded = true;
           }
-          continue;
+          if (op.kind == Kind::Conv && op.chunks > 1) {
+            kbin_dma_args d = dma(KBIN_DMA_LOAD);
+            d.ddr = {KBIN_DDR_PARAMS, 0, add_blob(call.value().table)};
+            d.spm_offset = buffers[op.table].offset;
+            d.shape = linear(call.value().table.size());
+            push(c, d);
+            stream_ddr[c] += call.value().table.size();
+            loaded = true;
+          }
+          if (loaded || y.in_ddr)
+            wait(c); // operands in place, and the previous chunk's store has left staging
+          for (auto &r : call.value().records)
+            prog.streams[c].push_back(r);
+          compute[c] += call.value().cost;
+          if (y.in_ddr) {
+            kbin_dma_args d = ddr_transfer(y, y.home, y.onnx_layout, ob,
+                                           buffers[op.stage_out].offset, ob.chans(), false);
+            push(c, d);
+            stream_ddr[c] += bytes_of(d);
+          }
         }
-        prog.streams[c].push_back(format::Record{op.fn, op.args[c]});
-        rep.compute_cycles = std::max(
-            rep.compute_cycles, mcl_native_cost(op.fn, op.args[c].data(), dev.pes_per_cluster));
       }
+      rep.compute_cycles = *std::max_element(compute.begin(), compute.end());
       // Exchanges: every other cluster's needed part of what this cluster produced.
-      const Act &y = acts[op.out];
       std::vector<uint64_t> noc(K, 0);
-      for (unsigned from = 0; from < K; ++from)
-        for (unsigned to = 0; to < K; ++to) {
-          if (from == to)
-            continue;
-          Box box = intersect(y.need[to], y.owned[from]);
-          if (box.empty())
-            continue;
-          kbin_dma_args d = exchange(y, from, to, box);
-          prog.streams[from].push_back(format::Record::make(KBIN_FN_DMA, d));
-          const uint64_t bytes = d.shape.row_bytes * d.shape.rows * d.shape.planes;
-          noc[from] += bytes;
-          rep.exchange_bytes += bytes;
-        }
-      // Stores of network outputs produced here.
+      if (!y.in_ddr)
+        for (unsigned from = 0; from < K; ++from)
+          for (unsigned to = 0; to < K; ++to) {
+            if (from == to)
+              continue;
+            Box box = intersect(y.need[to], y.owned[from]);
+            if (box.empty())
+              continue;
+            kbin_dma_args d = exchange(y, from, to, box);
+            push(from, d);
+            noc[from] += bytes_of(d);
+            rep.exchange_bytes += bytes_of(d);
+          }
+      // Stores of SPM-homed network outputs produced here.
       for (auto [t, argi] : output_arg) {
-        if (act_of[t] != op.out)
+        if (act_of[t] != op.out || y.in_ddr)
           continue;
         for (unsigned c = 0; c < K; ++c) {
           if (y.owned[c].empty())
             continue;
-          kbin_dma_args d = dma(KBIN_DMA_STORE);
-          uint64_t ddr_off, spm_off;
-          d.shape = ddr_box_shape(y, c, y.owned[c], false, ddr_off, spm_off);
-          d.ddr = {KBIN_DDR_ARG, argi, ddr_off};
-          d.spm_offset = spm_off;
-          prog.streams[c].push_back(format::Record::make(KBIN_FN_DMA, d));
-          const uint64_t bytes = d.shape.row_bytes * d.shape.rows * d.shape.planes;
-          pddr[c] += bytes;
+          const mcl_tile tl = tile_of(y, c, y.owned[c]);
+          kbin_dma_args d = ddr_transfer(y, {KBIN_DDR_ARG, argi, 0}, true, y.owned[c], tl.offset,
+                                         tl.pixel_stride, false);
+          push(c, d);
+          stream_ddr[c] += bytes_of(d);
         }
       }
       end_step();
-      const uint64_t ddr_max = *std::max_element(pddr.begin(), pddr.end());
-      const uint64_t noc_max = *std::max_element(noc.begin(), noc.end());
-      rep.ddr_bytes = std::accumulate(pddr.begin(), pddr.end(), uint64_t{0});
-      if (s == 0)
-        rep.ddr_bytes += input_bytes;
-      rep.dma_cycles = (ddr_max ? dma_cycles(ddr_max, true) : 0) +
-                       (noc_max ? dma_cycles(noc_max, false) : 0);
-      // Prefetch overlaps compute; exchanges follow it.
-      rep.cycles = std::max(rep.compute_cycles, ddr_max ? dma_cycles(ddr_max, true) : 0) +
-                   (noc_max ? dma_cycles(noc_max, false) : 0) +
-                   (K > 1 ? dev.barrier_latency_cycles : 0);
+      uint64_t step_cycles = 0, pmax = 0, nmax = 0;
+      for (unsigned c = 0; c < K; ++c) {
+        // Streaming serializes with compute; prefetch overlaps it; exchanges follow it.
+        const uint64_t busy = compute[c] + dma_cycles(stream_ddr[c], true);
+        step_cycles = std::max(step_cycles, std::max(busy, dma_cycles(pddr[c], true)) +
+                                                dma_cycles(noc[c], false));
+        pmax = std::max(pmax, pddr[c] + stream_ddr[c]);
+        nmax = std::max(nmax, noc[c]);
+      }
+      rep.ddr_bytes = std::accumulate(pddr.begin(), pddr.end(), uint64_t{0}) +
+                      std::accumulate(stream_ddr.begin(), stream_ddr.end(), uint64_t{0}) +
+                      (s == 0 ? input_bytes : 0);
+      rep.dma_cycles = dma_cycles(pmax, true) + dma_cycles(nmax, false);
+      rep.cycles = step_cycles + (K > 1 ? dev.barrier_latency_cycles : 0);
       clock += rep.cycles;
-      // SPM occupancy during the step, per cluster.
       rep.spm_peak.assign(K, 0);
       for (const SpmBuffer &b : buffers)
         if (b.first <= int(s) + 1 && int(s) + 1 <= b.last)
@@ -948,16 +1131,19 @@ struct Compiler {
     return {};
   }
 
-  Result<CompileOutput> run() {
+  // Plans and allocates; false (with `failure`) when the SPM is too small for this policy.
+  Result<bool> layout() {
     if (auto r = plan(); !r)
       return r.error();
     if (auto r = lifetimes(); !r)
       return r.error();
     if (auto r = plan_params(); !r)
       return r.error();
-    if (auto r = allocate(); !r)
-      return r.error();
-    if (auto r = build_args(); !r)
+    return allocate();
+  }
+
+  Result<CompileOutput> finish() {
+    if (auto r = pack_params(); !r)
       return r.error();
     if (auto r = emit(); !r)
       return r.error();
@@ -969,6 +1155,9 @@ struct Compiler {
     for (const SpmBuffer &b : buffers)
       if (b.size())
         out.buffers.push_back({b.name, b.offset, b.size(), b.first, b.last});
+    for (const Act &a : acts)
+      if (a.in_ddr)
+        out.spilled.push_back(g.tensors[a.tensor].name);
     out.program = std::move(prog);
     out.program.report_json = out.report_json();
     if (auto r = format::validate_program(out.program); !r)
@@ -977,6 +1166,40 @@ struct Compiler {
   }
 };
 
+// Adjusts the policy after a failed allocation: first tile the operator whose staging is
+// the largest live buffer (cheap: more, smaller DMA), else spill the largest SPM-homed
+// activation live at that point to DDR (costly: DDR traffic). False: nothing left to try.
+bool relax(const Compiler &c, Policy &policy) {
+  std::vector<int> cands = c.failure.candidates;
+  std::sort(cands.begin(), cands.end(),
+            [&](int a, int b) { return c.buffers[a].size() > c.buffers[b].size(); });
+  for (int i : cands) {
+    const SpmBuffer &b = c.buffers[i];
+    if (b.op >= 0) {
+      const Op &op = c.ops[b.op];
+      int64_t rows = 0;
+      for (const Box &x : op.out_box)
+        rows = std::max(rows, x.rows());
+      const bool row_split = op.kind == Kind::Conv || op.kind == Kind::Pool ||
+                             op.kind == Kind::Concat ||
+                             ((op.kind == Kind::Eltwise || op.kind == Kind::ScaleShift ||
+                               op.kind == Kind::Activation || op.kind == Kind::Softmax) &&
+                              op.split == "rows");
+      if (row_split && op.chunks < rows) {
+        policy.chunks[op.node] = int(std::min<int64_t>(rows, op.chunks * 2));
+        return true;
+      }
+    }
+  }
+  for (int i : cands) {
+    const SpmBuffer &b = c.buffers[i];
+    if (b.act >= 0 && !policy.spilled.count(c.acts[b.act].tensor)) {
+      policy.spilled.insert(c.acts[b.act].tensor);
+      return true;
+    }
+  }
+  return false;
+}
 } // namespace
 
 Result<CompileOutput> compile_graph(const Graph &graph, const CompileOptions &options) {
@@ -990,8 +1213,21 @@ Result<CompileOutput> compile_graph(const Graph &graph, const CompileOptions &op
   if (options.precision != "fp32")
     return make_error("--precision " + options.precision +
                       " is not implemented yet (only fp32)");
-  Compiler c(graph, options, clusters);
-  return c.run();
+  // Try the all-in-SPM layout first; when it does not fit, tile operators inside the
+  // clusters and, as a last resort, spill activations to DDR, until it fits.
+  Policy policy;
+  for (int attempt = 0; attempt < 400; ++attempt) {
+    auto c = std::make_unique<Compiler>(graph, options, clusters, policy);
+    auto fits = c->layout();
+    if (!fits)
+      return fits.error();
+    if (fits.value())
+      return c->finish();
+    if (!relax(*c, policy))
+      return make_error(c->failure.message + ", even with every activation in DDR and " +
+                        "operators tiled by rows (weights too large for one cluster's SPM?)");
+  }
+  return make_error("SPM allocation did not converge");
 }
 
 Result<CompileOutput> compile_onnx_file(const std::string &path, const CompileOptions &options) {

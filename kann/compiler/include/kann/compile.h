@@ -54,6 +54,7 @@ struct CompileOutput {
   std::vector<BufferReport> buffers;
   uint64_t total_cycles = 0;
   uint64_t params_bytes = 0;
+  std::vector<std::string> spilled; // activations homed in DDR (SPM too small)
 
   std::string report_text() const;
   std::string report_json() const;

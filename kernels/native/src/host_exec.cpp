@@ -7,40 +7,71 @@
 #include <thread>
 #include <vector>
 
+// Workers spin briefly for the next call before sleeping, so back-to-back calls (layers of a
+// network) do not pay a futex wake-up each. Tasks are claimed one at a time under the mutex:
+// the caller waits only for tasks that were claimed, never for a worker that has not woken
+// up yet (on a busy host a descheduled worker simply takes no task).
 struct mcl_native_host_pool {
   uint32_t threads = 1;
   std::vector<std::thread> workers;
   std::mutex run_mutex; // one parallel_for at a time
   std::mutex mutex;
   std::condition_variable wake, finished;
-  uint64_t generation = 0;
+  std::atomic<uint64_t> generation{0};
   bool stop = false;
+  // The current call, guarded by `mutex`.
   mcl_native_task_fn body = nullptr;
   void *arg = nullptr;
-  uint32_t count = 0;
-  std::atomic<uint32_t> next{0};
-  uint32_t workers_done = 0;
+  uint32_t count = 0, next = 0;
+  std::atomic<uint32_t> completed{0};
   std::atomic<uint64_t> cycles{0};
 
-  void drain(uint32_t pe) {
-    for (uint32_t i = next.fetch_add(1); i < count; i = next.fetch_add(1))
-      body(arg, i, pe);
+  static void relax() {
+#if defined(__x86_64__) || defined(__i386__)
+    __builtin_ia32_pause();
+#else
+    std::this_thread::yield();
+#endif
+  }
+
+  // Claims one task of the current call; false when none is left.
+  bool claim(uint32_t &index, mcl_native_task_fn &fn, void *&fn_arg, uint32_t &total) {
+    std::lock_guard lock(mutex);
+    if (next >= count)
+      return false;
+    index = next++;
+    fn = body;
+    fn_arg = arg;
+    total = count;
+    return true;
+  }
+
+  void work(uint32_t pe) {
+    uint32_t index, total;
+    mcl_native_task_fn fn;
+    void *fn_arg;
+    while (claim(index, fn, fn_arg, total)) {
+      fn(fn_arg, index, pe);
+      if (completed.fetch_add(1, std::memory_order_acq_rel) + 1 == total) {
+        std::lock_guard lock(mutex);
+        finished.notify_all();
+      }
+    }
   }
 
   void worker(uint32_t pe) {
     uint64_t seen = 0;
     for (;;) {
+      for (int spin = 0; spin < 20000 && generation.load(std::memory_order_acquire) == seen; ++spin)
+        relax();
       {
         std::unique_lock lock(mutex);
-        wake.wait(lock, [&] { return stop || generation != seen; });
+        wake.wait(lock, [&] { return stop || generation.load() != seen; });
         if (stop)
           return;
-        seen = generation;
+        seen = generation.load();
       }
-      drain(pe);
-      std::lock_guard lock(mutex);
-      if (++workers_done == workers.size())
-        finished.notify_one();
+      work(pe);
     }
   }
 };
@@ -60,14 +91,16 @@ void host_parallel_for(void *user, uint32_t n, mcl_native_task_fn body, void *ar
     pool->body = body;
     pool->arg = arg;
     pool->count = n;
-    pool->next.store(0);
-    pool->workers_done = 0;
-    ++pool->generation;
+    pool->next = 0;
+    pool->completed.store(0);
+    pool->generation.fetch_add(1, std::memory_order_acq_rel);
   }
   pool->wake.notify_all();
-  pool->drain(0);
+  pool->work(0);
+  for (int spin = 0; spin < 20000 && pool->completed.load(std::memory_order_acquire) != n; ++spin)
+    mcl_native_host_pool::relax();
   std::unique_lock lock(pool->mutex);
-  pool->finished.wait(lock, [&] { return pool->workers_done == pool->workers.size(); });
+  pool->finished.wait(lock, [&] { return pool->completed.load() == n; });
 }
 
 void host_account(void *user, uint64_t cycles) {
@@ -92,6 +125,7 @@ void mcl_native_host_pool_destroy(mcl_native_host_pool *pool) {
   {
     std::lock_guard lock(pool->mutex);
     pool->stop = true;
+    pool->generation.fetch_add(1);
   }
   pool->wake.notify_all();
   for (auto &t : pool->workers)

@@ -356,6 +356,38 @@ static std::vector<Value *> unpackArgs(IRBuilder<> &B, Value *argv, Function *wi
 }
 
 
+
+/// Marks a work-item loop parallel: every simple load/store of the loop body
+/// (blocks reachable from `head` before `exit`) whose memory is not a
+/// private alloca joins one access group listed on the latch branch.
+static void markParallel(LLVMContext &C, BasicBlock *head, BasicBlock *exit, BranchInst *latch) {
+  MDNode *ag = MDNode::getDistinct(C, {});
+  SmallPtrSet<BasicBlock *, 32> body;
+  std::vector<BasicBlock *> work{head};
+  body.insert(head);
+  while (!work.empty()) {
+    BasicBlock *b = work.back();
+    work.pop_back();
+    for (BasicBlock *sb : successors(b))
+      if (sb != exit && body.insert(sb).second) work.push_back(sb);
+  }
+  bool any = false;
+  for (BasicBlock *b : body)
+    for (Instruction &I : *b) {
+      Value *ptrOp = nullptr;
+      if (auto *ld = dyn_cast<LoadInst>(&I); ld && ld->isSimple()) ptrOp = ld->getPointerOperand();
+      else if (auto *st = dyn_cast<StoreInst>(&I); st && st->isSimple()) ptrOp = st->getPointerOperand();
+      if (!ptrOp || isa<AllocaInst>(getUnderlyingObject(ptrOp, 12))) continue;
+      I.setMetadata(LLVMContext::MD_access_group, ag);
+      any = true;
+    }
+  if (!any) return;
+  MDNode *par = MDNode::get(C, {MDString::get(C, "llvm.loop.parallel_accesses"), ag});
+  MDNode *loopId = MDNode::getDistinct(C, {nullptr, par});
+  loopId->replaceOperandWith(0, loopId);
+  latch->setMetadata(LLVMContext::MD_loop, loopId);
+}
+
 // ----------------------------------------------------------------- regions
 // Barrier kernels as barrier-free regions ("continuation-based"): the
 // single work-item function is cut at every barrier; each piece (a
@@ -555,13 +587,14 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
     }
     // Exits: barriers -> next region id; returns -> exit.
     std::map<BasicBlock *, BasicBlock *> stubs;
+    std::vector<std::pair<BasicBlock *, int>> exitsTo; // (block, next region)
     auto stubFor = [&](BasicBlock *bar) {
       auto it = stubs.find(bar);
       if (it != stubs.end()) return it->second;
       BasicBlock *s = BasicBlock::Create(C, "to.region", rf, xlatch);
       IRBuilder<> SB(s);
-      SB.CreateStore(ConstantInt::get(i32, barrierTarget[bar]), nextSlot);
       SB.CreateBr(xlatch);
+      exitsTo.push_back({s, barrierTarget[bar]});
       stubs[bar] = s;
       return s;
     };
@@ -576,8 +609,8 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
       Instruction *term = cb->getTerminator();
       if (isa<ReturnInst>(term)) {
         IRBuilder<> TB(term);
-        TB.CreateStore(ConstantInt::get(i32, kRegionExit), nextSlot);
         TB.CreateBr(xlatch);
+        exitsTo.push_back({cb, kRegionExit});
         term->eraseFromParent();
         continue;
       }
@@ -590,13 +623,24 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
       for (Instruction &I : *cb) RemapInstruction(&I, vmap, RF_NoModuleLevelChanges | RF_IgnoreMissingLocals);
     P.CreateBr(cast<BasicBlock>(vmap[entries[r]]));
     P.SetInsertPoint(xlatch);
+    PHINode *nextPhi = P.CreatePHI(i32, static_cast<unsigned>(exitsTo.size()), "next.wi");
+    for (auto &e : exitsTo) nextPhi->addIncoming(ConstantInt::get(i32, e.second), e.first);
     Value *xn = P.CreateAdd(xv, P.getInt64(1), "x.next", true, true);
     xv->addIncoming(xn, xlatch);
-    P.CreateCondBr(P.CreateICmpULT(xn, x1), xhead, xexit);
+    BranchInst *latch = P.CreateCondBr(P.CreateICmpULT(xn, x1), xhead, xexit);
     P.SetInsertPoint(xexit);
+    PHINode *nextOut = P.CreatePHI(i32, 2, "next.row");
+    nextOut->addIncoming(nextPhi, xlatch);
+    {
+      IRBuilder<> RB(rbody->getTerminator());
+      nextOut->addIncoming(RB.CreateLoad(i32, nextSlot), rbody);
+    }
+    P.CreateStore(nextOut, nextSlot);
     Value *rn = P.CreateAdd(rv, P.getInt64(1), "r.next", true, true);
     rv->addIncoming(rn, xexit);
     P.CreateBr(rhead);
+    if (exitsTo.empty()) { why = "region without exit"; rf->eraseFromParent(); return false; }
+    markParallel(C, xhead, xexit, latch);
   }
   B.SetInsertPoint(done);
   B.CreateRet(B.CreateLoad(i32, nextSlot));
@@ -912,34 +956,8 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
       // Work-items of a barrier-free kernel are independent: inline the body
       // and mark the work-item loop parallel for memory that is not private.
       InlineFunctionInfo ifi;
-      if (InlineFunction(*call, ifi).isSuccess() && !po.opt_disable) {
-        MDNode *ag = MDNode::getDistinct(C, {});
-        SmallPtrSet<BasicBlock *, 32> body;
-        std::vector<BasicBlock *> work{xbody};
-        body.insert(xbody);
-        while (!work.empty()) {
-          BasicBlock *b = work.back();
-          work.pop_back();
-          for (BasicBlock *sb : successors(b))
-            if (sb != xexit && body.insert(sb).second) work.push_back(sb);
-        }
-        bool any = false;
-        for (BasicBlock *b : body)
-          for (Instruction &I : *b) {
-            Value *ptrOp = nullptr;
-            if (auto *ld = dyn_cast<LoadInst>(&I); ld && ld->isSimple()) ptrOp = ld->getPointerOperand();
-            else if (auto *st = dyn_cast<StoreInst>(&I); st && st->isSimple()) ptrOp = st->getPointerOperand();
-            if (!ptrOp || isa<AllocaInst>(getUnderlyingObject(ptrOp, 12))) continue;
-            I.setMetadata(LLVMContext::MD_access_group, ag);
-            any = true;
-          }
-        if (any) {
-          MDNode *par = MDNode::get(C, {MDString::get(C, "llvm.loop.parallel_accesses"), ag});
-          MDNode *loopId = MDNode::getDistinct(C, {nullptr, par});
-          loopId->replaceOperandWith(0, loopId);
-          latch->setMetadata(LLVMContext::MD_loop, loopId);
-        }
-      }
+      if (InlineFunction(*call, ifi).isSuccess() && !po.opt_disable)
+        markParallel(C, xbody, xexit, latch);
       B.SetInsertPoint(xexit);
       Value *rn = B.CreateAdd(r, B.getInt64(1), "r.next", true, true);
       r->addIncoming(rn, xexit);

@@ -10,6 +10,12 @@ using rt::Ref;
 
 namespace {
 
+// A host<->DDR or DDR<->DDR copy keeps the DDR busy: charge it to the running command.
+void account_ddr(uint64_t read, uint64_t written) {
+  if (auto *context = device::current_cluster_context())
+    context->command().account_host_transfer(read, written);
+}
+
 // The checks every enqueue starts with: a valid queue and a valid wait list in its context.
 cl_int begin(cl_command_queue queue, cl_uint num_events, const cl_event *wait_list, Queue *&q,
              std::vector<Event *> &waits) {
@@ -105,6 +111,7 @@ cl_int CL_API_CALL clEnqueueReadBuffer(cl_command_queue queue, cl_mem buffer, cl
   Ref<Memory> keep(m);
   Event *ev = q->enqueue(CL_COMMAND_READ_BUFFER, [keep, offset, size, ptr] {
     std::memcpy(ptr, keep->data() + offset, size);
+    account_ddr(size, 0);
     return CL_SUCCESS;
   }, waits);
   return finish(ev, blocking, event);
@@ -127,6 +134,7 @@ cl_int CL_API_CALL clEnqueueWriteBuffer(cl_command_queue queue, cl_mem buffer, c
   Ref<Memory> keep(m);
   Event *ev = q->enqueue(CL_COMMAND_WRITE_BUFFER, [keep, offset, size, ptr] {
     std::memcpy(keep->data() + offset, ptr, size);
+    account_ddr(0, size);
     return CL_SUCCESS;
   }, waits);
   return finish(ev, blocking, event);
@@ -153,6 +161,7 @@ cl_int CL_API_CALL clEnqueueCopyBuffer(cl_command_queue queue, cl_mem src_buffer
   Ref<Memory> ks(src), kd(dst);
   Event *ev = q->enqueue(CL_COMMAND_COPY_BUFFER, [ks, kd, src_offset, dst_offset, size] {
     std::memcpy(kd->data() + dst_offset, ks->data() + src_offset, size);
+    account_ddr(size, size);
     return CL_SUCCESS;
   }, waits);
   return finish(ev, CL_FALSE, event);
@@ -284,6 +293,7 @@ cl_int CL_API_CALL clEnqueueFillBuffer(cl_command_queue queue, cl_mem buffer, co
     std::byte *dst = keep->data() + offset;
     for (size_t done = 0; done < size; done += bytes.size())
       std::memcpy(dst + done, bytes.data(), bytes.size());
+    account_ddr(0, size);
     return CL_SUCCESS;
   }, waits);
   return finish(ev, CL_FALSE, event);

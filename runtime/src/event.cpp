@@ -2,6 +2,7 @@
 
 #include <chrono>
 
+#include "CL/cl_ext_manycl.h"
 #include "manycl/runtime/info.h"
 #include "manycl/runtime/queue.h"
 
@@ -79,7 +80,7 @@ void Event::start() {
     Ref<Event> self(this);
     Dispatch dispatch = std::move(dispatch_);
     dispatch_ = nullptr;
-    dispatch([self](cl_int result) {
+    dispatch(*this, [self](cl_int result) {
       finish_chain(self.get(), result == CL_SUCCESS ? CL_COMPLETE : (result < 0 ? result : CL_OUT_OF_RESOURCES));
     });
     return;
@@ -89,12 +90,55 @@ void Event::start() {
     return;
   }
   Ref<Event> self(this);
-  queue_->device()->pick_cluster().submit([self] { self->run_on_device(); });
+  device::Cluster &cluster = queue_->device()->pick_cluster();
+  cluster.submit([self, &cluster] { self->run_on_device(cluster); });
 }
 
-void Event::run_on_device() {
+const char *command_name(cl_command_type type) {
+  switch (type) {
+  case CL_COMMAND_NDRANGE_KERNEL:
+    return "ndrange kernel";
+  case CL_COMMAND_NATIVE_KERNEL:
+    return "native kernel";
+  case CL_COMMAND_READ_BUFFER:
+    return "read buffer";
+  case CL_COMMAND_WRITE_BUFFER:
+    return "write buffer";
+  case CL_COMMAND_COPY_BUFFER:
+    return "copy buffer";
+  case CL_COMMAND_READ_BUFFER_RECT:
+    return "read buffer rect";
+  case CL_COMMAND_WRITE_BUFFER_RECT:
+    return "write buffer rect";
+  case CL_COMMAND_COPY_BUFFER_RECT:
+    return "copy buffer rect";
+  case CL_COMMAND_FILL_BUFFER:
+    return "fill buffer";
+  case CL_COMMAND_MAP_BUFFER:
+    return "map buffer";
+  case CL_COMMAND_UNMAP_MEM_OBJECT:
+    return "unmap";
+  default:
+    return "command";
+  }
+}
+
+void Event::run_on_device(device::Cluster &cluster) {
   transition(CL_RUNNING);
-  cl_int result = action_();
+  // Every command is a device command on the cluster that runs it: it gets modeled time,
+  // traffic statistics and a place in MANYCL_TRACE / MANYCL_STATS.
+  auto recorder = device::CommandRecorder::begin(queue_->device()->hardware(), command_name(type_), {cluster.id()});
+  cl_int result;
+  if (recorder) {
+    {
+      device::ScopedClusterContext scope(recorder.value()->context(0));
+      result = action_();
+    }
+    recorder.value()->end();
+    set_recorder(recorder.value());
+  } else {
+    result = action_();
+  }
   action_ = nullptr; // drop captured buffers now, not when the event dies
   finish_chain(this, result == CL_SUCCESS ? CL_COMPLETE : (result < 0 ? result : CL_OUT_OF_RESOURCES));
 }
@@ -180,6 +224,16 @@ bool Event::set_user_status(cl_int status) {
   return true;
 }
 
+void Event::set_recorder(std::shared_ptr<device::CommandRecorder> recorder) {
+  std::lock_guard lock(mutex_);
+  recorder_ = std::move(recorder);
+}
+
+std::shared_ptr<device::CommandRecorder> Event::recorder() const {
+  std::lock_guard lock(mutex_);
+  return recorder_;
+}
+
 cl_int Event::wait() {
   std::unique_lock lock(mutex_);
   done_.wait(lock, [this] { return finished_; });
@@ -213,6 +267,17 @@ cl_int Event::info(cl_event_info param, size_t size, void *value, size_t *size_r
     return out.scalar<cl_int>(status());
   case CL_EVENT_REFERENCE_COUNT:
     return out.scalar<cl_uint>(api_ref_count());
+  case CL_EVENT_COMMAND_STATS_MCL: {
+    auto rec = recorder();
+    bool complete;
+    {
+      std::lock_guard lock(mutex_);
+      complete = finished_;
+    }
+    if (!complete || !rec || !rec->ended())
+      return CL_PROFILING_INFO_NOT_AVAILABLE;
+    return out.string(rec->stats().to_json());
+  }
   default:
     return CL_INVALID_VALUE;
   }
@@ -235,6 +300,15 @@ cl_int Event::profiling_info(cl_profiling_info param, size_t size, void *value, 
   case CL_PROFILING_COMMAND_END:
   case CL_PROFILING_COMMAND_COMPLETE:
     return out.scalar<cl_ulong>(end_ns_);
+  case CL_PROFILING_MODELED_START_MCL:
+  case CL_PROFILING_MODELED_END_MCL: {
+    // Modeled device time in nanoseconds since the device started, not host time.
+    if (!recorder_ || !recorder_->ended())
+      return CL_PROFILING_INFO_NOT_AVAILABLE;
+    const auto &stats = recorder_->stats();
+    uint64_t cycle = param == CL_PROFILING_MODELED_START_MCL ? stats.start_cycle : stats.end_cycle;
+    return out.scalar<cl_ulong>(static_cast<cl_ulong>(static_cast<double>(cycle) / stats.clock_hz * 1e9));
+  }
   default:
     return CL_INVALID_VALUE;
   }

@@ -57,6 +57,7 @@ struct LaunchState {
   std::atomic<uint64_t> next_group{0};
   std::atomic<unsigned> clusters_left{0};
   std::atomic<cl_int> error{CL_SUCCESS};
+  std::shared_ptr<device::CommandRecorder> recorder;
   device::ExecutionMode mode = device::ExecutionMode::SPMD;
   bool uses_barriers = true;
   Event::Completion done;
@@ -119,6 +120,50 @@ struct LaunchState {
       cluster.run_on_pes(threads, body);
   }
 };
+
+// async_work_group_copy and async_work_group_strided_copy: a transfer of the cluster's RDMA
+// engine when one side is the cluster's SPM (__local) and the other the device DDR
+// (__global), so its cost appears in modeled time and DDR traffic; a plain copy otherwise.
+void async_copy_on_rdma(void *, void *dst, const void *src, size_t elem_size, size_t num, size_t src_stride,
+                        size_t dst_stride) {
+  device::ClusterContext *context = device::current_cluster_context();
+  if (context && num > 0) {
+    auto *spm = context->spm_base();
+    auto *ddr = context->device().ddr().base();
+    uint64_t ddr_size = context->device().ddr().capacity();
+    auto in_spm = [&](const void *p) {
+      auto *b = static_cast<const std::byte *>(p);
+      return b >= spm && b < spm + context->spm_size();
+    };
+    auto in_ddr = [&](const void *p) {
+      auto *b = static_cast<const std::byte *>(p);
+      return b >= ddr && b < ddr + ddr_size;
+    };
+    auto endpoint = [&](const void *p) {
+      auto *b = static_cast<const std::byte *>(p);
+      return in_spm(p) ? device::DmaEndpoint::spm(context->group_index(), static_cast<uint64_t>(b - spm))
+                       : device::DmaEndpoint::ddr(static_cast<uint64_t>(b - ddr));
+    };
+    bool spm_ddr = (in_spm(dst) && in_ddr(src)) || (in_ddr(dst) && in_spm(src));
+    if (spm_ddr) {
+      device::DmaShape shape = device::DmaShape::strided_2d(elem_size, num, src_stride * elem_size,
+                                                            dst_stride * elem_size);
+      if (src_stride == 1 && dst_stride == 1)
+        shape = device::DmaShape::linear(elem_size * num);
+      device::DmaRequest request(endpoint(src), endpoint(dst), shape);
+      request.label = "async_work_group_copy";
+      auto handle = context->dma(request);
+      if (handle && context->dma_wait(handle.value()))
+        return;
+      // A rejected transfer (e.g. a range outside the buffer) falls back to the plain copy,
+      // which behaves as an ordinary out-of-bounds access would.
+    }
+  }
+  auto *d = static_cast<std::byte *>(dst);
+  auto *s = static_cast<const std::byte *>(src);
+  for (size_t i = 0; i < num; ++i)
+    std::memmove(d + i * dst_stride * elem_size, s + i * src_stride * elem_size, elem_size);
+}
 
 // The largest divisor of n that is at most limit.
 size_t largest_divisor(size_t n, size_t limit) {
@@ -422,29 +467,45 @@ cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, con
     state->total_groups *= state->groups[d];
   }
 
+  state->launch.setAsyncCopyHook(&async_copy_on_rdma, nullptr);
   Ref<Program> keep_program = program_;
   auto target_program = target->second.first; // keeps the JIT code alive during the launch
-  out = queue->enqueue(CL_COMMAND_NDRANGE_KERNEL,
-                       Event::Dispatch([state, device, keep_program, target_program](Event::Completion done) {
-                         state->done = std::move(done);
-                         const auto &clusters = device->clusters();
-                         unsigned helpers = static_cast<unsigned>(
-                             std::min<uint64_t>(clusters.size(), state->total_groups));
-                         state->clusters_left.store(helpers);
-                         unsigned threads = pe_threads_per_cluster(*device);
-                         bool barriers = state->uses_barriers;
-                         for (unsigned i = 0; i < helpers; ++i) {
-                           device::Cluster &cluster = device->hardware().cluster(clusters[i]);
-                           cluster.submit([state, &cluster, threads, barriers] {
-                             state->run_on_cluster(cluster, threads, barriers);
-                             if (state->clusters_left.fetch_sub(1) == 1) {
-                               auto done = std::move(state->done);
-                               done(state->error.load());
-                             }
-                           });
-                         }
-                       }),
-                       waits);
+  std::string command_name = "ndrange " + info_.name;
+  out = queue->enqueue(
+      CL_COMMAND_NDRANGE_KERNEL,
+      Event::Dispatch([state, device, keep_program, target_program, command_name](Event &event,
+                                                                                  Event::Completion done) {
+        state->done = std::move(done);
+        const auto &all = device->clusters();
+        unsigned helpers = static_cast<unsigned>(std::min<uint64_t>(all.size(), state->total_groups));
+        std::vector<unsigned> clusters(all.begin(), all.begin() + helpers);
+        auto recorder = device::CommandRecorder::begin(device->hardware(), command_name, clusters);
+        if (!recorder) {
+          auto finish = std::move(state->done);
+          finish(CL_OUT_OF_RESOURCES);
+          return;
+        }
+        state->recorder = recorder.value();
+        event.set_recorder(recorder.value());
+        state->clusters_left.store(helpers);
+        unsigned threads = pe_threads_per_cluster(*device);
+        bool barriers = state->uses_barriers;
+        for (unsigned g = 0; g < helpers; ++g) {
+          device::Cluster &cluster = device->hardware().cluster(clusters[g]);
+          cluster.submit([state, &cluster, threads, barriers, g] {
+            {
+              device::ScopedClusterContext scope(state->recorder->context(g));
+              state->run_on_cluster(cluster, threads, barriers);
+            }
+            if (state->clusters_left.fetch_sub(1) == 1) {
+              state->recorder->end();
+              auto finish = std::move(state->done);
+              finish(state->error.load());
+            }
+          });
+        }
+      }),
+      waits);
   return CL_SUCCESS;
 }
 

@@ -55,7 +55,7 @@ cl_int Platform::info(cl_platform_info param, size_t size, void *value, size_t *
   case CL_PLATFORM_VENDOR:
     return out.string(kPlatformVendor);
   case CL_PLATFORM_EXTENSIONS:
-    return out.string("cl_khr_icd cl_manycl_device_config");
+    return out.string("cl_khr_icd cl_manycl_device_config cl_manycl_command_stats");
   case CL_PLATFORM_ICD_SUFFIX_KHR:
     return out.string(kIcdSuffix);
   default:

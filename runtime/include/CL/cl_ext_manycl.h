@@ -17,6 +17,19 @@ extern "C" {
 typedef cl_int(CL_API_CALL *clGetDeviceConfigMCL_fn)(cl_device_id device, size_t param_value_size,
                                                      char *param_value, size_t *param_value_size_ret);
 
+/* cl_manycl_command_stats: what the simulated device did for a command.
+ * clGetEventInfo(event, CL_EVENT_COMMAND_STATS_MCL, ...) returns, once the command is
+ * complete, a JSON object: modeled cycles and seconds (device time, not host time), host
+ * wall seconds, DDR bytes read/written, NoC bytes, multicast savings, SPM high-water mark,
+ * and the same per cluster. CL_PROFILING_INFO_NOT_AVAILABLE before completion and for
+ * markers, barriers and user events.
+ * clGetEventProfilingInfo(event, CL_PROFILING_MODELED_START_MCL / _END_MCL, ...) gives the
+ * command's modeled start and end in nanoseconds of device time (queue needs profiling). */
+#define cl_manycl_command_stats 1
+#define CL_EVENT_COMMAND_STATS_MCL 0x4D430001
+#define CL_PROFILING_MODELED_START_MCL 0x4D430010
+#define CL_PROFILING_MODELED_END_MCL 0x4D430011
+
 #ifdef __cplusplus
 }
 #endif

@@ -17,11 +17,13 @@
 #include <chrono>
 #include <condition_variable>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <vector>
 
 #include <CL/cl.h>
 
+#include "manycl/device/command.h"
 #include "manycl/runtime/context.h"
 #include "manycl/runtime/object.h"
 
@@ -38,7 +40,7 @@ public:
   // A command spread over several clusters: it is started once and calls `done` exactly once,
   // from whichever thread finishes last, with CL_SUCCESS or an error.
   using Completion = std::function<void(cl_int)>;
-  using Dispatch = std::function<void(Completion done)>;
+  using Dispatch = std::function<void(Event &self, Completion done)>;
   using Callback = void(CL_CALLBACK *)(cl_event, cl_int, void *);
 
   // A command event. `action` runs on a cluster of `device`; an empty action completes inline.
@@ -67,6 +69,11 @@ public:
   cl_int wait();
 
   cl_int add_callback(cl_int trigger, Callback fn, void *user_data);
+
+  // The device command that ran this event (modeled time, DDR/NoC traffic), set before the
+  // event completes; null for markers, barriers and user events.
+  void set_recorder(std::shared_ptr<device::CommandRecorder> recorder);
+  std::shared_ptr<device::CommandRecorder> recorder() const;
   cl_int info(cl_event_info param, size_t size, void *value, size_t *size_ret);
   cl_int profiling_info(cl_profiling_info param, size_t size, void *value, size_t *size_ret);
 
@@ -79,7 +86,7 @@ private:
 
   void dependency_finished(bool failed);
   void start();
-  void run_on_device();
+  void run_on_device(device::Cluster &cluster);
   // Moves the event to `status` (CL_RUNNING, CL_COMPLETE or an error) and fires what that
   // transition triggers; completion also releases dependents.
   void transition(cl_int status);
@@ -102,6 +109,7 @@ private:
   std::vector<Ref<Event>> dependents_;
   std::vector<PendingCallback> callbacks_;
   uint64_t queued_ns_ = 0, submit_ns_ = 0, start_ns_ = 0, end_ns_ = 0;
+  std::shared_ptr<device::CommandRecorder> recorder_;
 };
 
 } // namespace manycl::rt

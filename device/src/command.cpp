@@ -257,33 +257,38 @@ Result<DmaHandle> ClusterContext::dma(const DmaRequest &r) {
     return make_error("command already failed: " + command_.error().message);
   const DeviceConfig &config = command_.device_.config();
   const unsigned n = group_size();
+  auto reject = [&](std::string message) -> Error {
+    if (r.fail_command_on_error)
+      return fail(std::move(message));
+    return make_error("cluster " + std::to_string(device_cluster_) + ": " + message);
+  };
 
   // ---- validation: nothing is touched before every range is known to be inside ----
   auto bytes = r.shape.bytes();
   auto src_extent = r.shape.src_extent();
   auto dst_extent = r.shape.dst_extent();
   if (!bytes || !src_extent || !dst_extent)
-    return fail("DMA: shape overflows 64 bits");
+    return reject("DMA: shape overflows 64 bits");
   if (r.src.space == DmaSpace::Ddr && r.dst.space == DmaSpace::Ddr)
-    return fail("DMA: DDR to DDR transfers are not supported by the RDMA engine");
+    return reject("DMA: DDR to DDR transfers are not supported by the RDMA engine");
 
   std::vector<unsigned> targets;
   if (!r.multicast.empty()) {
     if (r.src.space != DmaSpace::Ddr || r.dst.space != DmaSpace::Spm)
-      return fail("DMA: multicast goes from DDR to SPMs");
+      return reject("DMA: multicast goes from DDR to SPMs");
     targets = r.multicast;
     auto sorted = targets;
     std::sort(sorted.begin(), sorted.end());
     if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
-      return fail("DMA: multicast lists a cluster twice");
+      return reject("DMA: multicast lists a cluster twice");
   } else if (r.dst.space == DmaSpace::Spm) {
     targets.push_back(r.dst.cluster);
   }
   if (r.notify_signal != kNoSignal &&
       (r.notify_signal < 0 || static_cast<unsigned>(r.notify_signal) >= kSignalsPerCluster))
-    return fail("DMA: notify signal " + std::to_string(r.notify_signal) + " out of range");
+    return reject("DMA: notify signal " + std::to_string(r.notify_signal) + " out of range");
   if (r.notify_signal != kNoSignal && targets.empty())
-    return fail("DMA: a notify signal needs an SPM destination");
+    return reject("DMA: a notify signal needs an SPM destination");
 
   const uint64_t spm = config.spm_bytes;
   Ddr &ddr = command_.device_.ddr();
@@ -316,18 +321,18 @@ Result<DmaHandle> ClusterContext::dma(const DmaRequest &r) {
   };
   auto src = check(r.src, src_extent.value(), r.src.cluster, "source");
   if (!src)
-    return fail(src.error().message);
+    return reject(src.error().message);
   std::vector<std::byte *> dsts;
   if (r.dst.space == DmaSpace::Ddr) {
     auto d = check(r.dst, dst_extent.value(), 0, "destination");
     if (!d)
-      return fail(d.error().message);
+      return reject(d.error().message);
     dsts.push_back(d.value());
   } else {
     for (unsigned t : targets) {
       auto d = check(r.dst, dst_extent.value(), t, "destination");
       if (!d)
-        return fail(d.error().message);
+        return reject(d.error().message);
       dsts.push_back(d.value());
     }
   }

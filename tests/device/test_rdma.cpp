@@ -217,3 +217,21 @@ TEST_F(Rdma, WaitOnUnknownHandleIsAnError) {
   EXPECT_TRUE(r.ok());
   rec->end();
 }
+
+TEST_F(Rdma, RejectionWithoutFailingTheCommandWhenAsked) {
+  uint64_t block = ddr_block(64);
+  auto rec = begin({0});
+  auto r = rec->run([&](ClusterContext &ctx) {
+    DmaRequest req{DmaEndpoint::ddr(0, DdrWindow{block, 64}), DmaEndpoint::spm(0, 0),
+                   DmaShape::linear(65)};
+    req.fail_command_on_error = false;
+    auto h = ctx.dma(req);
+    ASSERT_FALSE(h.ok());
+    EXPECT_NE(h.error().message.find("window"), std::string::npos);
+    // The command goes on.
+    req.shape = DmaShape::linear(64);
+    EXPECT_TRUE(ctx.dma(req).ok());
+  });
+  EXPECT_TRUE(r.ok());
+  EXPECT_TRUE(rec->end().ok);
+}

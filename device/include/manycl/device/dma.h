@@ -87,6 +87,9 @@ struct DmaRequest {
   int notify_signal = kNoSignal;
   // Shown in traces.
   std::string label;
+  // A rejected transfer (range or argument error) marks the command failed unless this is
+  // false (for callers that handle the error themselves, e.g. by a fallback).
+  bool fail_command_on_error = true;
 };
 
 // Identifies a transfer of one cluster's engine within a command: 1, 2, 3... in issue order.

@@ -414,6 +414,37 @@ static Value *groupItems(IRBuilder<> &B, const WiArgs &w) {
   return B.CreateMul(B.CreateMul(l0, l1), l2);
 }
 
+
+/// A value that can be recomputed anywhere from the work-item function's
+/// arguments (kernel args, ctx, x, y, z), constants and invariant context
+/// loads: recomputed in each region instead of being stored per work-item.
+static bool recomputable(Value *v, int &budget) {
+  if (isa<Constant>(v) || isa<Argument>(v)) return true;
+  auto *I = dyn_cast<Instruction>(v);
+  if (!I || --budget < 0) return false;
+  if (auto *L = dyn_cast<LoadInst>(I)) {
+    if (!L->getMetadata(LLVMContext::MD_invariant_load)) return false;
+  } else if (!(isa<BinaryOperator>(I) || isa<CastInst>(I) || isa<GetElementPtrInst>(I) ||
+               isa<CmpInst>(I) || isa<SelectInst>(I))) {
+    return false;
+  }
+  for (Value *op : I->operands())
+    if (!recomputable(op, budget)) return false;
+  return true;
+}
+
+static Value *rematerialize(Value *v, Instruction *before, DenseMap<Value *, Value *> &memo) {
+  auto *I = dyn_cast<Instruction>(v);
+  if (!I) return v;
+  if (auto it = memo.find(v); it != memo.end()) return it->second;
+  Instruction *c = I->clone();
+  for (unsigned i = 0; i < c->getNumOperands(); ++i)
+    c->setOperand(i, rematerialize(c->getOperand(i), before, memo));
+  c->insertBefore(before);
+  memo[v] = c;
+  return c;
+}
+
 /// Builds __manycl_region_K from the work-item function. Returns false (and
 /// leaves the module unchanged apart from `wi`) when the shape is not
 /// supported; the caller then falls back to fibers.
@@ -492,6 +523,20 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
     if (demote.empty()) break;
     if (iter > 20) { why = "cannot demote values live across barriers"; return false; }
     for (Instruction *I : demote) {
+      int budget = 24;
+      if (!isa<PHINode>(I) && recomputable(I, budget)) {
+        std::vector<Use *> uses;
+        for (Use &U : I->uses()) uses.push_back(&U);
+        for (Use *U : uses) {
+          auto *user = cast<Instruction>(U->getUser());
+          Instruction *at = user;
+          if (auto *phi = dyn_cast<PHINode>(user)) at = phi->getIncomingBlock(*U)->getTerminator();
+          else if (user->getParent() == I->getParent()) continue;
+          DenseMap<Value *, Value *> memo;
+          U->set(rematerialize(I, at, memo));
+        }
+        continue;
+      }
       if (auto *phi = dyn_cast<PHINode>(I)) DemotePHIToStack(phi, allocaPt);
       else DemoteRegToStack(*I, false, allocaPt);
     }
@@ -507,7 +552,10 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
     auto bits = a->getAllocationSizeInBits(DL);
     if (!bits) { why = "dynamic alloca"; return false; }
     uint64_t size = std::max<uint64_t>(1, (*bits + 7) / 8);
-    uint64_t slot = (size + 7) / 8 * 8;
+    // Natural sizes stay dense (unit stride across work-items: vectorizable).
+    uint64_t slot = (size == 1 || size == 2 || size == 4 || size == 8 || size == 16) ? size : (size + 7) / 8 * 8;
+    uint64_t al = std::min<uint64_t>(slot, 16);
+    off = (off + al - 1) / al * al;
     uint64_t myOff = off;
     off += slot;
     std::vector<Use *> uses;
@@ -528,7 +576,7 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
     }
     if (a->use_empty()) a->eraseFromParent();
   }
-  frameSize = off;
+  frameSize = (off + 15) / 16 * 16;
 
   // 4. The region function.
   PointerType *ptr = PointerType::get(C, 0);
@@ -548,6 +596,8 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
   auto vals = unpackArgs(B, argv, wi, k);
   Value *ly = loadSlot(B, ctx, B.getInt64(SlotLocalSize + 1));
   Value *xEmpty = B.CreateICmpUGE(x0, x1);
+  Value *x0_32 = B.CreateTrunc(x0, i32);
+  Value *x1_32 = B.CreateTrunc(x1, i32);
   SwitchInst *sw = B.CreateSwitch(rid, done, static_cast<unsigned>(entries.size()));
 
   for (size_t r = 0; r < entries.size(); ++r) {
@@ -569,8 +619,9 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
     Value *z = P.CreateUDiv(rv, ly);
     P.CreateCondBr(xEmpty, xexit, xhead);
     P.SetInsertPoint(xhead);
-    PHINode *xv = P.CreatePHI(i64, 2, "x");
-    xv->addIncoming(x0, rbody);
+    PHINode *xv32 = P.CreatePHI(i32, 2, "x");
+    xv32->addIncoming(x0_32, rbody);
+    Value *xv = P.CreateZExt(xv32, i64);
 
     ValueToValueMapTy vmap;
     for (unsigned i = 0; i < nargs; ++i) vmap[wi->getArg(i)] = vals[i];
@@ -625,9 +676,9 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
     P.SetInsertPoint(xlatch);
     PHINode *nextPhi = P.CreatePHI(i32, static_cast<unsigned>(exitsTo.size()), "next.wi");
     for (auto &e : exitsTo) nextPhi->addIncoming(ConstantInt::get(i32, e.second), e.first);
-    Value *xn = P.CreateAdd(xv, P.getInt64(1), "x.next", true, true);
-    xv->addIncoming(xn, xlatch);
-    BranchInst *latch = P.CreateCondBr(P.CreateICmpULT(xn, x1), xhead, xexit);
+    Value *xn = P.CreateAdd(xv32, P.getInt32(1), "x.next", true, true);
+    xv32->addIncoming(xn, xlatch);
+    BranchInst *latch = P.CreateCondBr(P.CreateICmpULT(xn, x1_32), xhead, xexit);
     P.SetInsertPoint(xexit);
     PHINode *nextOut = P.CreatePHI(i32, 2, "next.row");
     nextOut->addIncoming(nextPhi, xlatch);
@@ -932,6 +983,8 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
       auto vals = unpackArgs(B, argv, wi, k);
       Value *ly = loadSlot(B, ctx, B.getInt64(SlotLocalSize + 1));
       Value *xEmpty = B.CreateICmpUGE(x0, x1);
+      Value *x0_32 = B.CreateTrunc(x0, B.getInt32Ty());
+      Value *x1_32 = B.CreateTrunc(x1, B.getInt32Ty());
       B.CreateBr(rhead);
       B.SetInsertPoint(rhead);
       PHINode *r = B.CreatePHI(i64, 2, "r");
@@ -942,17 +995,18 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
       Value *z = B.CreateUDiv(r, ly);
       B.CreateCondBr(xEmpty, xexit, xbody);
       B.SetInsertPoint(xbody);
-      PHINode *x = B.CreatePHI(i64, 2, "x");
-      x->addIncoming(x0, rbody);
+      // 32-bit induction variable (local sizes fit): keeps int-typed ids affine.
+      PHINode *x = B.CreatePHI(B.getInt32Ty(), 2, "x");
+      x->addIncoming(x0_32, rbody);
       auto callVals = vals;
       callVals.push_back(ctx);
-      callVals.push_back(x);
+      callVals.push_back(B.CreateZExt(x, i64));
       callVals.push_back(y);
       callVals.push_back(z);
       CallInst *call = B.CreateCall(wi, callVals);
-      Value *xn = B.CreateAdd(x, B.getInt64(1), "x.next", true, true);
+      Value *xn = B.CreateAdd(x, B.getInt32(1), "x.next", true, true);
       x->addIncoming(xn, xbody);
-      BranchInst *latch = B.CreateCondBr(B.CreateICmpULT(xn, x1), xbody, xexit);
+      BranchInst *latch = B.CreateCondBr(B.CreateICmpULT(xn, x1_32), xbody, xexit);
       // Work-items of a barrier-free kernel are independent: inline the body
       // and mark the work-item loop parallel for memory that is not private.
       InlineFunctionInfo ifi;
@@ -997,6 +1051,11 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
   }
 
   phase("work-group functions");
+  if (const char *d = std::getenv("MANYCL_DUMP_IR_PRE"); d && *d) {
+    std::error_code ec;
+    raw_fd_ostream os(d, ec);
+    if (!ec) M.print(os, nullptr);
+  }
   // 8. Optimize for the host CPU.
   {
     auto TM = makeHostTM(po.opt_disable ? CodeGenOpt::Less : CodeGenOpt::Aggressive);

@@ -400,6 +400,13 @@ TEST_P(ConvRandom, LargeKChunked) {
   run_case(w, 902, 2);
   w.groups = 2, w.cout = 34; // grouped, chunked per group
   run_case(w, 903, 1);
+  // Regression: 139 rows in 4 tasks leave a last task of 31 rows whose final row block
+  // overruns a partial-sum buffer sized by 16-row granules.
+  ConvCase r{};
+  r.H = 1, r.W = 139, r.cin = 1030, r.cout = 24, r.groups = 1, r.kh = r.kw = 1, r.sh = r.sw = 1;
+  r.dh = r.dw = 1, r.OH = 1, r.OW = 139, r.oh = 1, r.ow = 139;
+  run_case(r, 904, 1);
+  run_case(r, 905, 2);
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, ConvRandom, ::testing::Values("generic", "avx2", "avx512"),

@@ -295,7 +295,8 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
       r.scratch = scratch_for_this_thread(scratch_words).data();
       isa.conv_int8(j, r);
     } else {
-      const size_t rows = (size_t)(r.m_end - r.m_begin + kMaxRows) / kMaxRows * kMaxRows;
+      // The last row block writes a full MR rows: round_up(rows, MR) < rows + kMaxRows.
+      const size_t rows = (size_t)(r.m_end - r.m_begin) + kMaxRows;
       r.acc = accumulators_for_this_thread(rows * kPanelWidth).data();
       isa.conv_float(j, r);
     }

@@ -164,7 +164,7 @@ struct ConvJob {
 struct ConvRange {
   uint32_t group, m_begin, m_end, nb_begin, nb_end;
   int32_t *scratch; // INT8 packed rows of A: kMaxRows * taps * ceil(cin_g/2) words
-  float *acc;       // FP32/FP16 with large K: round_up(m_end - m_begin, kMaxRows) x 16 partial sums
+  float *acc;       // FP32/FP16 with large K: (m_end - m_begin + kMaxRows) x 16 partial sums
 };
 inline constexpr int kMaxRows = 16; // largest register block (rows) of any ISA
 

@@ -256,6 +256,12 @@ TEST_P(Barriers, FiberFallback) {
     for (int l = 0; l < 16; ++l) ASSERT_EQ(out[g * 16 + l], 3 * in[g * 16 + 15 - l]);
 }
 
+TEST_P(Barriers, OptDisable) {
+  auto p = buildLoad(kSrc, "-cl-opt-disable");
+  ASSERT_TRUE(p);
+  checkNested(*p, GetParam().mode, GetParam().pes);
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, Barriers,
                          testing::Values(ModeParam{ExecMode::LWI, 1}, ModeParam{ExecMode::SPMD, 4},
                                          ModeParam{ExecMode::SPMD, 16}),

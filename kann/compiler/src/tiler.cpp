@@ -195,6 +195,10 @@ struct Compiler {
     switch (op.kind) {
     case Kind::Conv:
     case Kind::Pool: {
+      // Depthwise convolutions split by channels read only their channels.
+      const bool depthwise_slice = op.kind == Kind::Conv && op.groups > 1 && op.groups == in.C &&
+                                   o.chans() != acts[op.out].C;
+      const int64_t c0 = depthwise_slice ? o.c0 : 0, c1 = depthwise_slice ? o.c1 : in.C;
       int64_t a = o.y0 * op.sh - op.pt;
       int64_t b = (o.y1 - 1) * op.sh - op.pt + (op.kh - 1) * op.dh + 1;
       a = std::max<int64_t>(a, 0);
@@ -203,7 +207,7 @@ struct Compiler {
         a = std::min<int64_t>(std::max<int64_t>(a, 0), in.H - 1);
         b = a + 1;
       }
-      return {a, b, 0, in.C};
+      return {a, b, c0, c1};
     }
     case Kind::GlobalPool: return {0, in.H, o.c0, o.c1};
     case Kind::Gemm: return full(in);
@@ -308,6 +312,34 @@ struct Compiler {
     return {};
   }
 
+  // Cost model for a convolution: spatial split (bands of rows; weights multicast; halo rows
+  // exchanged) against channel split (output channels sliced; every cluster needs the whole
+  // input, so the input is gathered; weight slices loaded per cluster). Modeled cycles of
+  // the slowest cluster: MACs at the configured FP32 rate plus NoC time of the exchanges.
+  bool choose_channel_split(const Op &op) const {
+    const Act &x = acts[op.ins[0]];
+    const Act &y = acts[op.out];
+    const bool depthwise = op.groups > 1 && op.groups == x.C && op.groups == y.C;
+    if ((op.groups != 1 && !depthwise) || y.C < int64_t(K))
+      return false;
+    const auto &d = opt.device;
+    const double macs_per_row = double(y.W) * y.C * (x.C / op.groups) * op.kh * op.kw;
+    const double rate = double(d.pes_per_cluster) * d.fp32_fmas_per_cycle;
+    const double es = x.es, row_bytes = double(x.W) * x.C * es;
+    auto noc = [&](double bytes) { return bytes > 0 ? d.dma_latency_cycles + bytes / d.noc_bytes_per_cycle : 0.0; };
+    // Spatial: the largest band, plus the halo rows it must receive.
+    const double band = std::ceil(double(y.H) / K);
+    const double in_rows = std::min<double>(x.H, (band - 1) * op.sh + (op.kh - 1) * op.dh + 1);
+    const double spatial = band * macs_per_row / rate +
+                           noc(std::max(0.0, in_rows - double(x.H) / K) * row_bytes);
+    // Channels: the largest slice of output channels, plus gathering the rest of the input.
+    const double slice = std::ceil(double(y.C) / K) / double(y.C);
+    const double gathered = depthwise ? slice : 1.0;
+    const double channel = double(y.H) * macs_per_row * slice / rate +
+                           noc(double(x.H) * row_bytes * std::max(0.0, gathered - 1.0 / K));
+    return channel < spatial;
+  }
+
   Result<void> plan_op(Op &op, const Node &n) {
     Act &y = acts[op.out];
     switch (op.kind) {
@@ -319,6 +351,8 @@ struct Compiler {
       op.pt = p[0], op.pl = p[1], op.pb = p[2], op.pr = p[3];
       op.groups = n.attr("group", 1);
       op.out_box = split_rows(y.H, y.C);
+      if (op.kind == Kind::Conv && K > 1 && choose_channel_split(op))
+        op.split = "channels", op.out_box = split_channels(y.H, y.C);
       break;
     }
     case Kind::GlobalPool:
@@ -430,11 +464,14 @@ struct Compiler {
     const Act &x = acts[op.ins[0]];
     const Act &y = acts[op.out];
     mcl_conv_args a{};
-    a.input = {0, uint32_t(std::max<int64_t>(ib.rows(), 1)), uint32_t(x.W), uint32_t(x.C),
-               uint32_t(x.W * x.C), uint32_t(x.C), 1, x.dtype};
-    a.output = {0, uint32_t(std::max<int64_t>(ob.rows(), 1)), uint32_t(y.W), uint32_t(y.C),
-                uint32_t(y.W * y.C), uint32_t(y.C), 1, y.dtype};
-    a.groups = uint32_t(op.groups);
+    const uint32_t ic = uint32_t(ib.chans() > 0 ? ib.chans() : x.C);
+    const uint32_t oc = uint32_t(ob.chans() > 0 ? ob.chans() : y.C);
+    a.input = {0, uint32_t(std::max<int64_t>(ib.rows(), 1)), uint32_t(x.W), ic,
+               uint32_t(x.W) * ic, ic, 1, x.dtype};
+    a.output = {0, uint32_t(std::max<int64_t>(ob.rows(), 1)), uint32_t(y.W), oc,
+                uint32_t(y.W) * oc, oc, 1, y.dtype};
+    // A depthwise convolution split by channels is a smaller depthwise convolution.
+    a.groups = uint32_t(op.groups > 1 && ic != uint32_t(x.C) ? ic : op.groups);
     a.kernel_h = uint16_t(op.kh), a.kernel_w = uint16_t(op.kw);
     a.stride_h = uint16_t(op.sh), a.stride_w = uint16_t(op.sw);
     a.dilation_h = uint16_t(op.dh), a.dilation_w = uint16_t(op.dw);
@@ -610,22 +647,33 @@ struct Compiler {
       const Act &y = acts[op.out];
       op.params.blob_offset.assign(K, 0);
       if (op.kind == Kind::Conv) {
-        unsigned c = 0;
-        while (c < K && op.out_box[c].empty())
-          ++c;
-        const Box ob = chunk_boxes(op, c)[0];
-        mcl_conv_args a = conv_args_shape(op, need_for(op, 0, ob), ob);
-        std::vector<uint8_t> packed(mcl_native_conv_params_size(MCL_NATIVE_FN_CONV2D, &a));
+        // Spatial split: one block multicast to all. Channel split: each cluster's slice of
+        // output channels ([cout][cin/groups][kh][kw] rows are contiguous in ONNX order).
         const Tensor &w = g.tensors[n.inputs[1]];
         std::vector<float> bias(y.C, 0.0f);
         if (n.inputs.size() > 2 && n.inputs[2] >= 0)
           bias = g.tensors[n.inputs[2]].data;
-        if (mcl_native_pack_conv(MCL_NATIVE_FN_CONV2D, &a, w.data.data(), bias.data(), nullptr,
-                                 packed.data(), packed.size()) != MCL_NATIVE_OK)
-          return make_error(where(n) + ": packing the weights failed");
-        op.params.shared = true;
-        op.params.per_cluster.push_back(std::move(packed));
-        op.params.blob_offset.assign(K, add_blob(op.params.per_cluster[0]));
+        const size_t per_out = w.data.size() / size_t(y.C);
+        op.params.shared = op.split == "rows";
+        op.params.per_cluster.resize(op.params.shared ? 1 : K);
+        for (unsigned c = 0; c < K; ++c) {
+          if (op.out_box[c].empty() || (op.params.shared && !op.params.per_cluster[0].empty()))
+            continue;
+          const Box ob = chunk_boxes(op, c)[0];
+          mcl_conv_args a = conv_args_shape(op, need_for(op, 0, ob), ob);
+          std::vector<uint8_t> packed(mcl_native_conv_params_size(MCL_NATIVE_FN_CONV2D, &a));
+          const float *wslice = w.data.data() + size_t(ob.c0) * per_out;
+          if (mcl_native_pack_conv(MCL_NATIVE_FN_CONV2D, &a, wslice, bias.data() + ob.c0,
+                                   nullptr, packed.data(), packed.size()) != MCL_NATIVE_OK)
+            return make_error(where(n) + ": packing the weights failed");
+          const unsigned slot = op.params.shared ? 0 : c;
+          op.params.per_cluster[slot] = std::move(packed);
+          const uint64_t at = add_blob(op.params.per_cluster[slot]);
+          if (op.params.shared)
+            op.params.blob_offset.assign(K, at);
+          else
+            op.params.blob_offset[c] = at;
+        }
       } else if (op.kind == Kind::Gemm) {
         op.params.per_cluster.resize(K);
         const uint32_t k_total = uint32_t(x.H * x.W * x.C);

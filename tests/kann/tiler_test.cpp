@@ -1,0 +1,161 @@
+// Tile compiler decisions on small configurations, checked on the emitted records, and the
+// numerics of the less common paths (channel-split and depthwise convolutions).
+#include <gtest/gtest.h>
+
+#include "handmade_program.h"
+#include "kann/compile.h"
+#include "kann/onnx_import.h"
+#include "kann/passes.h"
+#include "manycl/kbin_runner.h"
+#include "small_cnn.h"
+
+namespace {
+
+using namespace kann;
+
+manycl::Result<CompileOutput> compile_bytes(const std::string &onnx, const char *preset, unsigned clusters) {
+  auto g = import_onnx_bytes(onnx);
+  if (!g)
+    return g.error();
+  if (auto r = passes::optimize(g.value()); !r)
+    return r.error();
+  CompileOptions o;
+  o.device = manycl::device::preset(preset).value();
+  o.clusters = clusters;
+  return compile_graph(g.value(), o);
+}
+
+struct Counts {
+  int multicast = 0, exchange = 0, load = 0, store = 0, barrier = 0;
+};
+Counts count(const format::Program &p) {
+  Counts c;
+  for (const auto &s : p.streams)
+    for (const auto &r : s) {
+      if (r.function_id == KBIN_FN_BARRIER)
+        ++c.barrier;
+      kbin_dma_args d;
+      if (r.function_id != KBIN_FN_DMA || !r.decode(d))
+        continue;
+      c.multicast += d.kind == KBIN_DMA_MULTICAST;
+      c.exchange += d.kind == KBIN_DMA_EXCHANGE;
+      c.load += d.kind == KBIN_DMA_LOAD;
+      c.store += d.kind == KBIN_DMA_STORE;
+    }
+  return c;
+}
+
+TEST(Tiler, SmallPresetSplitsRowsMulticastsWeightsAndExchangesHalos) {
+  auto out = compile_bytes(test::make_small_cnn().onnx, "small", 2);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  const auto &o = out.value();
+  // The first convolution (20 rows) splits rows; later small ones may split channels when
+  // the cost model says so. Every row-split convolution multicasts its weights once.
+  EXPECT_EQ(o.ops[0].split, "rows");
+  int row_convs = 0;
+  for (const auto &op : o.ops) {
+    if (op.op.rfind("Conv", 0) == 0)
+      row_convs += op.split == "rows";
+    if (op.op.rfind("MaxPool", 0) == 0) {
+      EXPECT_EQ(op.split.substr(0, 4), "rows") << op.name;
+    }
+    if (op.op.rfind("Gemm", 0) == 0 || op.op.rfind("GlobalAveragePool", 0) == 0) {
+      EXPECT_EQ(op.split, "channels") << op.name;
+    }
+    EXPECT_EQ(op.spm_peak.size(), 2u);
+    EXPECT_GT(op.cycles, 0u);
+  }
+  Counts c = count(o.program);
+  EXPECT_EQ(c.multicast, row_convs); // weights cross DDR once
+  EXPECT_GT(c.exchange, 0);  // halo rows and the gathers before Gemm / global pooling
+  EXPECT_EQ(c.barrier % 2, 0);
+  EXPECT_TRUE(o.spilled.empty());
+  EXPECT_LE(o.program.spm_required, 256u << 10);
+  // Buffers with disjoint lifetimes share SPM.
+  bool reused = false;
+  for (size_t i = 0; i < o.buffers.size(); ++i)
+    for (size_t j = 0; j < i; ++j)
+      reused |= o.buffers[i].offset < o.buffers[j].offset + o.buffers[j].size &&
+                o.buffers[j].offset < o.buffers[i].offset + o.buffers[i].size;
+  EXPECT_TRUE(reused);
+  EXPECT_NE(o.report_html().find("<svg"), std::string::npos);
+  EXPECT_NE(o.report_json().find("\"ops\""), std::string::npos);
+}
+
+TEST(Tiler, OneClusterNeedsNoExchangesOrBarriers) {
+  auto out = compile_bytes(test::make_small_cnn().onnx, "mppa3", 1);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  Counts c = count(out.value().program);
+  EXPECT_EQ(c.exchange, 0);
+  EXPECT_EQ(c.barrier, 0);
+}
+
+// A deep, spatially small layer: 5 clusters cannot share 4 rows, so the cost model splits
+// output channels; a depthwise convolution follows (split by channels too), then a
+// pointwise one. Numerics against a direct reference.
+TEST(Tiler, ChannelSplitChosenForSmallSpatialLayersAndExact) {
+  test::OnnxBuilder b;
+  b.input("x", {1, 64, 4, 4});
+  auto w1 = b.weight("w1", {40, 64, 3, 3}, 0.05f);
+  auto b1 = b.weight("b1", {40}, 0.1f);
+  auto wd = b.weight("wd", {40, 1, 3, 3}, 0.3f);
+  auto &c1 = b.node("Conv", {"x", "w1", "b1"}, {"c1"});
+  test::OnnxBuilder::ints(c1, "pads", {1, 1, 1, 1});
+  auto &dw = b.node("Conv", {"c1", "wd"}, {"y"});
+  test::OnnxBuilder::ints(dw, "pads", {1, 1, 1, 1});
+  test::OnnxBuilder::int1(dw, "group", 40);
+  b.output("y");
+  auto out = compile_bytes(b.bytes(), "mppa3", 5);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  EXPECT_EQ(out.value().ops[0].split, "channels") << out.value().report_text();
+
+  test::ref::T x = test::ref::make(64, 4, 4);
+  for (size_t i = 0; i < x.v.size(); ++i)
+    x.v[i] = std::sin(0.05f * float(i));
+  auto c1r = test::ref::conv(x, w1, b1, 40, 3, 1, 1);
+  test::ref::T yr = test::ref::make(40, 4, 4);
+  for (int c = 0; c < 40; ++c)
+    for (int yy = 0; yy < 4; ++yy)
+      for (int xx = 0; xx < 4; ++xx) {
+        double acc = 0;
+        for (int ky = 0; ky < 3; ++ky)
+          for (int kx = 0; kx < 3; ++kx) {
+            int iy = yy + ky - 1, ix = xx + kx - 1;
+            if (iy >= 0 && ix >= 0 && iy < 4 && ix < 4)
+              acc += double(c1r.at(c, iy, ix)) * wd[(c * 3 + ky) * 3 + kx];
+          }
+        yr.at(c, yy, xx) = float(acc);
+      }
+  manycl::device::Device device(manycl::device::preset("mppa3").value());
+  auto run = manycl::interp::run_kbin(device, out.value().program, {test::as_bytes(x.v), {}});
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  auto got = test::as_floats(run.value().outputs[1]);
+  ASSERT_EQ(got.size(), yr.v.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], yr.v[i], 1e-3f) << i;
+}
+
+TEST(Tiler, WeightsLargerThanTheSpmAreAClearError) {
+  test::OnnxBuilder b;
+  b.input("x", {1, 512});
+  b.weight("w", {512, 200}, 0.01f); // 400 KiB of weights for a 256 KiB SPM
+  b.node("MatMul", {"x", "w"}, {"y"});
+  b.output("y");
+  auto out = compile_bytes(b.bytes(), "small", 1);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.error().message.find("does not fit"), std::string::npos) << out.error().message;
+  // Two clusters hold half the weights each: it compiles.
+  EXPECT_TRUE(compile_bytes(b.bytes(), "small", 2).ok());
+}
+
+TEST(Tiler, BadClusterCountAndPrecisionAreRejected) {
+  auto m = test::make_small_cnn();
+  EXPECT_FALSE(compile_bytes(m.onnx, "small", 3).ok());
+  auto g = import_onnx_bytes(m.onnx);
+  CompileOptions o;
+  o.device = manycl::device::preset("small").value();
+  o.precision = "int4";
+  EXPECT_FALSE(compile_graph(g.value(), o).ok());
+}
+
+} // namespace

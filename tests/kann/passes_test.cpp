@@ -117,3 +117,39 @@ TEST(Passes, IdentityAndDropoutDisappear) {
 }
 
 } // namespace
+
+namespace {
+
+TEST(Passes, HalfConversionRoundsToNearestEven) {
+  using kann::passes::float_to_half;
+  EXPECT_EQ(float_to_half(0.0f), 0x0000);
+  EXPECT_EQ(float_to_half(-0.0f), 0x8000);
+  EXPECT_EQ(float_to_half(1.0f), 0x3c00);
+  EXPECT_EQ(float_to_half(-2.0f), 0xc000);
+  EXPECT_EQ(float_to_half(65504.0f), 0x7bff);
+  EXPECT_EQ(float_to_half(1e6f), 0x7c00);                 // overflow -> inf
+  EXPECT_EQ(float_to_half(5.9604645e-8f), 0x0001);        // smallest subnormal
+  EXPECT_EQ(float_to_half(1.0f + 1.0f / 2048.0f), 0x3c00); // tie -> even
+  EXPECT_EQ(float_to_half(1.0f + 3.0f / 2048.0f), 0x3c02); // tie -> even (up)
+}
+
+TEST(Passes, Fp16ConversionKeepsNetworkIoInFp32) {
+  OnnxBuilder b;
+  b.input("x", {1, 2, 4, 4});
+  b.weight("w", {2, 2, 1, 1});
+  b.node("Conv", {"x", "w"}, {"y"});
+  b.output("y");
+  auto G = import(b);
+  EXPECT_EQ(kann::passes::convert_to_fp16(G), 2);
+  EXPECT_EQ(count(G, "Convert"), 2);
+  EXPECT_EQ(G.tensors[G.inputs[0]].dtype, kann::ir::DType::F32);
+  EXPECT_EQ(G.tensors[G.outputs[0]].dtype, kann::ir::DType::F32);
+  EXPECT_EQ(G.tensors[G.outputs[0]].name, "y");
+  const auto &conv = G.nodes[1];
+  ASSERT_EQ(conv.op, "Conv");
+  EXPECT_EQ(G.tensors[conv.inputs[0]].dtype, kann::ir::DType::F16);
+  EXPECT_EQ(G.tensors[conv.outputs[0]].dtype, kann::ir::DType::F16);
+  EXPECT_EQ(G.tensors[conv.inputs[1]].dtype, kann::ir::DType::F32); // packed by the tiler
+}
+
+} // namespace

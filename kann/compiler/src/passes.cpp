@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace kann::passes {
@@ -217,6 +218,83 @@ int fuse_activations(Graph &g) {
     p.outputs[0] = out;
     g.tensors[out].producer = producer;
     n.dead = true;
+    ++count;
+  }
+  g.compact();
+  return count;
+}
+
+uint16_t float_to_half(float value) {
+  uint32_t f;
+  std::memcpy(&f, &value, 4);
+  const uint32_t sign = (f >> 16) & 0x8000u;
+  const int32_t exponent = int32_t((f >> 23) & 0xff) - 127 + 15;
+  uint32_t mantissa = f & 0x7fffffu;
+  if (((f >> 23) & 0xff) == 0xff) // inf / nan
+    return uint16_t(sign | 0x7c00u | (mantissa ? 0x200u : 0));
+  if (exponent >= 31)
+    return uint16_t(sign | 0x7c00u); // overflow: infinity
+  if (exponent <= 0) { // subnormal or zero
+    if (exponent < -10)
+      return uint16_t(sign);
+    mantissa |= 0x800000u;
+    const int shift = 14 - exponent;
+    uint32_t half = mantissa >> shift;
+    const uint32_t rest = mantissa & ((1u << shift) - 1), mid = 1u << (shift - 1);
+    if (rest > mid || (rest == mid && (half & 1)))
+      ++half;
+    return uint16_t(sign | half);
+  }
+  uint32_t half = sign | (uint32_t(exponent) << 10) | (mantissa >> 13);
+  const uint32_t rest = mantissa & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1)))
+    ++half; // may carry into the exponent: still the correctly rounded value
+  return uint16_t(half);
+}
+
+int convert_to_fp16(Graph &g) {
+  int count = 0;
+  for (Tensor &t : g.tensors)
+    if (!t.is_const && t.dtype == ir::DType::F32)
+      t.dtype = ir::DType::F16;
+  // Inputs: x (f32) -> Convert -> x.f16, read by every former reader of x.
+  std::vector<Node> prologue;
+  for (int x : g.inputs) {
+    g.tensors[x].dtype = ir::DType::F32;
+    Tensor h = g.tensors[x];
+    h.name += ".f16";
+    h.dtype = ir::DType::F16;
+    const int hx = g.add_tensor(std::move(h));
+    for (Node &n : g.nodes)
+      std::replace(n.inputs.begin(), n.inputs.end(), x, hx);
+    Node c;
+    c.name = g.tensors[x].name + ".to_f16";
+    c.op = "Convert";
+    c.inputs = {x};
+    c.outputs = {hx};
+    prologue.push_back(std::move(c));
+    ++count;
+  }
+  g.nodes.insert(g.nodes.begin(), prologue.begin(), prologue.end());
+  // Outputs: the producer writes y.f16, Convert writes y (f32).
+  for (int &y : g.outputs) {
+    if (g.tensors[y].dtype == ir::DType::F32 && g.tensors[y].producer < 0)
+      continue; // an input passed through: already f32
+    Tensor h = g.tensors[y];
+    h.name += ".f16";
+    h.dtype = ir::DType::F16;
+    const int hy = g.add_tensor(std::move(h));
+    for (Node &n : g.nodes) {
+      std::replace(n.outputs.begin(), n.outputs.end(), y, hy);
+      std::replace(n.inputs.begin(), n.inputs.end(), y, hy);
+    }
+    g.tensors[y].dtype = ir::DType::F32;
+    Node c;
+    c.name = g.tensors[y].name + ".to_f32";
+    c.op = "Convert";
+    c.inputs = {hy};
+    c.outputs = {y};
+    g.nodes.push_back(std::move(c));
     ++count;
   }
   g.compact();

@@ -79,7 +79,7 @@ struct Act {
   uint64_t bytes() const { return uint64_t(H * W * C) * es; }
 };
 
-enum class Kind { Conv, Pool, GlobalPool, Gemm, Eltwise, ScaleShift, Activation, Softmax, Concat };
+enum class Kind { Conv, Pool, GlobalPool, Gemm, Eltwise, ScaleShift, Activation, Softmax, Concat, Convert };
 
 struct ParamBlock {
   bool shared = false; // one block for every cluster: read once, multicast
@@ -165,6 +165,11 @@ struct Compiler {
       return make_error("tensor '" + t.name + "': rank " + std::to_string(t.shape.size()) +
                         " activations are not supported (only NCHW and [1,N])");
     }
+    if (t.dtype == ir::DType::F16)
+      a.dtype = MCL_DTYPE_F16, a.es = 2;
+    else if (t.dtype != ir::DType::F32)
+      return make_error("tensor '" + t.name + "': element type " + ir::dtype_name(t.dtype) +
+                        " is not supported for activations");
     a.owned.assign(K, Box{});
     a.need.assign(K, Box{});
     acts.push_back(a);
@@ -272,6 +277,7 @@ struct Compiler {
       else if (n.op == "ScaleShift") op.kind = Kind::ScaleShift;
       else if (n.op == "Softmax") op.kind = Kind::Softmax;
       else if (n.op == "Concat") op.kind = Kind::Concat;
+      else if (n.op == "Convert") op.kind = Kind::Convert;
       else {
         mcl_activation act;
         if (!passes::activation_of(g, n, act))
@@ -373,6 +379,7 @@ struct Compiler {
     case Kind::Eltwise:
     case Kind::ScaleShift:
     case Kind::Activation:
+    case Kind::Convert:
       if (op.kind == Kind::Eltwise)
         for (int i : op.ins)
           if (acts[i].H != y.H || acts[i].W != y.W || acts[i].C != y.C)
@@ -663,7 +670,14 @@ struct Compiler {
           mcl_conv_args a = conv_args_shape(op, need_for(op, 0, ob), ob);
           std::vector<uint8_t> packed(mcl_native_conv_params_size(MCL_NATIVE_FN_CONV2D, &a));
           const float *wslice = w.data.data() + size_t(ob.c0) * per_out;
-          if (mcl_native_pack_conv(MCL_NATIVE_FN_CONV2D, &a, wslice, bias.data() + ob.c0,
+          std::vector<uint16_t> half;
+          const void *weights = wslice;
+          if (x.dtype == MCL_DTYPE_F16) {
+            for (size_t i = 0; i < size_t(ob.chans()) * per_out; ++i)
+              half.push_back(passes::float_to_half(wslice[i]));
+            weights = half.data();
+          }
+          if (mcl_native_pack_conv(MCL_NATIVE_FN_CONV2D, &a, weights, bias.data() + ob.c0,
                                    nullptr, packed.data(), packed.size()) != MCL_NATIVE_OK)
             return make_error(where(n) + ": packing the weights failed");
           const unsigned slot = op.params.shared ? 0 : c;
@@ -710,7 +724,14 @@ struct Compiler {
             }
           }
           std::vector<uint8_t> packed(mcl_native_gemm_params_size(&a));
-          if (mcl_native_pack_gemm(&a, bt.data(), 1, bias.data(), nullptr, packed.data(),
+          std::vector<uint16_t> half;
+          const void *bmat = bt.data();
+          if (x.dtype == MCL_DTYPE_F16) {
+            for (float v : bt)
+              half.push_back(passes::float_to_half(v));
+            bmat = half.data();
+          }
+          if (mcl_native_pack_gemm(&a, bmat, 1, bias.data(), nullptr, packed.data(),
                                    packed.size()) != MCL_NATIVE_OK)
             return make_error(where(n) + ": packing the weights failed");
           op.params.blob_offset[c] = add_blob(packed);
@@ -833,14 +854,18 @@ struct Compiler {
       break;
     }
     case Kind::Activation:
-    case Kind::Softmax: {
+    case Kind::Softmax:
+    case Kind::Convert: {
       mcl_unary_args a{};
       a.input = in0;
       a.output = out_tile;
       if (op.kind == Kind::Activation)
         passes::activation_of(g, n, a.act);
       a.in_quant = a.out_quant = {1.0f, 0};
-      add(op.kind == Kind::Softmax ? MCL_NATIVE_FN_SOFTMAX : MCL_NATIVE_FN_ACTIVATION, a);
+      add(op.kind == Kind::Softmax   ? MCL_NATIVE_FN_SOFTMAX
+          : op.kind == Kind::Convert ? MCL_NATIVE_FN_COPY
+                                     : MCL_NATIVE_FN_ACTIVATION,
+          a);
       break;
     }
     case Kind::Concat: {
@@ -1231,7 +1256,8 @@ bool relax(const Compiler &c, Policy &policy) {
       const bool row_split = op.kind == Kind::Conv || op.kind == Kind::Pool ||
                              op.kind == Kind::Concat ||
                              ((op.kind == Kind::Eltwise || op.kind == Kind::ScaleShift ||
-                               op.kind == Kind::Activation || op.kind == Kind::Softmax) &&
+                               op.kind == Kind::Activation || op.kind == Kind::Softmax ||
+                               op.kind == Kind::Convert) &&
                               op.split == "rows");
       if (row_split && op.chunks < rows) {
         policy.chunks[op.node] = int(std::min<int64_t>(rows, op.chunks * 2));
@@ -1258,14 +1284,21 @@ Result<CompileOutput> compile_graph(const Graph &graph, const CompileOptions &op
     return make_error("--clusters " + std::to_string(clusters) + " out of range 1.." +
                       std::to_string(std::min(options.device.clusters, KBIN_MAX_CLUSTERS)) +
                       " for device '" + options.device.name + "'");
-  if (options.precision != "fp32")
+  Graph converted;
+  const Graph *input = &graph;
+  if (options.precision == "fp16") {
+    converted = graph;
+    passes::convert_to_fp16(converted);
+    input = &converted;
+  } else if (options.precision != "fp32") {
     return make_error("--precision " + options.precision +
-                      " is not implemented yet (only fp32)");
+                      " is not implemented yet (fp32 and fp16 are)");
+  }
   // Try the all-in-SPM layout first; when it does not fit, tile operators inside the
   // clusters and, as a last resort, spill activations to DDR, until it fits.
   Policy policy;
   for (int attempt = 0; attempt < 400; ++attempt) {
-    auto c = std::make_unique<Compiler>(graph, options, clusters, policy);
+    auto c = std::make_unique<Compiler>(*input, options, clusters, policy);
     auto fits = c->layout();
     if (!fits)
       return fits.error();

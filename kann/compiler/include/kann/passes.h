@@ -20,4 +20,12 @@ bool activation_of(const ir::Graph &g, const ir::Node &n, mcl_activation &act);
 
 manycl::Result<void> optimize(ir::Graph &g);
 
+// --precision fp16: every activation becomes F16 (weights are packed as binary16 by the
+// tiler), network inputs and outputs stay F32 in DDR; "Convert" nodes are inserted after
+// each input and before each output. Returns the number of Convert nodes.
+int convert_to_fp16(ir::Graph &g);
+
+// IEEE binary16 from float, round to nearest even (compile-time weight conversion).
+uint16_t float_to_half(float value);
+
 } // namespace kann::passes

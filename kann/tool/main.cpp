@@ -8,6 +8,7 @@
 // Errors are one line on stderr and a non-zero exit code.
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <iostream>
 #include <map>
@@ -258,6 +259,10 @@ int simulate(int argc, char **argv) {
   if (!run)
     return fail(run.error().message);
   const std::string dir = a.get("--output-dir", ".");
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec)
+    return fail("cannot create '" + dir + "': " + ec.message());
   for (const auto &t : prog.tensors) {
     if (t.role != KBIN_ROLE_OUTPUT)
       continue;

@@ -9,6 +9,7 @@
 
 #include "manycl/runtime/device.h"
 #include "manycl/runtime/info.h"
+#include "manycl/runtime/kbin.h"
 #include "manycl/runtime/queue.h"
 
 namespace manycl::rt {
@@ -58,6 +59,15 @@ struct LaunchState {
   std::atomic<unsigned> clusters_left{0};
   std::atomic<cl_int> error{CL_SUCCESS};
   std::shared_ptr<device::CommandRecorder> recorder;
+  // kann programs: group g runs on the g-th cluster of the launch, with the kbin launch state.
+  bool pinned = false;
+  std::shared_ptr<KbinLaunch> kbin;
+  device::Ddr *scratch_ddr = nullptr;
+
+  ~LaunchState() {
+    if (scratch_ddr && kbin && kbin->scratch.size)
+      scratch_ddr->free(kbin->scratch.base);
+  }
   device::ExecutionMode mode = device::ExecutionMode::SPMD;
   bool uses_barriers = true;
   Event::Completion done;
@@ -86,9 +96,17 @@ struct LaunchState {
   // independent, so how they are spread over PEs cannot change the result); kernels with
   // barriers in SPMD mode spread each group's work-items over a team of PE threads that
   // meet at every barrier.
-  void run_on_cluster(device::Cluster &cluster, unsigned host_threads, bool uses_barriers) {
+  void run_on_cluster(device::Cluster &cluster, unsigned group_index, unsigned host_threads, bool uses_barriers) {
     std::byte *spm = align_up(cluster.spm(), kArenaAlignment);
     size_t spm_size = cluster.spm_bytes() - static_cast<size_t>(spm - cluster.spm());
+    if (pinned) {
+      KbinLaunchScope scope(kbin.get());
+      uint64_t id[3] = {group_index, 0, 0};
+      auto status = launch.runGroup(id, spm, spm_size, compiler::ExecMode::LWI, nullptr);
+      if (!status.ok())
+        fail(status);
+      return;
+    }
     if (mode == device::ExecutionMode::SPMD && uses_barriers) {
       PeTeam team(cluster, host_threads);
       uint64_t id[3];
@@ -190,7 +208,7 @@ Result<Kernel *> Kernel::create(Program *program, const std::string &name) {
     if (!found)
       kernel->info_ = k->info();
     found = true;
-    kernel->per_device_[device] = {build.loaded, k};
+    kernel->per_device_[device] = {build.loaded, k, build.kbin};
   }
   if (!found) {
     delete kernel;
@@ -373,7 +391,7 @@ cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, con
   auto target = per_device_.find(device);
   if (target == per_device_.end()) {
     // A sub-device runs what its root device's build produced (same configuration).
-    for (auto &[d, k] : per_device_)
+    for (auto &[d, entry] : per_device_)
       if (const_cast<Device *>(d)->root() == device->root()) {
         target = per_device_.find(d);
         break;
@@ -447,7 +465,43 @@ cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, con
       }
     }
   }
-  auto launch = compiler::Launch::prepare(*target->second.second, values, range);
+  const auto &kbin = target->second.kbin;
+  if (kbin) {
+    // A kann program: one work-group per cluster of the (sub-)device, each on its own
+    // cluster, all at once (they exchange data and meet at barriers).
+    const auto &program = kbin->program();
+    if (work_dim != 1 || global[0] != program.cluster_count || (offset && offset[0] != 0))
+      return CL_INVALID_GLOBAL_WORK_SIZE;
+    if (program.cluster_count != device->clusters().size())
+      return CL_INVALID_PROGRAM_EXECUTABLE;
+    auto launch = std::make_shared<KbinLaunch>();
+    launch->executable = kbin;
+    launch->args.resize(program.arg_count);
+    device::Ddr &ddr = device->hardware().ddr();
+    {
+      std::lock_guard lock(mutex_);
+      for (const auto &tensor : program.tensors) {
+        const Arg &arg = args_[tensor.arg_index];
+        if (!arg.memory || arg.memory->size() < tensor.byte_size)
+          return CL_INVALID_KERNEL_ARGS;
+        // The buffer must live in this device's DDR for the RDMA engine to reach it.
+        const std::byte *data = arg.memory->data();
+        if (data < ddr.base() || data >= ddr.base() + ddr.capacity())
+          return CL_INVALID_KERNEL_ARGS;
+        launch->args[tensor.arg_index] = {static_cast<uint64_t>(data - ddr.base()), arg.memory->size()};
+      }
+    }
+    if (program.scratch_size) {
+      auto block = ddr.allocate(program.scratch_size);
+      if (!block)
+        return CL_MEM_OBJECT_ALLOCATION_FAILURE;
+      launch->scratch = {block.value(), program.scratch_size};
+      state->scratch_ddr = &ddr;
+    }
+    state->kbin = std::move(launch);
+    state->pinned = true;
+  }
+  auto launch = compiler::Launch::prepare(*target->second.kernel, values, range);
   if (!launch) {
     auto code = launch.status().code;
     if (code == compiler::ErrorCode::InvalidWorkGroup)
@@ -469,7 +523,7 @@ cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, con
 
   state->launch.setAsyncCopyHook(&async_copy_on_rdma, nullptr);
   Ref<Program> keep_program = program_;
-  auto target_program = target->second.first; // keeps the JIT code alive during the launch
+  auto target_program = target->second.program; // keeps the JIT code alive during the launch
   std::string command_name = "ndrange " + info_.name;
   out = queue->enqueue(
       CL_COMMAND_NDRANGE_KERNEL,
@@ -490,15 +544,23 @@ cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, con
         state->clusters_left.store(helpers);
         unsigned threads = pe_threads_per_cluster(*device);
         bool barriers = state->uses_barriers;
+        // Commands whose clusters wait for each other are submitted to all of them at once.
+        std::unique_lock gang(device->gang_submit_mutex(), std::defer_lock);
+        if (state->pinned)
+          gang.lock();
         for (unsigned g = 0; g < helpers; ++g) {
           device::Cluster &cluster = device->hardware().cluster(clusters[g]);
           cluster.submit([state, &cluster, threads, barriers, g] {
             {
               device::ScopedClusterContext scope(state->recorder->context(g));
-              state->run_on_cluster(cluster, threads, barriers);
+              state->run_on_cluster(cluster, g, threads, barriers);
             }
             if (state->clusters_left.fetch_sub(1) == 1) {
               state->recorder->end();
+              if (state->recorder->failed()) {
+                cl_int expected = CL_SUCCESS;
+                state->error.compare_exchange_strong(expected, CL_OUT_OF_RESOURCES);
+              }
               auto finish = std::move(state->done);
               finish(state->error.load());
             }

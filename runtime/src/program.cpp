@@ -6,6 +6,7 @@
 
 #include "manycl/runtime/device.h"
 #include "manycl/runtime/info.h"
+#include "manycl/runtime/kbin.h"
 
 namespace manycl::rt {
 
@@ -60,6 +61,15 @@ Result<Program *> Program::from_binaries(Context *context, std::vector<Device *>
   cl_int result = CL_SUCCESS;
   binary_status.assign(devices.size(), CL_SUCCESS);
   for (size_t i = 0; i < devices.size(); ++i) {
+    if (is_kbin(binaries[i].data(), binaries[i].size())) {
+      // Validated in full against the device by clBuildProgram, which can explain a
+      // rejection in the build log.
+      Build build;
+      build.is_kbin = true;
+      build.binary = binaries[i];
+      builds[devices[i]] = std::move(build);
+      continue;
+    }
     auto info = compiler::inspectBinary(binaries[i]);
     if (!info || info->kind == compiler::BinaryKind::None ||
         info->device_key != device_desc(*devices[i]).key()) {
@@ -104,8 +114,16 @@ cl_int Program::build(const std::vector<Device *> &targets, const std::string &o
         build.kind = built.kind;
         build.kernels = std::move(built.kernels);
       }
+    } else if (Build existing = build_for(device); existing.is_kbin) {
+      build = std::move(existing);
+      build.options = options;
+      cl_int status = build_kbin(*device, build);
+      if (status != CL_SUCCESS)
+        result = status;
+      std::lock_guard lock(mutex_);
+      builds_[device] = std::move(build);
+      continue;
     } else {
-      Build existing = build_for(device);
       if (existing.kind == compiler::BinaryKind::None) {
         result = CL_INVALID_BINARY;
         continue;
@@ -143,6 +161,41 @@ cl_int Program::build(const std::vector<Device *> &targets, const std::string &o
     builds_[device] = std::move(build);
   }
   return result;
+}
+
+cl_int Program::build_kbin(Device &device, Build &build) {
+  build.log.clear();
+  build.kbin.reset();
+  build.loaded.reset();
+  auto executable = KbinExecutable::load(build.binary, device);
+  if (!executable) {
+    build.status = CL_BUILD_ERROR;
+    build.log = executable.error().message + "\n";
+    return executable.error().code == CL_MEM_OBJECT_ALLOCATION_FAILURE ? CL_OUT_OF_RESOURCES : CL_INVALID_BINARY;
+  }
+  register_kbin_natives();
+  auto interpreter = compiler::build(executable.value()->interpreter_source(), "", device_desc(device));
+  if (!interpreter.ok()) {
+    build.status = CL_BUILD_ERROR;
+    build.log = "interpreter kernel: " + interpreter.status.message + "\n" + interpreter.log;
+    return CL_BUILD_PROGRAM_FAILURE;
+  }
+  auto loaded = compiler::load(interpreter.binary);
+  if (!loaded) {
+    build.status = CL_BUILD_ERROR;
+    build.log = "interpreter kernel: " + loaded.status().message + "\n";
+    return CL_BUILD_PROGRAM_FAILURE;
+  }
+  const auto &program = executable.value()->program();
+  build.log = "kann program: " + std::to_string(program.cluster_count) + " cluster(s), " +
+              std::to_string(program.tensors.size()) + " tensors, " + std::to_string(program.params.size()) +
+              " B of parameters uploaded\n";
+  build.kind = compiler::BinaryKind::Executable;
+  build.kernels = interpreter.kernels;
+  build.loaded = std::move(loaded.value());
+  build.kbin = std::move(executable.value());
+  build.status = CL_BUILD_SUCCESS;
+  return CL_SUCCESS;
 }
 
 cl_int Program::compile(const std::vector<Device *> &targets, const std::string &options,

@@ -228,7 +228,7 @@ RunStats Session::stats(cl_event event) const {
       size_t at = json.find(needle);
       return at == std::string::npos ? 0.0 : std::strtod(json.c_str() + at + needle.size(), nullptr);
     };
-    stats.modeled_cycles = static_cast<uint64_t>(number("cycles"));
+    stats.modeled_cycles = static_cast<uint64_t>(number("modeled_cycles"));
     stats.modeled_seconds = number("modeled_seconds");
     stats.ddr_bytes_read = static_cast<uint64_t>(number("ddr_bytes_read"));
     stats.ddr_bytes_written = static_cast<uint64_t>(number("ddr_bytes_written"));

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <atomic>
+#include <mutex>
 #include <vector>
 
 #include <CL/cl.h>
@@ -39,6 +40,11 @@ public:
   // each), or returns the error code the specification names.
   Result<std::vector<Device *>> partition(const cl_device_partition_property *properties);
 
+  // Held while one command's jobs are submitted to several clusters that must run it
+  // together (they synchronize with each other): every cluster then sees such commands in
+  // the same order, so two of them can never wait for each other.
+  std::mutex &gang_submit_mutex() { return root()->gang_submit_mutex_; }
+
   // Root devices are not reference counted by the application.
   void retain_device();
   bool release_device();
@@ -52,6 +58,7 @@ private:
   std::vector<unsigned> clusters_;
   std::vector<cl_device_partition_property> partition_type_;
   std::atomic<unsigned> next_cluster_{0};
+  std::mutex gang_submit_mutex_;
 };
 
 // Whether `device` is one of ours and alive; a sub-device counts as valid until released.

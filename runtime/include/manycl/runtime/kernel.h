@@ -48,7 +48,12 @@ private:
 
   Ref<Program> program_;
   compiler::KernelInfo info_;
-  std::map<const Device *, std::pair<std::shared_ptr<compiler::Program>, const compiler::Kernel *>> per_device_;
+  struct PerDevice {
+    std::shared_ptr<compiler::Program> program; // keeps the JIT code alive
+    const compiler::Kernel *kernel = nullptr;
+    std::shared_ptr<class KbinExecutable> kbin; // kann programs: the validated kbin
+  };
+  std::map<const Device *, PerDevice> per_device_;
   mutable std::mutex mutex_;
   std::vector<Arg> args_;
 };

@@ -30,6 +30,8 @@ public:
     std::vector<uint8_t> binary;
     std::vector<compiler::KernelInfo> kernels;
     std::shared_ptr<compiler::Program> loaded; // executables only
+    bool is_kbin = false;                      // a kann program binary
+    std::shared_ptr<class KbinExecutable> kbin; // once built for the device
   };
 
   Program(Context *context, std::vector<Device *> devices, std::string source);
@@ -69,6 +71,8 @@ public:
   cl_int build_info(Device *device, cl_program_build_info param, size_t size, void *value, size_t *size_ret);
 
 private:
+  cl_int build_kbin(Device &device, Build &build);
+
   Ref<Context> context_;
   std::vector<Device *> devices_;
   std::string source_;

@@ -1,0 +1,69 @@
+// kann program binaries (kbin) in the runtime: validation against a (sub-)device, the
+// parameter upload, the OpenCL C interpreter kernel and the per-launch state its native
+// half reads. The format is the contract with kann (docs/kbin-format.md); the runtime never
+// trusts it: read_kbin validates everything before anything runs.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kann/format.h"
+#include "manycl/device/device.h"
+#include "manycl/device_api.h"
+#include "manycl/result.h"
+
+namespace manycl::rt {
+
+class Device;
+
+// The kernel every kbin program exposes; its arguments are the network's input and output
+// buffers in kernel-argument order (see the binary's tensor descriptors).
+inline constexpr const char *kKbinKernelName = "kann_network";
+
+bool is_kbin(const uint8_t *data, size_t size);
+
+// A kbin validated for one device and with its parameters resident in that device's DDR.
+class KbinExecutable {
+public:
+  static Result<std::shared_ptr<KbinExecutable>> load(const std::vector<uint8_t> &bytes, Device &device);
+  ~KbinExecutable();
+
+  const kann::format::Program &program() const { return program_; }
+  const std::vector<uint8_t> &stream(unsigned cluster) const { return streams_[cluster]; }
+  mcl_ddr_window params() const { return {params_offset_, program_.params.size()}; }
+  device::Device &hardware() const { return *hardware_; }
+  // The OpenCL C source of the interpreter kernel for this program's argument count.
+  std::string interpreter_source() const;
+
+private:
+  KbinExecutable() = default;
+  kann::format::Program program_;
+  std::vector<std::vector<uint8_t>> streams_;
+  device::Device *hardware_ = nullptr;
+  uint64_t params_offset_ = 0;
+  bool owns_params_ = false;
+};
+
+// What one launch of a kbin kernel passes to the interpreter on each cluster: set on the
+// cluster's thread around the work-group that runs it.
+struct KbinLaunch {
+  std::shared_ptr<const KbinExecutable> executable;
+  mcl_ddr_window scratch{0, 0};
+  std::vector<mcl_ddr_window> args;
+};
+
+class KbinLaunchScope {
+public:
+  explicit KbinLaunchScope(const KbinLaunch *launch);
+  ~KbinLaunchScope();
+
+private:
+  const KbinLaunch *previous_;
+};
+
+// Makes the interpreter's native entry point resolvable by the OpenCL C compiler.
+void register_kbin_natives();
+
+} // namespace manycl::rt

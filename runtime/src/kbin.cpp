@@ -1,0 +1,100 @@
+#include "manycl/runtime/kbin.h"
+
+#include <cstring>
+#include <mutex>
+
+#include "manycl/compiler/compiler.h"
+#include "manycl/interpreter.h"
+#include "manycl/runtime/device.h"
+
+namespace manycl::rt {
+
+namespace {
+thread_local const KbinLaunch *current_launch = nullptr;
+
+// The native half of the interpreter kernel: runs cluster `group`'s record stream.
+void kbin_cluster_entry(uint32_t group) {
+  const KbinLaunch *launch = current_launch;
+  if (!launch || !launch->executable || group >= launch->executable->program().cluster_count) {
+    mcl_fail("kann_network: launched outside a kbin command or with a bad group id");
+    return;
+  }
+  const auto &stream = launch->executable->stream(group);
+  mcl_kbin_cluster_run run{};
+  run.records = stream.data();
+  run.records_size = stream.size();
+  run.params = launch->executable->params();
+  run.scratch = launch->scratch;
+  run.args = launch->args.data();
+  run.arg_count = static_cast<uint32_t>(launch->args.size());
+  char message[512];
+  // A failure marks the device command failed; the runtime turns that into the event's error.
+  mcl_kbin_run_cluster(&run, message, sizeof message);
+}
+} // namespace
+
+bool is_kbin(const uint8_t *data, size_t size) {
+  return size >= 8 && std::memcmp(data, KBIN_MAGIC, 8) == 0;
+}
+
+Result<std::shared_ptr<KbinExecutable>> KbinExecutable::load(const std::vector<uint8_t> &bytes, Device &device) {
+  kann::format::DeviceLimits limits;
+  limits.cluster_count = static_cast<uint32_t>(device.clusters().size());
+  limits.spm_bytes = device.config().spm_bytes;
+  auto program = kann::format::read_kbin(bytes.data(), bytes.size(), limits);
+  if (!program)
+    return make_error("kbin rejected for " + device.config().name + " with " + std::to_string(limits.cluster_count) +
+                          " cluster(s) of " + std::to_string(limits.spm_bytes) + " B SPM: " + program.error().message,
+                      -42 /* CL_INVALID_BINARY */);
+  std::shared_ptr<KbinExecutable> exe(new KbinExecutable());
+  exe->program_ = std::move(program.value());
+  for (const auto &records : exe->program_.streams)
+    exe->streams_.push_back(kann::format::serialize_stream(records));
+  exe->hardware_ = &device.hardware();
+  if (!exe->program_.params.empty()) {
+    // Parameters are uploaded once per program and device; every launch reads them in place.
+    auto block = exe->hardware_->ddr().allocate(exe->program_.params.size());
+    if (!block)
+      return make_error("kbin parameters (" + std::to_string(exe->program_.params.size()) +
+                            " B) do not fit in the device DDR: " + block.error().message,
+                        -4 /* CL_MEM_OBJECT_ALLOCATION_FAILURE */);
+    exe->params_offset_ = block.value();
+    exe->owns_params_ = true;
+    std::memcpy(exe->hardware_->ddr().at(block.value()), exe->program_.params.data(), exe->program_.params.size());
+  }
+  return exe;
+}
+
+KbinExecutable::~KbinExecutable() {
+  if (owns_params_)
+    hardware_->ddr().free(params_offset_);
+}
+
+std::string KbinExecutable::interpreter_source() const {
+  // Each work-group is one cluster walking its own record stream; the buffers arrive as the
+  // kernel's arguments, the records and parameters stay with the loaded program.
+  std::string source = "void __mcl_kbin_cluster(uint group) __attribute__((mppa_native));\n"
+                       "kernel __attribute__((reqd_work_group_size(1, 1, 1))) void ";
+  source += kKbinKernelName;
+  source += "(";
+  for (uint32_t i = 0; i < program_.arg_count; ++i)
+    source += (i ? ", " : "") + std::string("global uchar *arg") + std::to_string(i);
+  source += ") {\n  __mcl_kbin_cluster((uint)get_group_id(0));\n}\n";
+  return source;
+}
+
+KbinLaunchScope::KbinLaunchScope(const KbinLaunch *launch) : previous_(current_launch) { current_launch = launch; }
+KbinLaunchScope::~KbinLaunchScope() { current_launch = previous_; }
+
+void register_kbin_natives() {
+  static std::once_flag once;
+  std::call_once(once, [] {
+    compiler::addNativeResolver([](std::string_view name) -> void * {
+      if (name == "__mcl_kbin_cluster")
+        return reinterpret_cast<void *>(&kbin_cluster_entry);
+      return nullptr;
+    });
+  });
+}
+
+} // namespace manycl::rt

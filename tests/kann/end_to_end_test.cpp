@@ -120,3 +120,86 @@ TEST(EndToEndTiling, LargeImageOnSmallPresetTilesAndSpills) {
 }
 
 } // namespace
+
+namespace {
+
+// A QDQ model (as ONNX Runtime's quantizer writes them): int8 weights with per-channel
+// scales folded at compile time, activations quantized/dequantized by requantizing copies.
+TEST(EndToEndQdq, QuantizedConvMatchesFakeQuantReference) {
+  test::OnnxBuilder b;
+  b.input("x", {1, 2, 6, 6});
+  b.weight("xs", {}, 0.0f, {0.02f});
+  auto &xz = *b.model().mutable_graph()->add_initializer();
+  xz.set_name("xz");
+  xz.set_data_type(onnx::TensorProto::INT8);
+  xz.add_int32_data(-3);
+  auto &wq = *b.model().mutable_graph()->add_initializer();
+  wq.set_name("wq");
+  wq.set_data_type(onnx::TensorProto::INT8);
+  for (int64_t d : {3, 2, 3, 3})
+    wq.add_dims(d);
+  std::vector<int> wint;
+  for (int i = 0; i < 54; ++i) {
+    wint.push_back((i * 37) % 255 - 127);
+    wq.add_int32_data(wint.back());
+  }
+  auto ws = b.weight("ws", {3}, 0.0f, {0.004f, 0.002f, 0.003f});
+  auto &wz = *b.model().mutable_graph()->add_initializer();
+  wz.set_name("wz");
+  wz.set_data_type(onnx::TensorProto::INT8);
+  wz.add_dims(3);
+  for (int i = 0; i < 3; ++i)
+    wz.add_int32_data(0);
+  b.weight("ys", {}, 0.0f, {0.05f});
+  auto &yz = *b.model().mutable_graph()->add_initializer();
+  yz.set_name("yz");
+  yz.set_data_type(onnx::TensorProto::INT8);
+  yz.add_int32_data(5);
+  b.node("QuantizeLinear", {"x", "xs", "xz"}, {"xq"});
+  b.node("DequantizeLinear", {"xq", "xs", "xz"}, {"xd"});
+  auto &dq = b.node("DequantizeLinear", {"wq", "ws", "wz"}, {"w"});
+  test::OnnxBuilder::int1(dq, "axis", 0);
+  auto &conv = b.node("Conv", {"xd", "w"}, {"c"});
+  test::OnnxBuilder::ints(conv, "pads", {1, 1, 1, 1});
+  b.node("QuantizeLinear", {"c", "ys", "yz"}, {"cq"});
+  b.node("DequantizeLinear", {"cq", "ys", "yz"}, {"y"});
+  b.output("y");
+
+  auto graph = import_onnx_bytes(b.bytes());
+  ASSERT_TRUE(graph.ok()) << graph.error().message;
+  ASSERT_TRUE(passes::optimize(graph.value()).ok());
+  CompileOptions options;
+  options.device = manycl::device::preset("small").value();
+  auto out = compile_graph(graph.value(), options);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+
+  auto fq = [](float v, float s, int z) {
+    float q = std::nearbyint(v / s) + float(z);
+    q = std::min(127.0f, std::max(-128.0f, q));
+    return (q - float(z)) * s;
+  };
+  test::ref::T x = test::ref::make(2, 6, 6);
+  for (size_t i = 0; i < x.v.size(); ++i)
+    x.v[i] = std::sin(0.3f * float(i)) * 2.0f;
+  test::ref::T xd = x;
+  for (float &v : xd.v)
+    v = fq(v, 0.02f, -3);
+  std::vector<float> w(54);
+  for (int i = 0; i < 54; ++i)
+    w[i] = float(wint[i]) * ws[i / 18];
+  auto c = test::ref::conv(xd, w, {}, 3, 3, 1, 1);
+  manycl::device::Device device(options.device);
+  auto run = manycl::interp::run_kbin(device, out.value().program, {test::as_bytes(x.v), {}});
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  auto got = test::as_floats(run.value().outputs[1]);
+  ASSERT_EQ(got.size(), c.v.size());
+  int off_by_one = 0;
+  for (size_t i = 0; i < got.size(); ++i) {
+    const float want = fq(c.v[i], 0.05f, 5);
+    ASSERT_NEAR(got[i], want, 0.05f * 1.01f) << i; // at most one quantization step
+    off_by_one += std::fabs(got[i] - want) > 1e-6f;
+  }
+  EXPECT_LT(off_by_one, int(got.size()) / 10); // rounding ties only
+}
+
+} // namespace

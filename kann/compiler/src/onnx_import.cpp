@@ -299,6 +299,39 @@ Result<bool> fold(Graph &g, Node &n) {
   }
   if (!all_const(g, n) || n.inputs.empty())
     return false;
+  if (n.op == "DequantizeLinear") { // quantized weights and biases: fold to float constants
+    const Tensor &x = in(0);
+    const Tensor &scale = in(1);
+    const bool has_zp = n.inputs.size() > 2 && n.inputs[2] >= 0;
+    auto value = [](const Tensor &t, size_t i) -> double {
+      return t.dtype == DType::I64 ? double(t.idata[i]) : double(t.data[i]);
+    };
+    const size_t count = size_t(x.elements());
+    const size_t scales = size_t(scale.elements());
+    if (scale.dtype != DType::F32 || scales == 0 || (has_zp && size_t(in(2).elements()) != scales))
+      return make_error(where(n) + ": malformed scale or zero point");
+    size_t inner = 1, dim = 1;
+    if (scales > 1) {
+      const int64_t axis = norm_axis(n.attr("axis", 1), x.shape.size());
+      if (axis < 0 || axis >= int64_t(x.shape.size()) || size_t(x.shape[axis]) != scales)
+        return make_error(where(n) + ": per-axis scales do not match the axis");
+      for (size_t d = size_t(axis) + 1; d < x.shape.size(); ++d)
+        inner *= size_t(x.shape[d]);
+      dim = scales;
+    }
+    Tensor &o = outs[n.outputs[0]];
+    o.is_const = true;
+    o.dtype = DType::F32;
+    o.shape = x.shape;
+    o.data.resize(count);
+    for (size_t i = 0; i < count; ++i) {
+      const size_t ch = scales > 1 ? (i / inner) % dim : 0;
+      const double zp = has_zp ? value(in(2), ch) : 0.0;
+      o.data[i] = float((value(x, i) - zp) * double(scale.data[ch]));
+    }
+    n.dead = true;
+    return true;
+  }
   const bool ints = std::all_of(n.inputs.begin(), n.inputs.end(), [&](int i) {
     return i < 0 || g.tensors[i].dtype == DType::I64;
   });
@@ -547,12 +580,28 @@ Result<void> infer_node(Graph &g, Node &n) {
     return {};
   }
   if (n.op == "QuantizeLinear" || n.op == "DequantizeLinear") {
-    if (!has(1) || !in(1).is_const || in(1).elements() != 1)
-      return make_error(where(n) + ": only per-tensor constant scales are supported");
+    // Activations: per-tensor quantization (weights were folded above).
+    if (!has(1) || !in(1).is_const || in(1).elements() != 1 || in(1).dtype != DType::F32 ||
+        !(in(1).data[0] > 0.0f))
+      return make_error(where(n) + ": only per-tensor constant positive scales are supported");
+    if (has(2) && (!in(2).is_const || in(2).elements() != 1))
+      return make_error(where(n) + ": the zero point must be a constant scalar");
+    const float scale = in(1).data[0];
+    const int32_t zp = has(2) ? int32_t(in(2).dtype == DType::I64 ? in(2).idata[0] : in(2).data[0]) : 0;
     y.shape = x;
-    y.dtype = DType::F32;
-    if (n.op == "QuantizeLinear")
+    if (n.op == "QuantizeLinear") {
+      if (in(0).dtype != DType::F32)
+        return make_error(where(n) + ": quantizes a non-float tensor");
       y.dtype = has(2) && in(2).dtype == DType::S8 ? DType::S8 : DType::U8;
+      y.scale = scale;
+      y.zero_point = zp;
+    } else {
+      if (in(0).dtype != DType::S8 && in(0).dtype != DType::U8)
+        return make_error(where(n) + ": dequantizes a non-INT8 tensor");
+      if (in(0).scale != scale || in(0).zero_point != zp)
+        return make_error(where(n) + ": scale differs from the QuantizeLinear that made the tensor");
+      y.dtype = DType::F32;
+    }
     return {};
   }
   if (n.op == "Gather" || n.op == "Shape")

@@ -68,6 +68,8 @@ struct Act {
   int64_t H = 1, W = 1, C = 1;
   uint32_t es = 4;
   uint32_t dtype = MCL_DTYPE_F32;
+  float scale = 1.0f;       // INT8 activations (quantized by QuantizeLinear)
+  int32_t zero_point = 0;
   std::vector<Box> owned;   // per cluster: produced there
   std::vector<Box> need;    // per cluster: read there by consumers (bounding box)
   std::vector<Box> buf;     // per cluster: bbox(owned, need), what the buffer holds
@@ -165,8 +167,14 @@ struct Compiler {
       return make_error("tensor '" + t.name + "': rank " + std::to_string(t.shape.size()) +
                         " activations are not supported (only NCHW and [1,N])");
     }
+    a.scale = t.scale;
+    a.zero_point = t.zero_point;
     if (t.dtype == ir::DType::F16)
       a.dtype = MCL_DTYPE_F16, a.es = 2;
+    else if (t.dtype == ir::DType::S8)
+      a.dtype = MCL_DTYPE_S8, a.es = 1;
+    else if (t.dtype == ir::DType::U8)
+      a.dtype = MCL_DTYPE_U8, a.es = 1;
     else if (t.dtype != ir::DType::F32)
       return make_error("tensor '" + t.name + "': element type " + ir::dtype_name(t.dtype) +
                         " is not supported for activations");
@@ -277,7 +285,8 @@ struct Compiler {
       else if (n.op == "ScaleShift") op.kind = Kind::ScaleShift;
       else if (n.op == "Softmax") op.kind = Kind::Softmax;
       else if (n.op == "Concat") op.kind = Kind::Concat;
-      else if (n.op == "Convert") op.kind = Kind::Convert;
+      else if (n.op == "Convert" || n.op == "QuantizeLinear" || n.op == "DequantizeLinear")
+        op.kind = Kind::Convert;
       else {
         mcl_activation act;
         if (!passes::activation_of(g, n, act))
@@ -288,6 +297,16 @@ struct Compiler {
       if (!o)
         return o.error();
       op.out = o.value();
+      // A conversion of a flattened image keeps the image's channel-last geometry (and so
+      // its flatten order for a following Gemm).
+      if (op.kind == Kind::Convert && view_src_shape.count(n.inputs[0])) {
+        auto src = act_for(n.inputs[0]);
+        if (!src)
+          return src.error();
+        Act &y = acts[op.out];
+        y.H = acts[src.value()].H, y.W = acts[src.value()].W, y.C = acts[src.value()].C;
+        view_src_shape[n.outputs[0]] = view_src_shape[n.inputs[0]];
+      }
       std::vector<int> act_inputs;
       if (op.kind == Kind::Eltwise || op.kind == Kind::Concat) {
         for (int i : n.inputs) {
@@ -305,6 +324,12 @@ struct Compiler {
           return a.error();
         op.ins.push_back(a.value());
       }
+      if (op.kind != Kind::Convert)
+        for (int t : {n.inputs[0], n.outputs[0]})
+          if (g.tensors[t].dtype == ir::DType::S8 || g.tensors[t].dtype == ir::DType::U8)
+            return make_error(where(n) + ": INT8 operands are only supported through "
+                              "QuantizeLinear/DequantizeLinear pairs (INT8 kernels are not "
+                              "emitted yet)");
       auto ch = policy.chunks.find(int(ni));
       if (ch != policy.chunks.end())
         op.chunks = ch->second;
@@ -861,7 +886,8 @@ struct Compiler {
       a.output = out_tile;
       if (op.kind == Kind::Activation)
         passes::activation_of(g, n, a.act);
-      a.in_quant = a.out_quant = {1.0f, 0};
+      a.in_quant = {x.scale, x.zero_point};
+      a.out_quant = {y.scale, y.zero_point};
       add(op.kind == Kind::Softmax   ? MCL_NATIVE_FN_SOFTMAX
           : op.kind == Kind::Convert ? MCL_NATIVE_FN_COPY
                                      : MCL_NATIVE_FN_ACTIVATION,

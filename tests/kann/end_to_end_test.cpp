@@ -203,3 +203,89 @@ TEST(EndToEndQdq, QuantizedConvMatchesFakeQuantReference) {
 }
 
 } // namespace
+
+namespace {
+
+// SqueezeNet-style fire module: two expand convolutions concatenated by channels. The
+// producers write straight into the concat buffer (no copy record); a second concat with
+// the network input (not eliminable) runs as copies. Checked on several configurations,
+// including one where activations spill.
+struct FireCase {
+  const char *preset;
+  unsigned clusters;
+  int H, W;
+};
+class Fire : public ::testing::TestWithParam<FireCase> {};
+
+TEST_P(Fire, ConcatEliminationMatchesReference) {
+  const FireCase fc = GetParam();
+  test::OnnxBuilder b;
+  b.input("x", {1, 4, fc.H, fc.W});
+  auto ws = b.weight("ws", {3, 4, 1, 1});
+  auto bs = b.weight("bs", {3}, 0.1f);
+  auto we1 = b.weight("we1", {5, 3, 1, 1});
+  auto be1 = b.weight("be1", {5}, 0.1f);
+  auto we3 = b.weight("we3", {6, 3, 3, 3}, 0.2f);
+  auto be3 = b.weight("be3", {6}, 0.1f);
+  b.node("Conv", {"x", "ws", "bs"}, {"s"});
+  b.node("Relu", {"s"}, {"sr"});
+  b.node("Conv", {"sr", "we1", "be1"}, {"e1"});
+  b.node("Relu", {"e1"}, {"e1r"});
+  auto &c3 = b.node("Conv", {"sr", "we3", "be3"}, {"e3"});
+  test::OnnxBuilder::ints(c3, "pads", {1, 1, 1, 1});
+  b.node("Relu", {"e3"}, {"e3r"});
+  auto &cat = b.node("Concat", {"e1r", "e3r"}, {"fire"});
+  test::OnnxBuilder::int1(cat, "axis", 1);
+  auto &cat2 = b.node("Concat", {"fire", "x"}, {"y"});
+  test::OnnxBuilder::int1(cat2, "axis", 1);
+  b.output("y");
+
+  auto graph = import_onnx_bytes(b.bytes());
+  ASSERT_TRUE(graph.ok()) << graph.error().message;
+  ASSERT_TRUE(passes::optimize(graph.value()).ok());
+  CompileOptions options;
+  options.device = manycl::device::preset(fc.preset).value();
+  options.clusters = fc.clusters;
+  auto out = compile_graph(graph.value(), options);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  int copies = 0;
+  for (const auto &s : out.value().program.streams)
+    for (const auto &r : s)
+      copies += r.function_id == MCL_NATIVE_FN_COPY;
+  // Only the second concat copies (2 inputs per cluster with work, per tile).
+  EXPECT_GT(copies, 0);
+  int concat_ops = 0;
+  for (const auto &op : out.value().ops)
+    concat_ops += op.op == "Concat";
+  EXPECT_EQ(concat_ops, 1) << out.value().report_text();
+
+  test::ref::T x = test::ref::make(4, fc.H, fc.W);
+  for (size_t i = 0; i < x.v.size(); ++i)
+    x.v[i] = std::cos(0.21f * float(i));
+  auto sr = test::ref::relu(test::ref::conv(x, ws, bs, 3, 1, 1, 0));
+  auto e1 = test::ref::relu(test::ref::conv(sr, we1, be1, 5, 1, 1, 0));
+  auto e3 = test::ref::relu(test::ref::conv(sr, we3, be3, 6, 3, 1, 1));
+  std::vector<float> want = e1.v;
+  want.insert(want.end(), e3.v.begin(), e3.v.end());
+  want.insert(want.end(), x.v.begin(), x.v.end());
+
+  manycl::device::Device device(options.device);
+  auto run = manycl::interp::run_kbin(device, out.value().program, {test::as_bytes(x.v), {}});
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  auto got = test::as_floats(run.value().outputs[1]);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want[i], 1e-4f + 1e-4f * std::fabs(want[i])) << i;
+}
+
+INSTANTIATE_TEST_SUITE_P(Presets, Fire,
+                         ::testing::Values(FireCase{"mppa3", 1, 9, 7}, FireCase{"mppa3", 5, 9, 7},
+                                           FireCase{"small", 2, 9, 7},
+                                           FireCase{"small", 2, 120, 100}),
+                         [](const auto &info) {
+                           return std::string(info.param.preset) + "_" +
+                                  std::to_string(info.param.clusters) + "_" +
+                                  std::to_string(info.param.H);
+                         });
+
+} // namespace

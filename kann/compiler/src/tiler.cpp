@@ -136,6 +136,61 @@ struct Compiler {
   CompileOutput out;
   AllocFailure failure;
   std::map<int, uint32_t> input_arg, output_arg; // tensor -> kernel argument
+  // Concat elimination: a concat input written straight into the concat output's storage
+  // at this channel offset (tensor -> offset); the eliminated Concat nodes.
+  std::map<int, int64_t> chan_offset;
+  std::set<int> eliminated;
+
+  int64_t out_c(const Op &op) const { return g.tensors[g.nodes[op.node].outputs[0]].shape[1]; }
+  int64_t out_off(const Op &op) const {
+    auto it = chan_offset.find(g.nodes[op.node].outputs[0]);
+    return it == chan_offset.end() ? 0 : it->second;
+  }
+  // An op's output box (its own channel numbering) in the storage it writes.
+  Box stored(const Op &op, Box b) const {
+    const int64_t off = out_off(op);
+    if (!b.empty())
+      b.c0 += off, b.c1 += off;
+    return b;
+  }
+
+  // Channel concats whose inputs are each read only by the concat and produced by a
+  // row-split operator: the producers write into the concat's buffer, no copy runs.
+  void plan_concat_elimination() {
+    static const std::set<std::string> producers = {
+        "Conv", "MaxPool", "AveragePool", "Add", "Sub", "Mul", "Div", "ScaleShift", "Relu",
+        "Clip", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Convert",
+        "QuantizeLinear", "DequantizeLinear"};
+    for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
+      const Node &n = g.nodes[ni];
+      if (n.dead || n.op != "Concat" || g.tensors[n.outputs[0]].shape.size() != 4)
+        continue;
+      bool ok = true;
+      std::set<int> seen, nodes;
+      for (int t : n.inputs) {
+        const Tensor &x = g.tensors[t];
+        ok = ok && x.producer >= 0 && !x.is_const && !g.is_output(t) && !seen.count(t) &&
+             !chan_offset.count(t) && !eliminated.count(x.producer) &&
+             producers.count(g.nodes[x.producer].op) && g.consumers(t).size() == 1 &&
+             !nodes.count(x.producer) && x.dtype == g.tensors[n.outputs[0]].dtype;
+        seen.insert(t);
+        if (x.producer >= 0)
+          nodes.insert(x.producer);
+      }
+      if (!ok)
+        continue;
+      auto storage = act_for(n.outputs[0]);
+      if (!storage)
+        continue;
+      int64_t off = 0;
+      for (int t : n.inputs) {
+        act_of[t] = storage.value();
+        chan_offset[t] = off;
+        off += g.tensors[t].shape[1];
+      }
+      eliminated.insert(int(ni));
+    }
+  }
 
   Compiler(const Graph &graph, const CompileOptions &o, unsigned clusters, const Policy &p)
       : g(graph), opt(o), K(clusters), policy(p) {}
@@ -210,7 +265,7 @@ struct Compiler {
     case Kind::Pool: {
       // Depthwise convolutions split by channels read only their channels.
       const bool depthwise_slice = op.kind == Kind::Conv && op.groups > 1 && op.groups == in.C &&
-                                   o.chans() != acts[op.out].C;
+                                   o.chans() != out_c(op);
       const int64_t c0 = depthwise_slice ? o.c0 : 0, c1 = depthwise_slice ? o.c1 : in.C;
       int64_t a = o.y0 * op.sh - op.pt;
       int64_t b = (o.y1 - 1) * op.sh - op.pt + (op.kh - 1) * op.dh + 1;
@@ -252,9 +307,10 @@ struct Compiler {
       if (!a)
         return a.error();
     }
+    plan_concat_elimination();
     for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
       const Node &n = g.nodes[ni];
-      if (n.dead)
+      if (n.dead || eliminated.count(int(ni)))
         continue;
       // Views: Flatten / Reshape share their input's storage.
       if (n.op == "Flatten" || n.op == "Reshape" || n.op == "Squeeze" || n.op == "Unsqueeze") {
@@ -350,11 +406,13 @@ struct Compiler {
   bool choose_channel_split(const Op &op) const {
     const Act &x = acts[op.ins[0]];
     const Act &y = acts[op.out];
-    const bool depthwise = op.groups > 1 && op.groups == x.C && op.groups == y.C;
-    if ((op.groups != 1 && !depthwise) || y.C < int64_t(K))
+    const int64_t yc = out_c(op);
+    const bool depthwise = op.groups > 1 && op.groups == x.C && op.groups == yc;
+    if ((op.groups != 1 && !depthwise) || yc < int64_t(K) || out_off(op) != 0 ||
+        chan_offset.count(g.nodes[op.node].outputs[0]))
       return false;
     const auto &d = opt.device;
-    const double macs_per_row = double(y.W) * y.C * (x.C / op.groups) * op.kh * op.kw;
+    const double macs_per_row = double(y.W) * yc * (x.C / op.groups) * op.kh * op.kw;
     const double rate = double(d.pes_per_cluster) * d.fp32_fmas_per_cycle;
     const double es = x.es, row_bytes = double(x.W) * x.C * es;
     auto noc = [&](double bytes) { return bytes > 0 ? d.dma_latency_cycles + bytes / d.noc_bytes_per_cycle : 0.0; };
@@ -364,7 +422,7 @@ struct Compiler {
     const double spatial = band * macs_per_row / rate +
                            noc(std::max(0.0, in_rows - double(x.H) / K) * row_bytes);
     // Channels: the largest slice of output channels, plus gathering the rest of the input.
-    const double slice = std::ceil(double(y.C) / K) / double(y.C);
+    const double slice = std::ceil(double(yc) / K) / double(yc);
     const double gathered = depthwise ? slice : 1.0;
     const double channel = double(y.H) * macs_per_row * slice / rate +
                            noc(double(x.H) * row_bytes * std::max(0.0, gathered - 1.0 / K));
@@ -373,6 +431,8 @@ struct Compiler {
 
   Result<void> plan_op(Op &op, const Node &n) {
     Act &y = acts[op.out];
+    const int64_t yc = out_c(op);
+    const bool aliased = chan_offset.count(n.outputs[0]) != 0; // writes into a concat
     switch (op.kind) {
     case Kind::Conv:
     case Kind::Pool: {
@@ -381,15 +441,15 @@ struct Compiler {
       op.kh = k[0], op.kw = k[1], op.sh = s[0], op.sw = s[1], op.dh = d[0], op.dw = d[1];
       op.pt = p[0], op.pl = p[1], op.pb = p[2], op.pr = p[3];
       op.groups = n.attr("group", 1);
-      op.out_box = split_rows(y.H, y.C);
+      op.out_box = split_rows(y.H, yc);
       if (op.kind == Kind::Conv && K > 1 && choose_channel_split(op))
-        op.split = "channels", op.out_box = split_channels(y.H, y.C);
+        op.split = "channels", op.out_box = split_channels(y.H, yc);
       break;
     }
     case Kind::GlobalPool:
     case Kind::Gemm:
       op.split = "channels";
-      op.out_box = split_channels(1, y.C);
+      op.out_box = split_channels(1, yc);
       op.chunks = 1;
       break;
     case Kind::Softmax:
@@ -398,7 +458,7 @@ struct Compiler {
         op.out_box.assign(K, Box{});
         op.out_box[0] = full(y);
       } else {
-        op.out_box = split_rows(y.H, y.C);
+        op.out_box = split_rows(y.H, yc);
       }
       break;
     case Kind::Eltwise:
@@ -407,18 +467,18 @@ struct Compiler {
     case Kind::Convert:
       if (op.kind == Kind::Eltwise)
         for (int i : op.ins)
-          if (acts[i].H != y.H || acts[i].W != y.W || acts[i].C != y.C)
+          if (acts[i].H != y.H || acts[i].W != y.W || acts[i].C != yc)
             return make_error(where(n) + ": broadcasting between activations is not supported");
-      if (y.H > 1) {
-        op.out_box = split_rows(y.H, y.C);
+      if (y.H > 1 || aliased) {
+        op.out_box = split_rows(y.H, yc);
       } else {
         op.split = "channels";
-        op.out_box = split_channels(y.H, y.C);
+        op.out_box = split_channels(y.H, yc);
         op.chunks = 1;
       }
       break;
     case Kind::Concat:
-      op.out_box = split_rows(y.H, y.C);
+      op.out_box = split_rows(y.H, yc);
       break;
     }
     op.in_box.assign(op.ins.size(), std::vector<Box>(K));
@@ -426,7 +486,7 @@ struct Compiler {
       for (unsigned c = 0; c < K; ++c)
         op.in_box[i][c] = need_for(op, i, op.out_box[c]);
     for (unsigned c = 0; c < K; ++c)
-      y.owned[c] = op.out_box[c];
+      y.owned[c] = bbox(y.owned[c], stored(op, op.out_box[c]));
     for (size_t i = 0; i < op.ins.size(); ++i)
       for (unsigned c = 0; c < K; ++c)
         acts[op.ins[i]].need[c] = bbox(acts[op.ins[i]].need[c], op.in_box[i][c]);
@@ -682,10 +742,10 @@ struct Compiler {
         // Spatial split: one block multicast to all. Channel split: each cluster's slice of
         // output channels ([cout][cin/groups][kh][kw] rows are contiguous in ONNX order).
         const Tensor &w = g.tensors[n.inputs[1]];
-        std::vector<float> bias(y.C, 0.0f);
+        std::vector<float> bias(out_c(op), 0.0f);
         if (n.inputs.size() > 2 && n.inputs[2] >= 0)
           bias = g.tensors[n.inputs[2]].data;
-        const size_t per_out = w.data.size() / size_t(y.C);
+        const size_t per_out = w.data.size() / size_t(out_c(op));
         op.params.shared = op.split == "rows";
         op.params.per_cluster.resize(op.params.shared ? 1 : K);
         for (unsigned c = 0; c < K; ++c) {
@@ -792,7 +852,7 @@ struct Compiler {
     const Act &y = acts[op.out];
     const Box ib = need_for(op, 0, ob);
     const mcl_tile in0 = tile_of(x, c, ib, op.stage_in[0]);
-    const mcl_tile out_tile = tile_of(y, c, ob, op.stage_out);
+    const mcl_tile out_tile = tile_of(y, c, stored(op, ob), op.stage_out);
     Call call;
     auto add = [&](uint32_t fn, const auto &block) {
       call.records.push_back(format::Record::make(fn, block));
@@ -1165,7 +1225,7 @@ struct Compiler {
             prog.streams[c].push_back(r);
           compute[c] += call.value().cost;
           if (y.in_ddr) {
-            kbin_dma_args d = ddr_transfer(y, y.home, y.onnx_layout, ob,
+            kbin_dma_args d = ddr_transfer(y, y.home, y.onnx_layout, stored(op, ob),
                                            buffers[op.stage_out].offset, ob.chans(), false);
             push(c, d);
             stream_ddr[c] += bytes_of(d);
@@ -1180,7 +1240,7 @@ struct Compiler {
           for (unsigned to = 0; to < K; ++to) {
             if (from == to)
               continue;
-            Box box = intersect(y.need[to], y.owned[from]);
+            Box box = intersect(y.need[to], stored(op, op.out_box[from]));
             if (box.empty())
               continue;
             kbin_dma_args d = exchange(y, from, to, box);
@@ -1193,10 +1253,11 @@ struct Compiler {
         if (act_of[t] != op.out || y.in_ddr)
           continue;
         for (unsigned c = 0; c < K; ++c) {
-          if (y.owned[c].empty())
+          const Box part = stored(op, op.out_box[c]); // what this operator wrote here
+          if (part.empty())
             continue;
-          const mcl_tile tl = tile_of(y, c, y.owned[c]);
-          kbin_dma_args d = ddr_transfer(y, {KBIN_DDR_ARG, argi, 0}, true, y.owned[c], tl.offset,
+          const mcl_tile tl = tile_of(y, c, part);
+          kbin_dma_args d = ddr_transfer(y, {KBIN_DDR_ARG, argi, 0}, true, part, tl.offset,
                                          tl.pixel_stride, false);
           push(c, d);
           stream_ddr[c] += bytes_of(d);

@@ -91,6 +91,7 @@ TEST_P(WorkItem, FunctionsOffsetsNonUniform) {
 INSTANTIATE_TEST_SUITE_P(Modes, WorkItem,
                          testing::Values(ModeParam{ExecMode::LWI, 1}, ModeParam{ExecMode::SPMD, 3}), modeName);
 
+#include <pthread.h>
 #include <thread>
 
 // Builds, loads and runs several programs from several threads at once.
@@ -117,4 +118,51 @@ TEST(Basic, ConcurrentBuildsAndRuns) {
     });
   for (auto &t : ts) t.join();
   EXPECT_EQ(ok, (std::vector<int>{1, 1, 1, 1}));
+}
+
+// A large private array (barrier-free kernel) lives in a per-PE heap
+// scratch, not on the PE thread's stack.
+TEST(Basic, LargePrivateArray) {
+  auto p = buildLoad(R"(
+    __kernel void big(__global const int* in, __global int* out) {
+      int priv[65536];
+      int g = get_global_id(0);
+      for (int i = 0; i < 65536; ++i) priv[i] = in[g] + i;
+      int s = 0;
+      for (int i = 0; i < 65536; i += 4099) s += priv[i];
+      out[g] = s;
+    })");
+  ASSERT_TRUE(p);
+  EXPECT_GT(p->kernel("big")->info().frame_size, 65536u * 4 - 1);
+  std::vector<int> in = {1, 2, 3, 4, 5, 6, 7, 8}, out(8);
+  NDRange r;
+  r.global[0] = 8;
+  r.local[0] = 4;
+  for (ExecMode m : {ExecMode::LWI, ExecMode::SPMD}) {
+    // A small-stack thread: 256 KiB would overflow with the array on the stack.
+    struct Job {
+      Program *p;
+      std::vector<int> *in, *out;
+      NDRange r;
+      ExecMode m;
+      bool ok = false;
+    } job{p.get(), &in, &out, r, m};
+    pthread_attr_t attr;
+    pthread_attr_init(&attr);
+    pthread_attr_setstacksize(&attr, 256 << 10);
+    pthread_t th;
+    ASSERT_EQ(pthread_create(&th, &attr, [](void *a) -> void * {
+      auto *j = static_cast<Job *>(a);
+      j->ok = runND(*j->p, "big", {ArgValue::pointer(j->in->data()), ArgValue::pointer(j->out->data())}, j->r, j->m, 2).ok();
+      return nullptr;
+    }, &job), 0);
+    pthread_join(th, nullptr);
+    pthread_attr_destroy(&attr);
+    ASSERT_TRUE(job.ok);
+    for (int g = 0; g < 8; ++g) {
+      int s = 0;
+      for (int i = 0; i < 65536; i += 4099) s += in[g] + i;
+      ASSERT_EQ(out[g], s);
+    }
+  }
 }

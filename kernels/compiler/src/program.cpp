@@ -565,8 +565,17 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
     });
     return Status::success();
   }
+  // Barrier-free kernels with large private arrays: per-PE heap scratch.
+  static thread_local std::vector<uint64_t> tlsScratch;
+  auto scratchFor = [&](WiCtx &c) {
+    if (!k.wg || k.info_.frame_size == 0) return;
+    size_t words = static_cast<size_t>(k.info_.frame_size / 8) + 8;
+    if (tlsScratch.size() < words) tlsScratch.assign(words, 0);
+    c.slot[SlotFrame] = (reinterpret_cast<uintptr_t>(tlsScratch.data()) + 63) & ~uintptr_t(63);
+  };
   if (single) {
     if (k.wg) {
+      scratchFor(ctx);
       k.wg(slots, &ctx, 0, ls[0], 0, rows);
       return Status::success();
     }
@@ -576,6 +585,7 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
   if (k.wg) {
     team->run([&](unsigned pe) {
       WiCtx my = ctx;
+      scratchFor(my);
       if (rows >= P) {
         k.wg(slots, &my, 0, ls[0], rows * pe / P, rows * (pe + 1) / P);
       } else {

@@ -713,6 +713,10 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
   return true;
 }
 
+/// Private memory above this (per work-item, barrier-free kernels) moves
+/// from the host stack to a per-PE heap scratch.
+static constexpr uint64_t kMaxStackPrivate = 16 << 10;
+
 static const std::set<std::string> &knownRuntimeSymbols() {
   static const std::set<std::string> s = {"__manycl_barrier"};
   return s;
@@ -966,6 +970,36 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
       B.CreateCall(wi, vals);
       B.CreateRetVoid();
     } else {
+      // Large private arrays go to a per-PE heap scratch (SlotFrame), not to
+      // the host thread's stack; the work-items of a group run one after the
+      // other on a PE, so one copy per PE suffices.
+      if (allocaBytes(*wi) > kMaxStackPrivate) {
+        const DataLayout &DLs = M.getDataLayout();
+        std::vector<AllocaInst *> as;
+        for (Instruction &I : instructions(*wi))
+          if (auto *a = dyn_cast<AllocaInst>(&I)) as.push_back(a);
+        uint64_t soff = 0;
+        Argument *wctx = wi->getArg(static_cast<unsigned>(k.args.size()));
+        Instruction *ip = &*wi->getEntryBlock().getFirstInsertionPt();
+        while (isa<AllocaInst>(ip)) ip = ip->getNextNode();
+        IRBuilder<> SB(ip);
+        Value *scratch = SB.CreateIntToPtr(loadSlot(SB, wctx, SB.getInt64(SlotFrame)), ptr);
+        for (AllocaInst *a : as) {
+          auto bits = a->getAllocationSizeInBits(DLs);
+          if (!bits || a->getParent() != &wi->getEntryBlock()) continue;
+          uint64_t al = std::max<uint64_t>(16, a->getAlign().value());
+          soff = (soff + al - 1) / al * al;
+          Value *p = SB.CreateInBoundsGEP(SB.getInt8Ty(), scratch, SB.getInt64(soff));
+          soff += (*bits + 7) / 8;
+          std::vector<IntrinsicInst *> lts;
+          for (User *u : a->users())
+            if (auto *ii = dyn_cast<IntrinsicInst>(u); ii && ii->isLifetimeStartOrEnd()) lts.push_back(ii);
+          for (IntrinsicInst *ii : lts) ii->eraseFromParent();
+          a->replaceAllUsesWith(p);
+          a->eraseFromParent();
+        }
+        k.frame_size = (soff + 63) / 64 * 64;
+      }
       auto *ft = FunctionType::get(Type::getVoidTy(C), {ptr, ptr, i64, i64, i64, i64}, false);
       Function *f = Function::Create(ft, GlobalValue::ExternalLinkage, wgName(k.name), &M);
       f->addFnAttr(Attribute::NoUnwind);

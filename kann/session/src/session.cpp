@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstring>
 
+#include <nlohmann/json.hpp>
+
 #include "kann/format.h"
 
 namespace kann {
@@ -222,11 +224,11 @@ RunStats Session::stats(cl_event event) const {
   if (clGetEventInfo(event, CL_EVENT_COMMAND_STATS_MCL, 0, nullptr, &size) == CL_SUCCESS && size > 0) {
     std::string json(size, '\0');
     clGetEventInfo(event, CL_EVENT_COMMAND_STATS_MCL, size, json.data(), nullptr);
-    // A few numbers out of the flat top level of the stats object.
+    while (!json.empty() && json.back() == '\0')
+      json.pop_back();
+    auto doc = nlohmann::json::parse(json, nullptr, false);
     auto number = [&](const char *key) -> double {
-      std::string needle = std::string("\"") + key + "\":";
-      size_t at = json.find(needle);
-      return at == std::string::npos ? 0.0 : std::strtod(json.c_str() + at + needle.size(), nullptr);
+      return doc.is_object() && doc.contains(key) && doc[key].is_number() ? doc[key].get<double>() : 0.0;
     };
     stats.modeled_cycles = static_cast<uint64_t>(number("modeled_cycles"));
     stats.modeled_seconds = number("modeled_seconds");

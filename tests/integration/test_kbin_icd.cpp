@@ -1,0 +1,296 @@
+// kann program binaries through the ICD loader: kann::Session on devices and sub-devices,
+// concurrency, and rejection of bad binaries with an explaining build log.
+#include <CL/cl.h>
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <random>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "kann/session.h"
+#include "npy.h"
+
+namespace {
+
+std::vector<uint8_t> read_file(const std::string &path) {
+  std::ifstream in(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
+}
+
+// Compiles the bundled digits model with the kann CLI for `clusters` clusters.
+std::vector<uint8_t> digits_kbin(unsigned clusters) {
+  std::string out = std::string(WORK_DIR) + "/digits_" + std::to_string(clusters) + ".kbin";
+  std::string cmd = std::string(KANN_EXE) + " compile " + DIGITS_DIR + "/model.onnx -o " + out + " --clusters " +
+                    std::to_string(clusters) + " > /dev/null";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  return read_file(out);
+}
+
+class KbinIcd : public ::testing::Test {
+protected:
+  void SetUp() override {
+    cl_uint n = 0;
+    ASSERT_EQ(clGetPlatformIDs(0, nullptr, &n), CL_SUCCESS);
+    std::vector<cl_platform_id> platforms(n);
+    clGetPlatformIDs(n, platforms.data(), nullptr);
+    for (auto p : platforms) {
+      char name[64] = {};
+      clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof name, name, nullptr);
+      if (std::string(name) == "ManyCL")
+        platform = p;
+    }
+    ASSERT_NE(platform, nullptr);
+    ASSERT_EQ(clGetDeviceIDs(platform, CL_DEVICE_TYPE_ACCELERATOR, 1, &root, nullptr), CL_SUCCESS);
+    clGetDeviceInfo(root, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, nullptr);
+  }
+
+  // One sub-device per cluster (by affinity domain).
+  std::vector<cl_device_id> per_cluster_subdevices() {
+    cl_device_partition_property props[] = {CL_DEVICE_PARTITION_BY_AFFINITY_DOMAIN, CL_DEVICE_AFFINITY_DOMAIN_NUMA, 0};
+    cl_uint made = 0;
+    EXPECT_EQ(clCreateSubDevices(root, props, 0, nullptr, &made), CL_SUCCESS);
+    std::vector<cl_device_id> subs(made);
+    EXPECT_EQ(clCreateSubDevices(root, props, made, subs.data(), nullptr), CL_SUCCESS);
+    return subs;
+  }
+
+  struct Env {
+    cl_context context = nullptr;
+    cl_command_queue queue = nullptr;
+    ~Env() {
+      if (queue)
+        clReleaseCommandQueue(queue);
+      if (context)
+        clReleaseContext(context);
+    }
+  };
+  void make_env(cl_device_id device, Env &env) {
+    cl_int err;
+    env.context = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &err);
+    ASSERT_EQ(err, CL_SUCCESS);
+    env.queue = clCreateCommandQueue(env.context, device, CL_QUEUE_PROFILING_ENABLE, &err);
+    ASSERT_EQ(err, CL_SUCCESS);
+  }
+
+  std::vector<float> infer(kann::Session &session, cl_command_queue queue, const std::vector<float> &input) {
+    EXPECT_TRUE(session.write_input(queue, 0, input).ok());
+    auto event = session.run(queue);
+    EXPECT_TRUE(event.ok());
+    auto out = session.read_output(queue, 0, event.value());
+    EXPECT_TRUE(out.ok());
+    clReleaseEvent(event.value());
+    return out.ok() ? out.value() : std::vector<float>{};
+  }
+
+  cl_platform_id platform = nullptr;
+  cl_device_id root = nullptr;
+  cl_uint units = 0;
+};
+
+size_t argmax(const float *v, size_t n) { return static_cast<size_t>(std::max_element(v, v + n) - v); }
+
+TEST_F(KbinIcd, DigitsOnAllClustersMatchesTheFramework) {
+  auto kbin = digits_kbin(5);
+  ASSERT_FALSE(kbin.empty());
+  Env env;
+  make_env(root, env);
+  auto session = kann::Session::load(env.context, root, kbin);
+  ASSERT_TRUE(session.ok()) << session.error().message;
+  ASSERT_EQ(session.value()->inputs().size(), 1u);
+  ASSERT_EQ(session.value()->outputs().size(), 1u);
+  auto inputs = kann::npy::read(std::string(DIGITS_DIR) + "/test_inputs.npy");
+  auto reference = kann::npy::read(std::string(DIGITS_DIR) + "/reference_logits.npy");
+  ASSERT_TRUE(inputs.ok() && reference.ok());
+  for (size_t s = 0; s < 40; ++s) {
+    std::vector<float> x(inputs->data.begin() + s * 64, inputs->data.begin() + (s + 1) * 64);
+    auto logits = infer(*session.value(), env.queue, x);
+    ASSERT_EQ(logits.size(), 10u);
+    for (size_t k = 0; k < 10; ++k)
+      EXPECT_NEAR(logits[k], reference->data[s * 10 + k], 1e-3) << "sample " << s << " logit " << k;
+    EXPECT_EQ(argmax(logits.data(), 10), argmax(&reference->data[s * 10], 10));
+  }
+}
+
+TEST_F(KbinIcd, ModeledStatisticsAreReported) {
+  auto kbin = digits_kbin(5);
+  Env env;
+  make_env(root, env);
+  auto session = kann::Session::load(env.context, root, kbin);
+  ASSERT_TRUE(session.ok()) << session.error().message;
+  std::vector<float> x(64, 0.5f);
+  ASSERT_TRUE(session.value()->write_input(env.queue, 0, x).ok());
+  auto event = session.value()->run(env.queue);
+  ASSERT_TRUE(event.ok());
+  ASSERT_EQ(clWaitForEvents(1, &event.value()), CL_SUCCESS);
+  auto stats = session.value()->stats(event.value());
+  EXPECT_GT(stats.modeled_cycles, 0u);
+  EXPECT_GT(stats.modeled_seconds, 0.0);
+  // Every parameter byte is read from DDR (multicast counts once), the input too.
+  EXPECT_GE(stats.ddr_bytes_read, 256u);
+  EXPECT_GE(stats.ddr_bytes_written, 40u);
+  clReleaseEvent(event.value());
+}
+
+TEST_F(KbinIcd, ConcurrentSubDevicesGiveTheSequentialResults) {
+  auto kbin = digits_kbin(1);
+  auto subs = per_cluster_subdevices();
+  ASSERT_GE(subs.size(), 2u);
+  auto inputs = kann::npy::read(std::string(DIGITS_DIR) + "/test_inputs.npy");
+  ASSERT_TRUE(inputs.ok());
+  const size_t samples = 24;
+
+  std::vector<std::vector<float>> sequential;
+  {
+    Env env;
+    make_env(subs[0], env);
+    auto session = kann::Session::load(env.context, subs[0], kbin);
+    ASSERT_TRUE(session.ok()) << session.error().message;
+    for (size_t s = 0; s < samples; ++s)
+      sequential.push_back(
+          infer(*session.value(), env.queue,
+                std::vector<float>(inputs->data.begin() + s * 64, inputs->data.begin() + (s + 1) * 64)));
+  }
+  std::vector<std::vector<std::vector<float>>> results(subs.size());
+  std::vector<std::thread> threads;
+  for (size_t k = 0; k < subs.size(); ++k) {
+    threads.emplace_back([&, k] {
+      Env env;
+      make_env(subs[k], env);
+      auto session = kann::Session::load(env.context, subs[k], kbin);
+      if (!session.ok())
+        return;
+      for (size_t s = 0; s < samples; ++s)
+        results[k].push_back(
+            infer(*session.value(), env.queue,
+                  std::vector<float>(inputs->data.begin() + s * 64, inputs->data.begin() + (s + 1) * 64)));
+    });
+  }
+  for (auto &t : threads)
+    t.join();
+  for (size_t k = 0; k < subs.size(); ++k)
+    EXPECT_EQ(results[k], sequential) << "sub-device " << k;
+  for (auto d : subs)
+    clReleaseDevice(d);
+}
+
+TEST_F(KbinIcd, ClusterCountMismatchIsABuildFailureWithALog) {
+  auto kbin = digits_kbin(2);
+  auto subs = per_cluster_subdevices(); // one cluster each: the binary needs two
+  Env env;
+  make_env(subs[0], env);
+  const unsigned char *bytes = kbin.data();
+  size_t length = kbin.size();
+  cl_int status = 0, err = 0;
+  cl_program program = clCreateProgramWithBinary(env.context, 1, &subs[0], &length, &bytes, &status, &err);
+  ASSERT_EQ(err, CL_SUCCESS);
+  EXPECT_EQ(clBuildProgram(program, 1, &subs[0], "", nullptr, nullptr), CL_INVALID_BINARY);
+  char log[2048] = {};
+  clGetProgramBuildInfo(program, subs[0], CL_PROGRAM_BUILD_LOG, sizeof log, log, nullptr);
+  EXPECT_NE(std::string(log).find("cluster"), std::string::npos) << log;
+  cl_build_status build_status;
+  clGetProgramBuildInfo(program, subs[0], CL_PROGRAM_BUILD_STATUS, sizeof build_status, &build_status, nullptr);
+  EXPECT_EQ(build_status, CL_BUILD_ERROR);
+  clReleaseProgram(program);
+  for (auto d : subs)
+    clReleaseDevice(d);
+}
+
+TEST_F(KbinIcd, CorruptedBinariesAreRejectedNeverRun) {
+  auto kbin = digits_kbin(5);
+  Env env;
+  make_env(root, env);
+  std::mt19937 rng(7);
+  int rejected = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    auto bad = kbin;
+    // Truncations, and bit flips in the header and section table (anywhere else a flip
+    // may land in a weight, which is a valid, different network).
+    if (trial % 3 == 0) {
+      bad.resize(std::uniform_int_distribution<size_t>(0, bad.size() - 1)(rng));
+    } else {
+      for (int f = 0; f < 1 + trial % 3; ++f) {
+        size_t at = std::uniform_int_distribution<size_t>(0, 200)(rng);
+        bad[at] ^= static_cast<uint8_t>(1u << (rng() % 8));
+      }
+    }
+    if (bad.empty())
+      bad.push_back(0);
+    const unsigned char *bytes = bad.data();
+    size_t length = bad.size();
+    cl_int status = 0, err = 0;
+    cl_program program = clCreateProgramWithBinary(env.context, 1, &root, &length, &bytes, &status, &err);
+    if (err != CL_SUCCESS) {
+      EXPECT_EQ(err, CL_INVALID_BINARY);
+      ++rejected;
+      continue;
+    }
+    cl_int build = clBuildProgram(program, 1, &root, "", nullptr, nullptr);
+    if (build != CL_SUCCESS) {
+      EXPECT_EQ(build, CL_INVALID_BINARY);
+      char log[4096] = {};
+      clGetProgramBuildInfo(program, root, CL_PROGRAM_BUILD_LOG, sizeof log, log, nullptr);
+      EXPECT_GT(std::strlen(log), 0u);
+      ++rejected;
+    } else {
+      // Accepted means valid: it must run to completion (whatever it computes) without harm.
+      auto session = kann::Session::load(env.context, root, bad);
+      if (session.ok()) {
+        std::vector<float> x(session.value()->inputs()[0].elements(), 0.25f);
+        infer(*session.value(), env.queue, x);
+      }
+    }
+    clReleaseProgram(program);
+  }
+  EXPECT_GT(rejected, 40);
+}
+
+TEST_F(KbinIcd, LaunchChecks) {
+  auto kbin = digits_kbin(5);
+  Env env;
+  make_env(root, env);
+  auto session = kann::Session::load(env.context, root, kbin);
+  ASSERT_TRUE(session.ok()) << session.error().message;
+  cl_kernel kernel = session.value()->kernel();
+  size_t wrong = 3, one = 1;
+  EXPECT_EQ(clEnqueueNDRangeKernel(env.queue, kernel, 1, nullptr, &wrong, &one, 0, nullptr, nullptr),
+            CL_INVALID_GLOBAL_WORK_SIZE);
+  size_t reqd[3] = {};
+  ASSERT_EQ(clGetKernelWorkGroupInfo(kernel, root, CL_KERNEL_COMPILE_WORK_GROUP_SIZE, sizeof reqd, reqd, nullptr),
+            CL_SUCCESS);
+  EXPECT_EQ(reqd[0], 1u);
+  // A buffer smaller than the input tensor is refused at enqueue.
+  cl_int err;
+  cl_mem tiny = clCreateBuffer(env.context, CL_MEM_READ_WRITE, 16, nullptr, &err);
+  ASSERT_EQ(err, CL_SUCCESS);
+  ASSERT_EQ(clSetKernelArg(kernel, 0, sizeof(cl_mem), &tiny), CL_SUCCESS);
+  size_t five = 5;
+  EXPECT_EQ(clEnqueueNDRangeKernel(env.queue, kernel, 1, nullptr, &five, &one, 0, nullptr, nullptr),
+            CL_INVALID_KERNEL_ARGS);
+  clReleaseMemObject(tiny);
+}
+
+TEST_F(KbinIcd, ProgramBinariesRoundTrip) {
+  auto kbin = digits_kbin(5);
+  Env env;
+  make_env(root, env);
+  auto session = kann::Session::load(env.context, root, kbin);
+  ASSERT_TRUE(session.ok());
+  cl_program program;
+  ASSERT_EQ(clGetKernelInfo(session.value()->kernel(), CL_KERNEL_PROGRAM, sizeof program, &program, nullptr),
+            CL_SUCCESS);
+  size_t size = 0;
+  ASSERT_EQ(clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr), CL_SUCCESS);
+  ASSERT_EQ(size, kbin.size());
+  std::vector<unsigned char> copy(size);
+  unsigned char *ptr = copy.data();
+  ASSERT_EQ(clGetProgramInfo(program, CL_PROGRAM_BINARIES, sizeof ptr, &ptr, nullptr), CL_SUCCESS);
+  EXPECT_TRUE(std::equal(copy.begin(), copy.end(), kbin.begin()));
+}
+
+} // namespace

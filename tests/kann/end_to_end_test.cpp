@@ -3,6 +3,8 @@
 // compare with the plain C++ reference.
 #include <gtest/gtest.h>
 
+#include <fstream>
+
 #include "handmade_program.h"
 #include "kann/compile.h"
 #include "kann/onnx_import.h"
@@ -287,5 +289,56 @@ INSTANTIATE_TEST_SUITE_P(Presets, Fire,
                                   std::to_string(info.param.clusters) + "_" +
                                   std::to_string(info.param.H);
                          });
+
+} // namespace
+
+namespace {
+
+std::vector<float> read_npy_f32(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), {});
+  if (bytes.size() < 10)
+    return {};
+  const uint16_t header = uint16_t(uint8_t(bytes[8]) | uint8_t(bytes[9]) << 8);
+  std::vector<float> v((bytes.size() - 10 - header) / 4);
+  std::memcpy(v.data(), bytes.data() + 10 + header, v.size() * 4);
+  return v;
+}
+
+// The bundled digits classifier (scripts/models/train_digits.py), FP32 and its QDQ INT8
+// form (ONNX Runtime's quantizer; convolutions, pooling and GEMMs become INT8 kernels):
+// the sample's logits match the framework's within FP32 rounding, and within a few output
+// quantization steps for INT8, with the same predicted class.
+TEST(EndToEndDigits, BundledModelsFp32AndInt8) {
+  const std::string dir = std::string(KANN_SOURCE_DIR) + "/examples/models/digits/";
+  auto sample = read_npy_f32(dir + "sample_input.npy");
+  if (sample.size() != 64)
+    GTEST_SKIP() << "bundled digits model not found";
+  auto reference = read_npy_f32(dir + "reference_logits.npy"); // [360,10], row 0 = sample
+  ASSERT_GE(reference.size(), 10u);
+  for (const char *file : {"model.onnx", "model_int8.onnx"}) {
+    auto graph = import_onnx_file(dir + file);
+    ASSERT_TRUE(graph.ok()) << graph.error().message;
+    ASSERT_TRUE(passes::optimize(graph.value()).ok());
+    const bool int8 = std::string(file) == "model_int8.onnx";
+    int int8_nodes = 0;
+    for (const auto &n : graph.value().nodes)
+      int8_nodes += n.ints.count("int8") != 0;
+    EXPECT_EQ(int8_nodes, int8 ? 5 : 0) << graph.value().dump();
+    CompileOptions options;
+    options.device = manycl::device::preset("small").value();
+    auto out = compile_graph(graph.value(), options);
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    manycl::device::Device device(options.device);
+    auto run = manycl::interp::run_kbin(device, out.value().program, {test::as_bytes(sample), {}});
+    ASSERT_TRUE(run.ok()) << run.error().message;
+    auto logits = test::as_floats(run.value().outputs[1]);
+    ASSERT_EQ(logits.size(), 10u);
+    for (int i = 0; i < 10; ++i)
+      EXPECT_NEAR(logits[i], reference[i], int8 ? 2.0f : 1e-4f) << file << " logit " << i;
+    auto argmax = [](const float *v) { return int(std::max_element(v, v + 10) - v); };
+    EXPECT_EQ(argmax(logits.data()), argmax(reference.data())) << file;
+  }
+}
 
 } // namespace

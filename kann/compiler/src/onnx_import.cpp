@@ -329,6 +329,16 @@ Result<bool> fold(Graph &g, Node &n) {
       const double zp = has_zp ? value(in(2), ch) : 0.0;
       o.data[i] = float((value(x, i) - zp) * double(scale.data[ch]));
     }
+    // Per-tensor or axis-0 quantization is what INT8 kernels take (weights [cout,...]).
+    if (scales == 1 || inner * dim == count) {
+      o.qvalues.resize(count);
+      for (size_t i = 0; i < count; ++i)
+        o.qvalues[i] = int32_t(value(x, i));
+      o.qscales = scale.data;
+      o.qzeros.assign(scales, 0);
+      for (size_t c = 0; c < scales && has_zp; ++c)
+        o.qzeros[c] = int32_t(value(in(2), c));
+    }
     n.dead = true;
     return true;
   }

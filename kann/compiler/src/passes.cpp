@@ -301,10 +301,58 @@ int convert_to_fp16(Graph &g) {
   return count;
 }
 
+int lower_qdq_to_int8(Graph &g) {
+  int count = 0;
+  auto is_int8 = [&](int t) {
+    return t >= 0 && (g.tensors[t].dtype == ir::DType::S8 || g.tensors[t].dtype == ir::DType::U8);
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node &n = g.nodes[i];
+    if (n.dead)
+      continue;
+    const bool conv = n.op == "Conv", gemm = n.op == "Gemm" && n.attr("transB", 0) == 1,
+               pool = n.op == "MaxPool" || n.op == "AveragePool";
+    if (!conv && !gemm && !pool)
+      continue;
+    if (n.act.kind != MCL_ACT_NONE && n.act.kind != MCL_ACT_RELU && n.act.kind != MCL_ACT_CLIP)
+      continue;
+    const int xd = n.inputs[0];
+    const int dq = g.tensors[xd].producer;
+    if (dq < 0 || g.nodes[dq].op != "DequantizeLinear" || !is_int8(g.nodes[dq].inputs[0]))
+      continue;
+    if (conv || gemm) {
+      const Tensor &w = g.tensors[n.inputs[1]];
+      if (w.qvalues.empty() || (gemm && n.attrf("alpha", 1.0f) != 1.0f))
+        continue;
+    }
+    const int y = n.outputs[0];
+    const int q = only_consumer(g, y);
+    if (q < 0 || g.nodes[q].op != "QuantizeLinear" || g.nodes[q].inputs[0] != y)
+      continue;
+    const int yq = g.nodes[q].outputs[0];
+    const int xq = g.nodes[dq].inputs[0];
+    if (pool && n.op == "MaxPool" && (g.tensors[xq].scale != g.tensors[yq].scale ||
+                                      g.tensors[xq].zero_point != g.tensors[yq].zero_point ||
+                                      g.tensors[xq].dtype != g.tensors[yq].dtype))
+      continue; // max pooling does not requantize
+    n.inputs[0] = xq;
+    n.outputs[0] = yq;
+    g.tensors[yq].producer = int(i);
+    g.nodes[q].dead = true;
+    n.ints["int8"] = {1};
+    if (g.consumers(xd).empty() && !g.is_output(xd))
+      g.nodes[dq].dead = true;
+    ++count;
+  }
+  g.compact();
+  return count;
+}
+
 manycl::Result<void> optimize(Graph &g) {
   remove_identities(g);
   fold_batchnorm(g);
   fuse_activations(g);
+  lower_qdq_to_int8(g);
   return {};
 }
 

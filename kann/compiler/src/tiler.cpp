@@ -141,7 +141,11 @@ struct Compiler {
   std::map<int, int64_t> chan_offset;
   std::set<int> eliminated;
 
-  int64_t out_c(const Op &op) const { return g.tensors[g.nodes[op.node].outputs[0]].shape[1]; }
+  // Output channels of an operator: its storage's, unless it writes part of a concat.
+  int64_t out_c(const Op &op) const {
+    const int t = g.nodes[op.node].outputs[0];
+    return chan_offset.count(t) ? g.tensors[t].shape[1] : acts[op.out].C;
+  }
   int64_t out_off(const Op &op) const {
     auto it = chan_offset.find(g.nodes[op.node].outputs[0]);
     return it == chan_offset.end() ? 0 : it->second;
@@ -380,7 +384,7 @@ struct Compiler {
           return a.error();
         op.ins.push_back(a.value());
       }
-      if (op.kind != Kind::Convert)
+      if (op.kind != Kind::Convert && !n.ints.count("int8"))
         for (int t : {n.inputs[0], n.outputs[0]})
           if (g.tensors[t].dtype == ir::DType::S8 || g.tensors[t].dtype == ir::DType::U8)
             return make_error(where(n) + ": INT8 operands are only supported through "
@@ -757,13 +761,21 @@ struct Compiler {
           const float *wslice = w.data.data() + size_t(ob.c0) * per_out;
           std::vector<uint16_t> half;
           const void *weights = wslice;
+          const void *bias_ptr = bias.data() + ob.c0;
+          const mcl_weight_quant *quant = nullptr;
+          Int8Weights q8;
           if (x.dtype == MCL_DTYPE_F16) {
             for (size_t i = 0; i < size_t(ob.chans()) * per_out; ++i)
               half.push_back(passes::float_to_half(wslice[i]));
             weights = half.data();
+          } else if (n.ints.count("int8")) {
+            q8 = int8_weights(n, x, y, ob.c0, ob.c1, nullptr);
+            weights = q8.values.data();
+            bias_ptr = q8.bias.data();
+            quant = &q8.quant;
           }
-          if (mcl_native_pack_conv(MCL_NATIVE_FN_CONV2D, &a, weights, bias.data() + ob.c0,
-                                   nullptr, packed.data(), packed.size()) != MCL_NATIVE_OK)
+          if (mcl_native_pack_conv(MCL_NATIVE_FN_CONV2D, &a, weights, bias_ptr, quant,
+                                   packed.data(), packed.size()) != MCL_NATIVE_OK)
             return make_error(where(n) + ": packing the weights failed");
           const unsigned slot = op.params.shared ? 0 : c;
           op.params.per_cluster[slot] = std::move(packed);
@@ -811,12 +823,30 @@ struct Compiler {
           std::vector<uint8_t> packed(mcl_native_gemm_params_size(&a));
           std::vector<uint16_t> half;
           const void *bmat = bt.data();
+          const void *bias_ptr = bias.data();
+          const mcl_weight_quant *quant = nullptr;
+          Int8Weights q8;
           if (x.dtype == MCL_DTYPE_F16) {
             for (float v : bt)
               half.push_back(passes::float_to_half(v));
             bmat = half.data();
+          } else if (n.ints.count("int8")) {
+            std::vector<int64_t> order(k_total);
+            for (int64_t m = 0; m < k_total; ++m) {
+              int64_t kk = m;
+              if (it != view_src_shape.end()) {
+                const int64_t C = it->second[0], H = it->second[1], W = it->second[2];
+                const int64_t ch = m % C, pix = m / C;
+                kk = ch * H * W + (pix / W) * W + pix % W;
+              }
+              order[m] = kk;
+            }
+            q8 = int8_weights(n, x, y, ob.c0, ob.c1, &order);
+            bmat = q8.values.data();
+            bias_ptr = q8.bias.data();
+            quant = &q8.quant;
           }
-          if (mcl_native_pack_gemm(&a, bmat, 1, bias.data(), nullptr, packed.data(),
+          if (mcl_native_pack_gemm(&a, bmat, 1, bias_ptr, quant, packed.data(),
                                    packed.size()) != MCL_NATIVE_OK)
             return make_error(where(n) + ": packing the weights failed");
           op.params.blob_offset[c] = add_blob(packed);
@@ -837,6 +867,59 @@ struct Compiler {
       }
     }
     return {};
+  }
+
+  // INT8 output clamp of a fused activation, in the output's quantized domain.
+  static void int8_clamp(const Act &y, const mcl_activation &act, int32_t &lo, int32_t &hi) {
+    lo = y.dtype == MCL_DTYPE_U8 ? 0 : -128;
+    hi = y.dtype == MCL_DTYPE_U8 ? 255 : 127;
+    auto q = [&](float v) {
+      const double r = std::nearbyint(double(v) / y.scale) + y.zero_point;
+      return int32_t(std::clamp<double>(r, lo, hi));
+    };
+    if (act.kind == MCL_ACT_RELU)
+      lo = std::max(lo, y.zero_point);
+    if (act.kind == MCL_ACT_CLIP)
+      lo = std::max(lo, q(act.alpha)), hi = std::min(hi, q(act.beta));
+  }
+
+  // INT8 weights of output channels [c0, c1) of a Conv ([cout][...]) or transposed Gemm
+  // ([n][k]): integer values, int32 bias requantized to input_scale * weight_scale, and the
+  // quantization block for the packers.
+  struct Int8Weights {
+    std::vector<int8_t> values;
+    std::vector<int32_t> bias;
+    std::vector<float> scales;
+    std::vector<int32_t> zeros;
+    mcl_weight_quant quant{};
+  };
+  Int8Weights int8_weights(const Node &n, const Act &x, const Act &y, int64_t c0, int64_t c1,
+                           const std::vector<int64_t> *k_order) const {
+    const Tensor &w = g.tensors[n.inputs[1]];
+    const int64_t cout = w.shape[0];
+    const size_t per_out = w.qvalues.size() / size_t(cout);
+    Int8Weights r;
+    for (int64_t o = c0; o < c1; ++o) {
+      for (size_t k = 0; k < per_out; ++k) {
+        const size_t src = k_order ? size_t((*k_order)[k]) : k;
+        r.values.push_back(int8_t(std::clamp(w.qvalues[size_t(o) * per_out + src], -128, 127)));
+      }
+      const float ws = w.qscales[w.qscales.size() == 1 ? 0 : size_t(o)];
+      r.scales.push_back(ws);
+      r.zeros.push_back(w.qzeros[w.qzeros.size() == 1 ? 0 : size_t(o)]);
+      float b = 0.0f;
+      if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
+        const auto &bd = g.tensors[n.inputs[2]].data;
+        b = bd[bd.size() == 1 ? 0 : size_t(o)] * (n.op == "Gemm" ? n.attrf("beta", 1.0f) : 1.0f);
+      }
+      r.bias.push_back(int32_t(std::nearbyint(double(b) / (double(x.scale) * ws))));
+    }
+    r.quant.input_scale = x.scale;
+    r.quant.output_scale = y.scale;
+    r.quant.weight_scales = r.scales.data();
+    r.quant.weight_zero_points = r.zeros.data();
+    r.quant.weight_scale_count = uint32_t(r.scales.size());
+    return r;
   }
 
   // One compute call: argument blocks (several for Concat) and the conv table content.
@@ -867,6 +950,12 @@ struct Compiler {
       a.table_offset = uint32_t(buffers[op.table].offset);
       a.pad_row_offset = uint32_t(buffers[op.pad_row].offset);
       a.act = n.act;
+      if (n.ints.count("int8")) {
+        a.input_zero_point = x.zero_point;
+        a.output_zero_point = y.zero_point;
+        int8_clamp(y, n.act, a.output_min, a.output_max);
+        a.act = {MCL_ACT_NONE, 0.0f, 0.0f};
+      }
       std::vector<int32_t> table(mcl_native_conv_table_size(&a));
       if (mcl_native_plan_conv(MCL_NATIVE_FN_CONV2D, &a, table.data(), table.size()) !=
           MCL_NATIVE_OK)
@@ -881,7 +970,8 @@ struct Compiler {
       a.input = in0;
       a.output = out_tile;
       a.kind = (n.op == "MaxPool" || n.op == "GlobalMaxPool") ? MCL_POOL_MAX : MCL_POOL_AVG;
-      a.in_quant = a.out_quant = {1.0f, 0};
+      a.in_quant = {x.scale, x.zero_point};
+      a.out_quant = {y.scale, y.zero_point};
       if (op.kind == Kind::GlobalPool) {
         a.kernel_h = uint16_t(x.H), a.kernel_w = uint16_t(x.W);
         a.stride_h = a.stride_w = a.dilation_h = a.dilation_w = 1;
@@ -913,6 +1003,12 @@ struct Compiler {
       a.output = out_tile;
       a.params_offset = uint32_t(buffers[op.params.buffer].offset);
       a.act = n.act;
+      if (n.ints.count("int8")) {
+        a.input_zero_point = x.zero_point;
+        a.output_zero_point = y.zero_point;
+        int8_clamp(y, n.act, a.output_min, a.output_max);
+        a.act = {MCL_ACT_NONE, 0.0f, 0.0f};
+      }
       add(MCL_NATIVE_FN_GEMM, a);
       break;
     }

@@ -30,6 +30,10 @@ struct Tensor {
   float scale = 1.0f;          // INT8 quantization
   int32_t zero_point = 0;
   int producer = -1;           // node index, -1 for inputs and constants
+  // A float constant folded from DequantizeLinear keeps its integer form for INT8 kernels.
+  std::vector<int32_t> qvalues;
+  std::vector<float> qscales;  // 1 (per tensor) or one per channel of axis 0
+  std::vector<int32_t> qzeros;
 
   int64_t elements() const;
 };

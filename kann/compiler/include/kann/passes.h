@@ -20,6 +20,12 @@ bool activation_of(const ir::Graph &g, const ir::Node &n, mcl_activation &act);
 
 manycl::Result<void> optimize(ir::Graph &g);
 
+// QDQ models: a Conv / Gemm (transB) / pooling whose input is DequantizeLinear(q) and whose
+// only reader is QuantizeLinear reads q and writes the quantized tensor directly: an INT8
+// kernel (INT32 accumulation, requantization with the folded weights' integer values and
+// scales). Marks those nodes with ints["int8"]. Run by optimize().
+int lower_qdq_to_int8(ir::Graph &g);
+
 // --precision fp16: every activation becomes F16 (weights are packed as binary16 by the
 // tiler), network inputs and outputs stay F32 in DDR; "Convert" nodes are inserted after
 // each input and before each output. Returns the number of Convert nodes.

@@ -4,12 +4,15 @@
 #include "manycl/compiler/compiler.h"
 
 #include <cstdint>
+#include <memory>
+#include <span>
 #include <string>
 #include <vector>
 
 namespace llvm {
 class Module;
 class LLVMContext;
+class ObjectCache;
 } // namespace llvm
 
 namespace manycl::compiler::detail {
@@ -61,6 +64,8 @@ struct Container {
 };
 std::vector<uint8_t> writeContainer(const Container &c);
 Status readContainer(std::span<const uint8_t> bytes, Container &out);
+
+std::unique_ptr<llvm::ObjectCache> makeObjectCache(const std::string &file);
 
 // Host-side symbols the JIT may resolve (the fixed, explicit set).
 void *lookupHostSymbol(std::string_view name);

@@ -57,38 +57,9 @@ public:
   const KernelInfo &info() const override { return info_; }
 };
 
-/// JIT object code cache: <dir>/<sha256(version, bitcode)>.obj, with a
-/// small validated header; a corrupt file is removed and recompiled.
-class ObjCache final : public llvm::ObjectCache {
-public:
-  explicit ObjCache(std::string file) : file_(std::move(file)) {}
-  void notifyObjectCompiled(const llvm::Module *, llvm::MemoryBufferRef obj) override {
-    std::string out = "MCLOBJ1";
-    out.push_back('\0');
-    uint64_t n = obj.getBufferSize(), h = fnv1a64(obj.getBufferStart(), n);
-    out.append(reinterpret_cast<const char *>(&n), 8);
-    out.append(reinterpret_cast<const char *>(&h), 8);
-    out.append(obj.getBufferStart(), n);
-    cacheWriteRaw(file_, out);
-  }
-  std::unique_ptr<llvm::MemoryBuffer> getObject(const llvm::Module *) override {
-    std::string in;
-    if (!cacheReadRaw(file_, in)) return nullptr;
-    uint64_t n = 0, h = 0;
-    if (in.size() < 24 || in.compare(0, 8, std::string("MCLOBJ1\0", 8)) != 0) { cacheRemoveRaw(file_); return nullptr; }
-    std::memcpy(&n, in.data() + 8, 8);
-    std::memcpy(&h, in.data() + 16, 8);
-    if (n != in.size() - 24 || fnv1a64(in.data() + 24, n) != h) { cacheRemoveRaw(file_); return nullptr; }
-    return llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(in.data() + 24, n), "manycl-obj");
-  }
-
-private:
-  std::string file_;
-};
-
 class ProgramImpl final : public Program {
 public:
-  std::unique_ptr<ObjCache> objCache; // outlives the JIT
+  std::unique_ptr<llvm::ObjectCache> objCache; // outlives the JIT
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::vector<KernelInfo> infos;
   std::vector<std::unique_ptr<KernelImpl>> kernels_;
@@ -142,7 +113,7 @@ Result<std::shared_ptr<Program>> load(std::span<const uint8_t> binary) {
   auto jtmb = orc::JITTargetMachineBuilder::detectHost();
   if (!jtmb) return Status::error(ErrorCode::Internal, toString(jtmb.takeError()));
   jtmb->setCodeGenOptLevel(CodeGenOpt::Aggressive);
-  std::unique_ptr<ObjCache> objCache;
+  std::unique_ptr<llvm::ObjectCache> objCache;
   if (!cacheDirectory().empty()) {
     SHA256 h;
     h.update(compilerVersion());
@@ -151,9 +122,9 @@ Result<std::shared_ptr<Program>> load(std::span<const uint8_t> binary) {
     std::string name;
     static const char hex[] = "0123456789abcdef";
     for (uint8_t b : r) { name += hex[b >> 4]; name += hex[b & 15]; }
-    objCache = std::make_unique<ObjCache>(name + ".obj");
+    objCache = makeObjectCache(name + ".obj");
   }
-  ObjCache *oc = objCache.get();
+  llvm::ObjectCache *oc = objCache.get();
   auto jit = orc::LLJITBuilder()
                  .setJITTargetMachineBuilder(std::move(*jtmb))
                  .setCompileFunctionCreator([oc](orc::JITTargetMachineBuilder JTMB)

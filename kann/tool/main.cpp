@@ -100,9 +100,10 @@ manycl::Result<std::vector<uint8_t>> read_file(const std::string &path) {
 }
 
 int compile(int argc, char **argv) {
-  Args a = parse(argc, argv,
-                 {"-o", "--clusters", "--precision", "--device-config", "--report", "--report-json"},
-                 {"--dump-ir"});
+  Args a =
+      parse(argc, argv,
+            {"-o", "--clusters", "--precision", "--device-config", "--report", "--report-json"},
+            {"--dump-ir"});
   if (!a.error.empty())
     return fail(a.error);
   if (a.positional.size() != 1 || a.get("-o").empty())
@@ -181,15 +182,15 @@ int inspect(int argc, char **argv) {
       dims += (dims.empty() ? "" : "x") + std::to_string(d);
     std::printf("  arg %u %-6s %-24s %s[%s] %llu B\n", t.arg_index,
                 t.role == KBIN_ROLE_INPUT ? "input" : "output", t.name.c_str(),
-                kann::format::dtype_name(t.dtype), dims.c_str(),
-                (unsigned long long)t.byte_size);
+                kann::format::dtype_name(t.dtype), dims.c_str(), (unsigned long long)t.byte_size);
   }
   for (uint32_t k = 0; k < prog.cluster_count; ++k) {
     std::map<std::string, int> counts;
     int step = 0;
     for (const auto &r : prog.streams[k]) {
       std::string d = kann::format::describe_record(r);
-      counts[d.substr(0, d.find(' ')) + (r.function_id == KBIN_FN_DMA ? " " + d.substr(4, d.find(' ', 4) - 4) : "")]++;
+      counts[d.substr(0, d.find(' ')) +
+             (r.function_id == KBIN_FN_DMA ? " " + d.substr(4, d.find(' ', 4) - 4) : "")]++;
     }
     std::printf("cluster %u: %zu records:", k, prog.streams[k].size());
     for (auto &[name, n] : counts)
@@ -249,8 +250,8 @@ int simulate(int argc, char **argv) {
     if (!arr)
       return fail(arr.error().message);
     if (arr.value().data.size() * 4 != t.byte_size)
-      return fail(path + ": " + std::to_string(arr.value().data.size()) +
-                  " elements, input '" + t.name + "' needs " + std::to_string(t.byte_size / 4));
+      return fail(path + ": " + std::to_string(arr.value().data.size()) + " elements, input '" +
+                  t.name + "' needs " + std::to_string(t.byte_size / 4));
     args[t.arg_index].resize(t.byte_size);
     std::memcpy(args[t.arg_index].data(), arr.value().data.data(), t.byte_size);
   }
@@ -284,8 +285,7 @@ int simulate(int argc, char **argv) {
               "written %llu B, multicast saved %llu B, SPM high water %llu B\n",
               (unsigned long long)s.cycles(), s.modeled_seconds() * 1e3, s.clock_hz / 1e9,
               s.host_seconds * 1e3, (unsigned long long)s.ddr_bytes_read,
-              (unsigned long long)s.ddr_bytes_written,
-              (unsigned long long)s.multicast_saved_bytes,
+              (unsigned long long)s.ddr_bytes_written, (unsigned long long)s.multicast_saved_bytes,
               (unsigned long long)s.spm_high_water);
   return 0;
 }

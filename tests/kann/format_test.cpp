@@ -86,7 +86,9 @@ TEST(Format, BitFlipsNeverCrashAndHeaderFlipsAreRejected) {
   EXPECT_GT(rejected, 100u);
 }
 
-format::Program handmade() { return test::make_handmade().program; }
+format::Program handmade() {
+  return test::make_handmade().program;
+}
 
 TEST(Format, SemanticCorruptionsAreRejectedWithReasons) {
   struct Case {
@@ -95,36 +97,45 @@ TEST(Format, SemanticCorruptionsAreRejectedWithReasons) {
   };
   const Case cases[] = {
       {"unknown function id", [](format::Program &p) { p.streams[0][1].function_id = 77; }},
-      {"exceeds its buffer", [](format::Program &p) {
+      {"exceeds its buffer",
+       [](format::Program &p) {
          kbin_dma_args d;
          p.streams[1][1].decode(d);
          d.ddr.offset = 1u << 20;
          p.streams[1][1] = format::Record::make(KBIN_FN_DMA, d);
        }},
-      {"SPM range", [](format::Program &p) {
+      {"SPM range",
+       [](format::Program &p) {
          kbin_dma_args d;
          p.streams[0][2].decode(d);
          d.spm_offset = p.spm_required - 4;
          p.streams[0][2] = format::Record::make(KBIN_FN_DMA, d);
        }},
-      {"writes to input", [](format::Program &p) {
+      {"writes to input",
+       [](format::Program &p) {
          kbin_dma_args d;
          p.streams[0][6].decode(d);
          d.ddr.arg_index = 0;
          p.streams[0][6] = format::Record::make(KBIN_FN_DMA, d);
        }},
-      {"beyond", [](format::Program &p) {
+      {"beyond",
+       [](format::Program &p) {
          kbin_dma_args d;
          p.streams[0][0].decode(d);
          d.cluster_mask = 0x7;
          p.streams[0][0] = format::Record::make(KBIN_FN_DMA, d);
        }},
-      {"deadlock", [](format::Program &p) { p.streams[1].pop_back(), p.streams[1].erase(p.streams[1].begin() + 3); }},
-      {"deadlock", [](format::Program &p) {
-         p.streams[0].push_back(format::Record::make(KBIN_FN_WAIT_SIGNAL,
-                                                     kbin_wait_signal_args{3, 0, 1}));
+      {"deadlock",
+       [](format::Program &p) {
+         p.streams[1].pop_back(), p.streams[1].erase(p.streams[1].begin() + 3);
        }},
-      {"conv2d", [](format::Program &p) {
+      {"deadlock",
+       [](format::Program &p) {
+         p.streams[0].push_back(
+             format::Record::make(KBIN_FN_WAIT_SIGNAL, kbin_wait_signal_args{3, 0, 1}));
+       }},
+      {"conv2d",
+       [](format::Program &p) {
          mcl_conv_args a;
          p.streams[1][5].decode(a);
          a.output.offset = p.spm_required; // output past the SPM

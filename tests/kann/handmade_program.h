@@ -61,10 +61,24 @@ inline Handmade make_handmade() {
   p.spm_bytes = 256 << 10;
   p.preset = "small";
   p.arg_count = 2;
-  p.tensors.push_back({"image", KBIN_ROLE_INPUT, 0, MCL_DTYPE_F32, KBIN_LAYOUT_ONNX,
-                       {1, H, W, CIN}, H * W * CIN * 4, 1.0f, 0});
-  p.tensors.push_back({"features", KBIN_ROLE_OUTPUT, 1, MCL_DTYPE_F32, KBIN_LAYOUT_ONNX,
-                       {1, H, W, COUT}, H * W * COUT * 4, 1.0f, 0});
+  p.tensors.push_back({"image",
+                       KBIN_ROLE_INPUT,
+                       0,
+                       MCL_DTYPE_F32,
+                       KBIN_LAYOUT_ONNX,
+                       {1, H, W, CIN},
+                       H * W * CIN * 4,
+                       1.0f,
+                       0});
+  p.tensors.push_back({"features",
+                       KBIN_ROLE_OUTPUT,
+                       1,
+                       MCL_DTYPE_F32,
+                       KBIN_LAYOUT_ONNX,
+                       {1, H, W, COUT},
+                       H * W * COUT * 4,
+                       1.0f,
+                       0});
 
   // SPM map (same on both clusters): params, table, pad row, input band, output band.
   const uint32_t band = H / 2; // output rows per cluster

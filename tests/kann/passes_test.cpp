@@ -127,8 +127,8 @@ TEST(Passes, HalfConversionRoundsToNearestEven) {
   EXPECT_EQ(float_to_half(1.0f), 0x3c00);
   EXPECT_EQ(float_to_half(-2.0f), 0xc000);
   EXPECT_EQ(float_to_half(65504.0f), 0x7bff);
-  EXPECT_EQ(float_to_half(1e6f), 0x7c00);                 // overflow -> inf
-  EXPECT_EQ(float_to_half(5.9604645e-8f), 0x0001);        // smallest subnormal
+  EXPECT_EQ(float_to_half(1e6f), 0x7c00);                  // overflow -> inf
+  EXPECT_EQ(float_to_half(5.9604645e-8f), 0x0001);         // smallest subnormal
   EXPECT_EQ(float_to_half(1.0f + 1.0f / 2048.0f), 0x3c00); // tie -> even
   EXPECT_EQ(float_to_half(1.0f + 3.0f / 2048.0f), 0x3c02); // tie -> even (up)
 }

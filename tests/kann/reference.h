@@ -14,7 +14,9 @@ struct T {
   float at(int c, int y, int x) const { return v[(size_t(c) * H + y) * W + x]; }
 };
 
-inline T make(int C, int H, int W) { return T{C, H, W, std::vector<float>(size_t(C) * H * W)}; }
+inline T make(int C, int H, int W) {
+  return T{C, H, W, std::vector<float>(size_t(C) * H * W)};
+}
 
 inline T conv(const T &x, const std::vector<float> &w, const std::vector<float> &b, int M, int k,
               int stride, int pad) {

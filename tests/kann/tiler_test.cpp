@@ -13,7 +13,8 @@ namespace {
 
 using namespace kann;
 
-manycl::Result<CompileOutput> compile_bytes(const std::string &onnx, const char *preset, unsigned clusters) {
+manycl::Result<CompileOutput> compile_bytes(const std::string &onnx, const char *preset,
+                                            unsigned clusters) {
   auto g = import_onnx_bytes(onnx);
   if (!g)
     return g.error();
@@ -67,7 +68,7 @@ TEST(Tiler, SmallPresetSplitsRowsMulticastsWeightsAndExchangesHalos) {
   }
   Counts c = count(o.program);
   EXPECT_EQ(c.multicast, row_convs); // weights cross DDR once
-  EXPECT_GT(c.exchange, 0);  // halo rows and the gathers before Gemm / global pooling
+  EXPECT_GT(c.exchange, 0);          // halo rows and the gathers before Gemm / global pooling
   EXPECT_EQ(c.barrier % 2, 0);
   EXPECT_TRUE(o.spilled.empty());
   EXPECT_LE(o.program.spm_required, 256u << 10);

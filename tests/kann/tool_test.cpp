@@ -81,11 +81,12 @@ TEST_F(Tool, CompileInspectSimulate) {
 
 TEST_F(Tool, BadInputsAreOneLineErrors) {
   std::ofstream(dir / "junk.onnx") << "not a model";
-  for (const std::string &args : std::vector<std::string>{"compile " + path("junk.onnx") + " -o " + path("j.kbin"),
-                           "compile " + path("missing.onnx") + " -o " + path("j.kbin"),
-                           "compile " + path("cnn.onnx") + " -o " + path("j.kbin") + " --clusters 9",
-                           "compile " + path("cnn.onnx") + " -o " + path("j.kbin") + " --device-config nope",
-                           "inspect " + path("junk.onnx"), std::string("frobnicate")}) {
+  for (const std::string &args : std::vector<std::string>{
+           "compile " + path("junk.onnx") + " -o " + path("j.kbin"),
+           "compile " + path("missing.onnx") + " -o " + path("j.kbin"),
+           "compile " + path("cnn.onnx") + " -o " + path("j.kbin") + " --clusters 9",
+           "compile " + path("cnn.onnx") + " -o " + path("j.kbin") + " --device-config nope",
+           "inspect " + path("junk.onnx"), std::string("frobnicate")}) {
     auto r = sh(kann_tool + " " + args);
     EXPECT_NE(r.status, 0) << args;
     EXPECT_NE(r.output.find("kann: "), std::string::npos) << r.output;

@@ -7,22 +7,31 @@ namespace kann::ir {
 
 const char *dtype_name(DType t) {
   switch (t) {
-  case DType::F32: return "f32";
-  case DType::F16: return "f16";
-  case DType::S8: return "s8";
-  case DType::U8: return "u8";
-  case DType::I64: return "i64";
+  case DType::F32:
+    return "f32";
+  case DType::F16:
+    return "f16";
+  case DType::S8:
+    return "s8";
+  case DType::U8:
+    return "u8";
+  case DType::I64:
+    return "i64";
   }
   return "?";
 }
 
 uint32_t dtype_size(DType t) {
   switch (t) {
-  case DType::F32: return 4;
-  case DType::F16: return 2;
+  case DType::F32:
+    return 4;
+  case DType::F16:
+    return 2;
   case DType::S8:
-  case DType::U8: return 1;
-  case DType::I64: return 8;
+  case DType::U8:
+    return 1;
+  case DType::I64:
+    return 8;
   }
   return 0;
 }

@@ -11,23 +11,52 @@
 
 namespace kann {
 
-using manycl::make_error;
-using manycl::Result;
 using ir::DType;
 using ir::Graph;
 using ir::Node;
 using ir::Tensor;
+using manycl::make_error;
+using manycl::Result;
 
 namespace {
 
-const std::set<std::string> kSupported = {
-    "Conv", "Gemm", "MatMul", "MaxPool", "AveragePool", "GlobalAveragePool", "GlobalMaxPool",
-    "Add", "Sub", "Mul", "Div", "Relu", "Clip", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid",
-    "HardSwish", "Softmax", "Flatten", "Reshape", "BatchNormalization", "Concat", "Identity",
-    "Dropout", "Shape", "Gather", "Unsqueeze", "Squeeze", "Cast", "Constant",
-    "QuantizeLinear", "DequantizeLinear"};
+const std::set<std::string> kSupported = {"Conv",
+                                          "Gemm",
+                                          "MatMul",
+                                          "MaxPool",
+                                          "AveragePool",
+                                          "GlobalAveragePool",
+                                          "GlobalMaxPool",
+                                          "Add",
+                                          "Sub",
+                                          "Mul",
+                                          "Div",
+                                          "Relu",
+                                          "Clip",
+                                          "LeakyRelu",
+                                          "Sigmoid",
+                                          "Tanh",
+                                          "HardSigmoid",
+                                          "HardSwish",
+                                          "Softmax",
+                                          "Flatten",
+                                          "Reshape",
+                                          "BatchNormalization",
+                                          "Concat",
+                                          "Identity",
+                                          "Dropout",
+                                          "Shape",
+                                          "Gather",
+                                          "Unsqueeze",
+                                          "Squeeze",
+                                          "Cast",
+                                          "Constant",
+                                          "QuantizeLinear",
+                                          "DequantizeLinear"};
 
-std::string where(const Node &n) { return "node '" + n.name + "' (" + n.op + ")"; }
+std::string where(const Node &n) {
+  return "node '" + n.name + "' (" + n.op + ")";
+}
 
 Result<Tensor> convert_initializer(const onnx::TensorProto &t) {
   Tensor out;
@@ -147,12 +176,18 @@ Result<Graph> convert(const onnx::ModelProto &model) {
       return make_error(where(n) + ": unsupported operator");
     for (const auto &a : np.attribute()) {
       switch (a.type()) {
-      case onnx::AttributeProto::INT: n.ints[a.name()] = {a.i()}; break;
+      case onnx::AttributeProto::INT:
+        n.ints[a.name()] = {a.i()};
+        break;
       case onnx::AttributeProto::INTS:
         n.ints[a.name()] = std::vector<int64_t>(a.ints().begin(), a.ints().end());
         break;
-      case onnx::AttributeProto::FLOAT: n.floats[a.name()] = a.f(); break;
-      case onnx::AttributeProto::STRING: n.strings[a.name()] = a.s(); break;
+      case onnx::AttributeProto::FLOAT:
+        n.floats[a.name()] = a.f();
+        break;
+      case onnx::AttributeProto::STRING:
+        n.strings[a.name()] = a.s();
+        break;
       case onnx::AttributeProto::TENSOR:
         if (n.op == "Constant" && a.name() == "value") {
           auto t = convert_initializer(a.t());
@@ -225,7 +260,9 @@ Result<std::vector<int64_t>> broadcast(const Node &n, std::vector<int64_t> a,
   return out;
 }
 
-int64_t norm_axis(int64_t axis, size_t rank) { return axis < 0 ? axis + int64_t(rank) : axis; }
+int64_t norm_axis(int64_t axis, size_t rank) {
+  return axis < 0 ? axis + int64_t(rank) : axis;
+}
 
 // Spatial output size and explicit pads of a Conv / pooling window (auto_pad resolved).
 Result<void> window_shape(Node &n, const std::vector<int64_t> &in, int64_t cout,
@@ -342,9 +379,8 @@ Result<bool> fold(Graph &g, Node &n) {
     n.dead = true;
     return true;
   }
-  const bool ints = std::all_of(n.inputs.begin(), n.inputs.end(), [&](int i) {
-    return i < 0 || g.tensors[i].dtype == DType::I64;
-  });
+  const bool ints = std::all_of(n.inputs.begin(), n.inputs.end(),
+                                [&](int i) { return i < 0 || g.tensors[i].dtype == DType::I64; });
   if (n.op == "Cast" && in(0).dtype == DType::I64 && (n.attr("to", 7) == 7 || n.attr("to", 7) == 6))
     return set_int(in(0).shape, in(0).idata);
   if (!ints)
@@ -371,7 +407,8 @@ Result<bool> fold(Graph &g, Node &n) {
       std::sort(axes.begin(), axes.end());
       for (int64_t a : axes)
         shape.insert(shape.begin() + std::clamp<int64_t>(norm_axis(a, shape.size() + 1), 0,
-                                                         int64_t(shape.size())), 1);
+                                                         int64_t(shape.size())),
+                     1);
     } else {
       std::vector<int64_t> s2;
       for (size_t i = 0; i < shape.size(); ++i)
@@ -547,7 +584,8 @@ Result<void> infer_node(Graph &g, Node &n) {
         std::sort(axes.begin(), axes.end());
         for (int64_t a : axes)
           target.insert(target.begin() + std::clamp<int64_t>(norm_axis(a, target.size() + 1), 0,
-                                                             int64_t(target.size())), 1);
+                                                             int64_t(target.size())),
+                        1);
       }
     }
     int64_t count = 1;
@@ -597,7 +635,8 @@ Result<void> infer_node(Graph &g, Node &n) {
     if (has(2) && (!in(2).is_const || in(2).elements() != 1))
       return make_error(where(n) + ": the zero point must be a constant scalar");
     const float scale = in(1).data[0];
-    const int32_t zp = has(2) ? int32_t(in(2).dtype == DType::I64 ? in(2).idata[0] : in(2).data[0]) : 0;
+    const int32_t zp =
+        has(2) ? int32_t(in(2).dtype == DType::I64 ? in(2).idata[0] : in(2).data[0]) : 0;
     y.shape = x;
     if (n.op == "QuantizeLinear") {
       if (in(0).dtype != DType::F32)
@@ -609,7 +648,8 @@ Result<void> infer_node(Graph &g, Node &n) {
       if (in(0).dtype != DType::S8 && in(0).dtype != DType::U8)
         return make_error(where(n) + ": dequantizes a non-INT8 tensor");
       if (in(0).scale != scale || in(0).zero_point != zp)
-        return make_error(where(n) + ": scale differs from the QuantizeLinear that made the tensor");
+        return make_error(where(n) +
+                          ": scale differs from the QuantizeLinear that made the tensor");
       y.dtype = DType::F32;
     }
     return {};
@@ -631,8 +671,7 @@ Result<void> infer_shapes(Graph &graph) {
       Tensor &t = graph.tensors[o];
       if (t.is_const)
         continue;
-      if (t.shape.empty() || t.shape[0] != 1 || t.elements() <= 0 ||
-          t.elements() > (1ll << 30))
+      if (t.shape.empty() || t.shape[0] != 1 || t.elements() <= 0 || t.elements() > (1ll << 30))
         return make_error(where(n) + ": output '" + t.name +
                           "' has no static batch-1 shape (dynamic shapes are not supported)");
     }

@@ -119,8 +119,7 @@ int fold_batchnorm(Graph &g) {
     const int producer = x.producer;
     Node *p = producer >= 0 ? &g.nodes[producer] : nullptr;
     const bool foldable = p && !p->dead && (p->op == "Conv" || p->op == "Gemm") &&
-                          p->act.kind == MCL_ACT_NONE &&
-                          only_consumer(g, n.inputs[0]) == int(i) &&
+                          p->act.kind == MCL_ACT_NONE && only_consumer(g, n.inputs[0]) == int(i) &&
                           !(p->op == "Gemm" && p->attr("transB", 0) == 0);
     if (foldable) {
       const Tensor &w = g.tensors[p->inputs[1]];
@@ -133,7 +132,8 @@ int fold_batchnorm(Graph &g) {
       if (p->inputs.size() > 2 && p->inputs[2] >= 0) {
         const Tensor &b = g.tensors[p->inputs[2]];
         for (int64_t c = 0; c < channels; ++c)
-          bias[c] = b.data[b.data.size() == 1 ? 0 : c] * (p->op == "Gemm" ? p->attrf("beta", 1) : 1);
+          bias[c] =
+              b.data[b.data.size() == 1 ? 0 : c] * (p->op == "Gemm" ? p->attrf("beta", 1) : 1);
         if (p->op == "Gemm")
           p->floats["beta"] = 1.0f;
       }
@@ -234,7 +234,7 @@ uint16_t float_to_half(float value) {
     return uint16_t(sign | 0x7c00u | (mantissa ? 0x200u : 0));
   if (exponent >= 31)
     return uint16_t(sign | 0x7c00u); // overflow: infinity
-  if (exponent <= 0) { // subnormal or zero
+  if (exponent <= 0) {               // subnormal or zero
     if (exponent < -10)
       return uint16_t(sign);
     mantissa |= 0x800000u;
@@ -331,9 +331,10 @@ int lower_qdq_to_int8(Graph &g) {
       continue;
     const int yq = g.nodes[q].outputs[0];
     const int xq = g.nodes[dq].inputs[0];
-    if (pool && n.op == "MaxPool" && (g.tensors[xq].scale != g.tensors[yq].scale ||
-                                      g.tensors[xq].zero_point != g.tensors[yq].zero_point ||
-                                      g.tensors[xq].dtype != g.tensors[yq].dtype))
+    if (pool && n.op == "MaxPool" &&
+        (g.tensors[xq].scale != g.tensors[yq].scale ||
+         g.tensors[xq].zero_point != g.tensors[yq].zero_point ||
+         g.tensors[xq].dtype != g.tensors[yq].dtype))
       continue; // max pooling does not requantize
     n.inputs[0] = xq;
     n.outputs[0] = yq;

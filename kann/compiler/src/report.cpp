@@ -17,16 +17,17 @@ std::string CompileOutput::report_text() const {
                 "split", "tiles", "SPM peak", "DDR bytes", "NoC bytes", "cycles");
   o << line;
   for (const OpReport &r : ops) {
-    uint64_t peak = r.spm_peak.empty() ? 0 : *std::max_element(r.spm_peak.begin(), r.spm_peak.end());
+    uint64_t peak =
+        r.spm_peak.empty() ? 0 : *std::max_element(r.spm_peak.begin(), r.spm_peak.end());
     std::snprintf(line, sizeof line, "%-28.28s %-18.18s %-9s %5u %10llu %12llu %10llu %12llu\n",
-                  r.name.c_str(), r.op.c_str(), r.split.c_str(), r.tiles,
-                  (unsigned long long)peak, (unsigned long long)r.ddr_bytes,
-                  (unsigned long long)r.exchange_bytes, (unsigned long long)r.cycles);
+                  r.name.c_str(), r.op.c_str(), r.split.c_str(), r.tiles, (unsigned long long)peak,
+                  (unsigned long long)r.ddr_bytes, (unsigned long long)r.exchange_bytes,
+                  (unsigned long long)r.cycles);
     o << line;
   }
-  o << "clusters " << program.cluster_count << ", SPM required " << program.spm_required
-    << " of " << program.spm_bytes << " B, parameters " << params_bytes
-    << " B, modeled cycles " << total_cycles << "\n";
+  o << "clusters " << program.cluster_count << ", SPM required " << program.spm_required << " of "
+    << program.spm_bytes << " B, parameters " << params_bytes << " B, modeled cycles "
+    << total_cycles << "\n";
   return o.str();
 }
 
@@ -65,11 +66,16 @@ namespace {
 std::string escape(const std::string &s) {
   std::string o;
   for (char c : s) {
-    if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '&') o += "&amp;";
-    else if (c == '"') o += "&quot;";
-    else o += c;
+    if (c == '<')
+      o += "&lt;";
+    else if (c == '>')
+      o += "&gt;";
+    else if (c == '&')
+      o += "&amp;";
+    else if (c == '"')
+      o += "&quot;";
+    else
+      o += c;
   }
   return o;
 }
@@ -82,15 +88,14 @@ std::string CompileOutput::report_html() const {
        "<style>body{font-family:sans-serif;margin:20px}table{border-collapse:collapse}"
        "td,th{border:1px solid #ccc;padding:2px 6px;font-size:12px;text-align:right}"
        "td:first-child,td:nth-child(2),td:nth-child(3){text-align:left}</style></head><body>";
-  o << "<h1>kann compile report</h1><p>" << K << " clusters, preset "
-    << escape(program.preset) << ", SPM required " << program.spm_required << " of "
-    << program.spm_bytes << " B, parameters " << params_bytes << " B, modeled cycles "
-    << total_cycles << "</p>";
+  o << "<h1>kann compile report</h1><p>" << K << " clusters, preset " << escape(program.preset)
+    << ", SPM required " << program.spm_required << " of " << program.spm_bytes << " B, parameters "
+    << params_bytes << " B, modeled cycles " << total_cycles << "</p>";
   // Timeline: one row per cluster, one rectangle per operator step (compute part darker).
   const double width = 1000.0;
   const double scale = total_cycles ? width / double(total_cycles) : 1.0;
-  o << "<h2>Per-cluster timeline (modeled cycles)</h2><svg width='" << width + 80
-    << "' height='" << K * 24 + 20 << "'>";
+  o << "<h2>Per-cluster timeline (modeled cycles)</h2><svg width='" << width + 80 << "' height='"
+    << K * 24 + 20 << "'>";
   const char *colors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                           "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
   for (unsigned c = 0; c < K; ++c) {
@@ -99,10 +104,10 @@ std::string CompileOutput::report_html() const {
       const OpReport &r = ops[i];
       const double x = 70 + double(r.start_cycle) * scale;
       const double w = std::max(1.0, double(r.cycles) * scale);
-      o << "<rect x='" << x << "' y='" << c * 24 + 4 << "' width='" << w
-        << "' height='16' fill='" << colors[i % 10] << "' opacity='"
-        << (c < r.spm_peak.size() && r.spm_peak[c] ? 0.9 : 0.25) << "'><title>"
-        << escape(r.name) << " " << escape(r.op) << " " << r.cycles << " cycles</title></rect>";
+      o << "<rect x='" << x << "' y='" << c * 24 + 4 << "' width='" << w << "' height='16' fill='"
+        << colors[i % 10] << "' opacity='" << (c < r.spm_peak.size() && r.spm_peak[c] ? 0.9 : 0.25)
+        << "'><title>" << escape(r.name) << " " << escape(r.op) << " " << r.cycles
+        << " cycles</title></rect>";
     }
   }
   o << "</svg>";
@@ -117,12 +122,11 @@ std::string CompileOutput::report_html() const {
     << "' height='" << h << "' fill='#f4f4f4'/>";
   for (size_t i = 0; i < buffers.size(); ++i) {
     const BufferReport &b = buffers[i];
-    o << "<rect x='" << 70 + b.first_step * sx << "' y='" << double(b.offset) * sy
-      << "' width='" << (b.last_step - b.first_step + 1) * sx << "' height='"
-      << std::max(1.0, double(b.size) * sy) << "' fill='" << colors[i % 10]
-      << "' stroke='#333' stroke-width='0.5'><title>" << escape(b.name) << " @" << b.offset
-      << " " << b.size << " B steps " << b.first_step << "-" << b.last_step
-      << "</title></rect>";
+    o << "<rect x='" << 70 + b.first_step * sx << "' y='" << double(b.offset) * sy << "' width='"
+      << (b.last_step - b.first_step + 1) * sx << "' height='" << std::max(1.0, double(b.size) * sy)
+      << "' fill='" << colors[i % 10] << "' stroke='#333' stroke-width='0.5'><title>"
+      << escape(b.name) << " @" << b.offset << " " << b.size << " B steps " << b.first_step << "-"
+      << b.last_step << "</title></rect>";
   }
   o << "</svg><h2>Operators</h2><table><tr><th>operator</th><th>op</th><th>split</th>"
        "<th>tiles</th><th>SPM peak (per cluster)</th><th>DDR bytes</th><th>NoC bytes</th>"
@@ -132,9 +136,9 @@ std::string CompileOutput::report_html() const {
     for (uint64_t p : r.spm_peak)
       peaks += (peaks.empty() ? "" : " / ") + std::to_string(p);
     o << "<tr><td>" << escape(r.name) << "</td><td>" << escape(r.op) << "</td><td>" << r.split
-      << "</td><td>" << r.tiles << "</td><td>" << peaks << "</td><td>" << r.ddr_bytes
-      << "</td><td>" << r.exchange_bytes << "</td><td>" << r.compute_cycles << "</td><td>"
-      << r.dma_cycles << "</td><td>" << r.cycles << "</td></tr>";
+      << "</td><td>" << r.tiles << "</td><td>" << peaks << "</td><td>" << r.ddr_bytes << "</td><td>"
+      << r.exchange_bytes << "</td><td>" << r.compute_cycles << "</td><td>" << r.dma_cycles
+      << "</td><td>" << r.cycles << "</td></tr>";
   }
   o << "</table></body></html>\n";
   return o.str();

@@ -20,16 +20,18 @@
 
 namespace kann {
 
-using manycl::make_error;
-using manycl::Result;
 using ir::Graph;
 using ir::Node;
 using ir::Tensor;
+using manycl::make_error;
+using manycl::Result;
 
 namespace {
 
 constexpr uint64_t kAlign = 64;
-uint64_t align_up(uint64_t v, uint64_t a = kAlign) { return (v + a - 1) / a * a; }
+uint64_t align_up(uint64_t v, uint64_t a = kAlign) {
+  return (v + a - 1) / a * a;
+}
 
 // A box of a channel-last activation: rows [y0, y1) x all columns x channels [c0, c1).
 struct Box {
@@ -54,8 +56,8 @@ struct SpmBuffer {
   std::vector<uint64_t> bytes; // per cluster (0: unused there)
   int first = 0, last = 0;     // steps
   uint64_t offset = 0;
-  int act = -1;                // activation it holds, or -1
-  int op = -1;                 // operator whose staging buffer it is, or -1
+  int act = -1; // activation it holds, or -1
+  int op = -1;  // operator whose staging buffer it is, or -1
   uint64_t size() const { return *std::max_element(bytes.begin(), bytes.end()); }
 };
 
@@ -64,16 +66,16 @@ struct SpmBuffer {
 // (its network argument in ONNX layout, or SCRATCH in channel-last layout); operators
 // stream it through SPM staging buffers.
 struct Act {
-  int tensor = -1;          // the tensor that owns the storage
+  int tensor = -1; // the tensor that owns the storage
   int64_t H = 1, W = 1, C = 1;
   uint32_t es = 4;
   uint32_t dtype = MCL_DTYPE_F32;
-  float scale = 1.0f;       // INT8 activations (quantized by QuantizeLinear)
+  float scale = 1.0f; // INT8 activations (quantized by QuantizeLinear)
   int32_t zero_point = 0;
-  std::vector<Box> owned;   // per cluster: produced there
-  std::vector<Box> need;    // per cluster: read there by consumers (bounding box)
-  std::vector<Box> buf;     // per cluster: bbox(owned, need), what the buffer holds
-  int buffer = -1;          // SpmBuffer index (SPM home)
+  std::vector<Box> owned; // per cluster: produced there
+  std::vector<Box> need;  // per cluster: read there by consumers (bounding box)
+  std::vector<Box> buf;   // per cluster: bbox(owned, need), what the buffer holds
+  int buffer = -1;        // SpmBuffer index (SPM home)
   bool in_ddr = false;
   kbin_ddr_ref home{};      // DDR home
   bool onnx_layout = false; // DDR home layout: NCHW (network arguments) or HWC (scratch)
@@ -81,7 +83,18 @@ struct Act {
   uint64_t bytes() const { return uint64_t(H * W * C) * es; }
 };
 
-enum class Kind { Conv, Pool, GlobalPool, Gemm, Eltwise, ScaleShift, Activation, Softmax, Concat, Convert };
+enum class Kind {
+  Conv,
+  Pool,
+  GlobalPool,
+  Gemm,
+  Eltwise,
+  ScaleShift,
+  Activation,
+  Softmax,
+  Concat,
+  Convert
+};
 
 struct ParamBlock {
   bool shared = false; // one block for every cluster: read once, multicast
@@ -94,26 +107,26 @@ struct Op {
   int node = -1;
   Kind kind = Kind::Conv;
   std::string split = "rows";
-  int out = -1;                 // Act index
-  std::vector<int> ins;         // Act indices (activation inputs)
-  std::vector<Box> out_box;     // per cluster
+  int out = -1;                         // Act index
+  std::vector<int> ins;                 // Act indices (activation inputs)
+  std::vector<Box> out_box;             // per cluster
   std::vector<std::vector<Box>> in_box; // [input][cluster] for the whole out_box
-  int chunks = 1;               // intra-cluster tiles (bands of output rows)
+  int chunks = 1;                       // intra-cluster tiles (bands of output rows)
   // Conv/pool geometry
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
   int64_t groups = 1;
-  ParamBlock params;            // packed weights (conv: shared; gemm: per cluster)
-  int table = -1;               // SpmBuffer: conv address table
-  int pad_row = -1;             // SpmBuffer: conv pad row
-  std::vector<int> stage_in;    // per input: SpmBuffer staging a DDR-homed input, or -1
-  int stage_out = -1;           // SpmBuffer staging a DDR-homed output, or -1
+  ParamBlock params;         // packed weights (conv: shared; gemm: per cluster)
+  int table = -1;            // SpmBuffer: conv address table
+  int pad_row = -1;          // SpmBuffer: conv pad row
+  std::vector<int> stage_in; // per input: SpmBuffer staging a DDR-homed input, or -1
+  int stage_out = -1;        // SpmBuffer staging a DDR-homed output, or -1
   uint32_t fn = 0;
 };
 
 // What the tiler may change between attempts when the SPM is too small.
 struct Policy {
-  std::set<int> spilled;         // tensors (storage owners) homed in DDR
-  std::map<int, int> chunks;     // node -> intra-cluster tiles
+  std::set<int> spilled;     // tensors (storage owners) homed in DDR
+  std::map<int, int> chunks; // node -> intra-cluster tiles
 };
 
 // Why an allocation failed: the buffer that did not fit and what it competed with.
@@ -128,7 +141,7 @@ struct Compiler {
   unsigned K;
   const Policy &policy;
   std::vector<Act> acts;
-  std::map<int, int> act_of; // tensor -> Act
+  std::map<int, int> act_of;                          // tensor -> Act
   std::map<int, std::vector<int64_t>> view_src_shape; // tensor viewed as 2-D from 4-D: CHW
   std::vector<Op> ops;
   std::vector<SpmBuffer> buffers;
@@ -161,10 +174,24 @@ struct Compiler {
   // Channel concats whose inputs are each read only by the concat and produced by a
   // row-split operator: the producers write into the concat's buffer, no copy runs.
   void plan_concat_elimination() {
-    static const std::set<std::string> producers = {
-        "Conv", "MaxPool", "AveragePool", "Add", "Sub", "Mul", "Div", "ScaleShift", "Relu",
-        "Clip", "LeakyRelu", "Sigmoid", "Tanh", "HardSigmoid", "HardSwish", "Convert",
-        "QuantizeLinear", "DequantizeLinear"};
+    static const std::set<std::string> producers = {"Conv",
+                                                    "MaxPool",
+                                                    "AveragePool",
+                                                    "Add",
+                                                    "Sub",
+                                                    "Mul",
+                                                    "Div",
+                                                    "ScaleShift",
+                                                    "Relu",
+                                                    "Clip",
+                                                    "LeakyRelu",
+                                                    "Sigmoid",
+                                                    "Tanh",
+                                                    "HardSigmoid",
+                                                    "HardSwish",
+                                                    "Convert",
+                                                    "QuantizeLinear",
+                                                    "DequantizeLinear"};
     for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
       const Node &n = g.nodes[ni];
       if (n.dead || n.op != "Concat" || g.tensors[n.outputs[0]].shape.size() != 4)
@@ -268,8 +295,8 @@ struct Compiler {
     case Kind::Conv:
     case Kind::Pool: {
       // Depthwise convolutions split by channels read only their channels.
-      const bool depthwise_slice = op.kind == Kind::Conv && op.groups > 1 && op.groups == in.C &&
-                                   o.chans() != out_c(op);
+      const bool depthwise_slice =
+          op.kind == Kind::Conv && op.groups > 1 && op.groups == in.C && o.chans() != out_c(op);
       const int64_t c0 = depthwise_slice ? o.c0 : 0, c1 = depthwise_slice ? o.c1 : in.C;
       int64_t a = o.y0 * op.sh - op.pt;
       int64_t b = (o.y1 - 1) * op.sh - op.pt + (op.kh - 1) * op.dh + 1;
@@ -281,10 +308,14 @@ struct Compiler {
       }
       return {a, b, c0, c1};
     }
-    case Kind::GlobalPool: return {0, in.H, o.c0, o.c1};
-    case Kind::Gemm: return full(in);
-    case Kind::Concat: return {o.y0, o.y1, 0, in.C};
-    default: return o;
+    case Kind::GlobalPool:
+      return {0, in.H, o.c0, o.c1};
+    case Kind::Gemm:
+      return full(in);
+    case Kind::Concat:
+      return {o.y0, o.y1, 0, in.C};
+    default:
+      return o;
     }
   }
 
@@ -337,14 +368,22 @@ struct Compiler {
       }
       Op op;
       op.node = int(ni);
-      if (n.op == "Conv") op.kind = Kind::Conv;
-      else if (n.op == "MaxPool" || n.op == "AveragePool") op.kind = Kind::Pool;
-      else if (n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool") op.kind = Kind::GlobalPool;
-      else if (n.op == "Gemm" || n.op == "MatMul") op.kind = Kind::Gemm;
-      else if (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div") op.kind = Kind::Eltwise;
-      else if (n.op == "ScaleShift") op.kind = Kind::ScaleShift;
-      else if (n.op == "Softmax") op.kind = Kind::Softmax;
-      else if (n.op == "Concat") op.kind = Kind::Concat;
+      if (n.op == "Conv")
+        op.kind = Kind::Conv;
+      else if (n.op == "MaxPool" || n.op == "AveragePool")
+        op.kind = Kind::Pool;
+      else if (n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool")
+        op.kind = Kind::GlobalPool;
+      else if (n.op == "Gemm" || n.op == "MatMul")
+        op.kind = Kind::Gemm;
+      else if (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div")
+        op.kind = Kind::Eltwise;
+      else if (n.op == "ScaleShift")
+        op.kind = Kind::ScaleShift;
+      else if (n.op == "Softmax")
+        op.kind = Kind::Softmax;
+      else if (n.op == "Concat")
+        op.kind = Kind::Concat;
       else if (n.op == "Convert" || n.op == "QuantizeLinear" || n.op == "DequantizeLinear")
         op.kind = Kind::Convert;
       else {
@@ -372,7 +411,7 @@ struct Compiler {
         for (int i : n.inputs) {
           if (g.tensors[i].is_const)
             return make_error(where(n) + ": constant operands must be per-channel (folded into a "
-                              "ScaleShift) or the shapes of both operands must match");
+                                         "ScaleShift) or the shapes of both operands must match");
           act_inputs.push_back(i);
         }
       } else {
@@ -387,7 +426,8 @@ struct Compiler {
       if (op.kind != Kind::Convert && !n.ints.count("int8"))
         for (int t : {n.inputs[0], n.outputs[0]})
           if (g.tensors[t].dtype == ir::DType::S8 || g.tensors[t].dtype == ir::DType::U8)
-            return make_error(where(n) + ": INT8 operands are only supported through "
+            return make_error(where(n) +
+                              ": INT8 operands are only supported through "
                               "QuantizeLinear/DequantizeLinear pairs (INT8 kernels are not "
                               "emitted yet)");
       auto ch = policy.chunks.find(int(ni));
@@ -419,12 +459,14 @@ struct Compiler {
     const double macs_per_row = double(y.W) * yc * (x.C / op.groups) * op.kh * op.kw;
     const double rate = double(d.pes_per_cluster) * d.fp32_fmas_per_cycle;
     const double es = x.es, row_bytes = double(x.W) * x.C * es;
-    auto noc = [&](double bytes) { return bytes > 0 ? d.dma_latency_cycles + bytes / d.noc_bytes_per_cycle : 0.0; };
+    auto noc = [&](double bytes) {
+      return bytes > 0 ? d.dma_latency_cycles + bytes / d.noc_bytes_per_cycle : 0.0;
+    };
     // Spatial: the largest band, plus the halo rows it must receive.
     const double band = std::ceil(double(y.H) / K);
     const double in_rows = std::min<double>(x.H, (band - 1) * op.sh + (op.kh - 1) * op.dh + 1);
-    const double spatial = band * macs_per_row / rate +
-                           noc(std::max(0.0, in_rows - double(x.H) / K) * row_bytes);
+    const double spatial =
+        band * macs_per_row / rate + noc(std::max(0.0, in_rows - double(x.H) / K) * row_bytes);
     // Channels: the largest slice of output channels, plus gathering the rest of the input.
     const double slice = std::ceil(double(yc) / K) / double(yc);
     const double gathered = depthwise ? slice : 1.0;
@@ -535,8 +577,9 @@ struct Compiler {
             arg_tensor = t;
         if (arg_tensor >= 0) {
           a.onnx_layout = true;
-          a.home = {KBIN_DDR_ARG, input_arg.count(arg_tensor) ? input_arg[arg_tensor]
-                                                              : output_arg[arg_tensor], 0};
+          a.home = {KBIN_DDR_ARG,
+                    input_arg.count(arg_tensor) ? input_arg[arg_tensor] : output_arg[arg_tensor],
+                    0};
         } else {
           a.home = {KBIN_DDR_SCRATCH, 0, scratch};
           scratch = align_up(scratch + a.bytes(), 128);
@@ -562,10 +605,22 @@ struct Compiler {
     mcl_conv_args a{};
     const uint32_t ic = uint32_t(ib.chans() > 0 ? ib.chans() : x.C);
     const uint32_t oc = uint32_t(ob.chans() > 0 ? ob.chans() : y.C);
-    a.input = {0, uint32_t(std::max<int64_t>(ib.rows(), 1)), uint32_t(x.W), ic,
-               uint32_t(x.W) * ic, ic, 1, x.dtype};
-    a.output = {0, uint32_t(std::max<int64_t>(ob.rows(), 1)), uint32_t(y.W), oc,
-                uint32_t(y.W) * oc, oc, 1, y.dtype};
+    a.input = {0,
+               uint32_t(std::max<int64_t>(ib.rows(), 1)),
+               uint32_t(x.W),
+               ic,
+               uint32_t(x.W) * ic,
+               ic,
+               1,
+               x.dtype};
+    a.output = {0,
+                uint32_t(std::max<int64_t>(ob.rows(), 1)),
+                uint32_t(y.W),
+                oc,
+                uint32_t(y.W) * oc,
+                oc,
+                1,
+                y.dtype};
     // A depthwise convolution split by channels is a smaller depthwise convolution.
     a.groups = uint32_t(op.groups > 1 && ic != uint32_t(x.C) ? ic : op.groups);
     a.kernel_h = uint16_t(op.kh), a.kernel_w = uint16_t(op.kw);
@@ -794,8 +849,9 @@ struct Compiler {
             continue;
           mcl_gemm_args a{};
           a.input = {0, 1, 1, k_total, k_total, k_total, 1, x.dtype};
-          a.output = {0, 1, 1, uint32_t(ob.chans()), uint32_t(ob.chans()), uint32_t(ob.chans()),
-                      1, y.dtype};
+          a.output = {
+              0, 1,      1, uint32_t(ob.chans()), uint32_t(ob.chans()), uint32_t(ob.chans()),
+              1, y.dtype};
           // B slice as [n][k] in the SPM order of the input (HWC for a flattened image).
           const Tensor &b = g.tensors[n.inputs[1]];
           const bool tb = n.op == "Gemm" && n.attr("transB", 0) != 0;
@@ -846,8 +902,8 @@ struct Compiler {
             bias_ptr = q8.bias.data();
             quant = &q8.quant;
           }
-          if (mcl_native_pack_gemm(&a, bmat, 1, bias_ptr, quant, packed.data(),
-                                   packed.size()) != MCL_NATIVE_OK)
+          if (mcl_native_pack_gemm(&a, bmat, 1, bias_ptr, quant, packed.data(), packed.size()) !=
+              MCL_NATIVE_OK)
             return make_error(where(n) + ": packing the weights failed");
           op.params.blob_offset[c] = add_blob(packed);
           op.params.per_cluster[c] = std::move(packed);
@@ -1017,8 +1073,10 @@ struct Compiler {
       a.a = in0;
       a.b = tile_of(acts[op.ins[1]], c, need_for(op, 1, ob), op.stage_in[1]);
       a.output = out_tile;
-      a.op = n.op == "Add" ? MCL_ELTWISE_ADD : n.op == "Sub" ? MCL_ELTWISE_SUB
-             : n.op == "Mul" ? MCL_ELTWISE_MUL : MCL_ELTWISE_DIV;
+      a.op = n.op == "Add"   ? MCL_ELTWISE_ADD
+             : n.op == "Sub" ? MCL_ELTWISE_SUB
+             : n.op == "Mul" ? MCL_ELTWISE_MUL
+                             : MCL_ELTWISE_DIV;
       a.act = n.act;
       a.a_quant = a.b_quant = a.out_quant = {1.0f, 0};
       add(MCL_NATIVE_FN_ELTWISE, a);
@@ -1081,9 +1139,7 @@ struct Compiler {
     d.notify_signal = -1;
     return d;
   }
-  static kbin_dma_shape linear(uint64_t bytes) {
-    return {bytes, 1, 1, bytes, bytes, bytes, bytes};
-  }
+  static kbin_dma_shape linear(uint64_t bytes) { return {bytes, 1, 1, bytes, bytes, bytes, bytes}; }
   static uint64_t bytes_of(const kbin_dma_args &d) {
     return d.shape.row_bytes * d.shape.rows * d.shape.planes;
   }
@@ -1436,12 +1492,11 @@ bool relax(const Compiler &c, Policy &policy) {
       int64_t rows = 0;
       for (const Box &x : op.out_box)
         rows = std::max(rows, x.rows());
-      const bool row_split = op.kind == Kind::Conv || op.kind == Kind::Pool ||
-                             op.kind == Kind::Concat ||
-                             ((op.kind == Kind::Eltwise || op.kind == Kind::ScaleShift ||
-                               op.kind == Kind::Activation || op.kind == Kind::Softmax ||
-                               op.kind == Kind::Convert) &&
-                              op.split == "rows");
+      const bool row_split =
+          op.kind == Kind::Conv || op.kind == Kind::Pool || op.kind == Kind::Concat ||
+          ((op.kind == Kind::Eltwise || op.kind == Kind::ScaleShift ||
+            op.kind == Kind::Activation || op.kind == Kind::Softmax || op.kind == Kind::Convert) &&
+           op.split == "rows");
       if (row_split && op.chunks < rows) {
         policy.chunks[op.node] = int(std::min<int64_t>(rows, op.chunks * 2));
         return true;

@@ -26,7 +26,9 @@ static_assert(sizeof(kbin_dma_args) == 104, "kbin_dma_args layout");
 static_assert(sizeof(kbin_signal_args) == 16, "kbin_signal_args layout");
 static_assert(sizeof(kbin_wait_signal_args) == 16, "kbin_wait_signal_args layout");
 
-uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+uint64_t align_up(uint64_t v, uint64_t a) {
+  return (v + a - 1) / a * a;
+}
 
 // Bytes from the first to one past the last byte a strided box touches, or false on overflow.
 bool box_extent(uint64_t row_bytes, uint64_t rows, uint64_t planes, uint64_t row_stride,
@@ -51,21 +53,31 @@ std::string hex(uint64_t v) {
 
 const char *space_name(uint32_t space) {
   switch (space) {
-  case KBIN_DDR_PARAMS: return "PARAMS";
-  case KBIN_DDR_ARG: return "ARG";
-  case KBIN_DDR_SCRATCH: return "SCRATCH";
-  default: return "?";
+  case KBIN_DDR_PARAMS:
+    return "PARAMS";
+  case KBIN_DDR_ARG:
+    return "ARG";
+  case KBIN_DDR_SCRATCH:
+    return "SCRATCH";
+  default:
+    return "?";
   }
 }
 
 const char *control_name(uint32_t id) {
   switch (id) {
-  case KBIN_FN_DMA: return "dma";
-  case KBIN_FN_WAIT_DMA: return "wait_dma";
-  case KBIN_FN_BARRIER: return "barrier";
-  case KBIN_FN_SIGNAL: return "signal";
-  case KBIN_FN_WAIT_SIGNAL: return "wait_signal";
-  default: return nullptr;
+  case KBIN_FN_DMA:
+    return "dma";
+  case KBIN_FN_WAIT_DMA:
+    return "wait_dma";
+  case KBIN_FN_BARRIER:
+    return "barrier";
+  case KBIN_FN_SIGNAL:
+    return "signal";
+  case KBIN_FN_WAIT_SIGNAL:
+    return "wait_signal";
+  default:
+    return nullptr;
   }
 }
 
@@ -118,21 +130,20 @@ Result<void> check_spm(const Checker &c, uint64_t offset, uint64_t extent,
 }
 
 struct SyncCounts {
-  std::vector<uint64_t> barriers;                  // per cluster
-  std::map<std::pair<uint32_t, uint32_t>, uint64_t> posts;     // (cluster, signal) -> count
-  std::map<std::pair<uint32_t, uint32_t>, uint64_t> max_wait;  // (cluster, signal) -> value
+  std::vector<uint64_t> barriers;                             // per cluster
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> posts;    // (cluster, signal) -> count
+  std::map<std::pair<uint32_t, uint32_t>, uint64_t> max_wait; // (cluster, signal) -> value
 };
 
-Result<void> check_dma(const Checker &c, uint32_t cluster, const kbin_dma_args &d,
-                       SyncCounts &sync, const std::string &where) {
+Result<void> check_dma(const Checker &c, uint32_t cluster, const kbin_dma_args &d, SyncCounts &sync,
+                       const std::string &where) {
   const kbin_dma_shape &s = d.shape;
   if (s.row_bytes == 0 || s.rows == 0 || s.planes == 0)
     return make_error(where + ": empty DMA shape");
   uint64_t src_extent = 0, dst_extent = 0;
   if (!box_extent(s.row_bytes, s.rows, s.planes, s.src_row_stride, s.src_plane_stride,
                   src_extent) ||
-      !box_extent(s.row_bytes, s.rows, s.planes, s.dst_row_stride, s.dst_plane_stride,
-                  dst_extent))
+      !box_extent(s.row_bytes, s.rows, s.planes, s.dst_row_stride, s.dst_plane_stride, dst_extent))
     return make_error(where + ": DMA shape overflows");
   if (d.notify_signal != -1 &&
       (d.notify_signal < 0 || static_cast<uint32_t>(d.notify_signal) >= KBIN_MAX_SIGNALS))
@@ -177,8 +188,8 @@ Result<void> check_dma(const Checker &c, uint32_t cluster, const kbin_dma_args &
     break;
   case KBIN_DMA_EXCHANGE:
     if (d.dst_cluster >= c.p.cluster_count)
-      return make_error(where + ": exchange to cluster " + std::to_string(d.dst_cluster) +
-                        " of " + std::to_string(c.p.cluster_count));
+      return make_error(where + ": exchange to cluster " + std::to_string(d.dst_cluster) + " of " +
+                        std::to_string(c.p.cluster_count));
     if (d.cluster_mask != 0 || d.ddr.space != 0 || d.ddr.arg_index != 0 || d.ddr.offset != 0)
       return make_error(where + ": exchange with DDR/multicast fields set");
     if (auto r = check_spm(c, d.spm_offset, src_extent, where); !r)
@@ -198,8 +209,8 @@ Result<void> check_dma(const Checker &c, uint32_t cluster, const kbin_dma_args &
 
 Result<void> check_record(const Checker &c, uint32_t cluster, size_t index, const Record &rec,
                           SyncCounts &sync) {
-  const std::string where = "cluster " + std::to_string(cluster) + " record " +
-                            std::to_string(index);
+  const std::string where =
+      "cluster " + std::to_string(cluster) + " record " + std::to_string(index);
   if (rec.args.size() > std::numeric_limits<uint32_t>::max() - 16)
     return make_error(where + ": argument block too large");
   switch (rec.function_id) {
@@ -229,8 +240,8 @@ Result<void> check_record(const Checker &c, uint32_t cluster, size_t index, cons
     rec.decode(s);
     if (s.cluster >= c.p.cluster_count || s.signal >= KBIN_MAX_SIGNALS || s.count == 0 ||
         s.count > (1ull << 40))
-      return make_error(where + ": signal to cluster " + std::to_string(s.cluster) +
-                        " signal " + std::to_string(s.signal) + " out of range");
+      return make_error(where + ": signal to cluster " + std::to_string(s.cluster) + " signal " +
+                        std::to_string(s.signal) + " out of range");
     sync.posts[{s.cluster, s.signal}] += s.count;
     return {};
   }
@@ -240,8 +251,7 @@ Result<void> check_record(const Checker &c, uint32_t cluster, size_t index, cons
       return make_error(where + ": malformed wait_signal record");
     rec.decode(w);
     if (w.signal >= KBIN_MAX_SIGNALS || w.reserved != 0)
-      return make_error(where + ": wait on signal " + std::to_string(w.signal) +
-                        " out of range");
+      return make_error(where + ": wait on signal " + std::to_string(w.signal) + " out of range");
     auto &m = sync.max_wait[{cluster, w.signal}];
     m = std::max(m, w.value);
     return {};
@@ -267,12 +277,18 @@ void put_bytes(std::vector<uint8_t> &out, uint64_t at, const void *src, size_t n
 
 const char *dtype_name(uint32_t dtype) {
   switch (dtype) {
-  case MCL_DTYPE_F32: return "f32";
-  case MCL_DTYPE_F16: return "f16";
-  case MCL_DTYPE_S8: return "s8";
-  case MCL_DTYPE_U8: return "u8";
-  case MCL_DTYPE_S32: return "s32";
-  default: return "invalid";
+  case MCL_DTYPE_F32:
+    return "f32";
+  case MCL_DTYPE_F16:
+    return "f16";
+  case MCL_DTYPE_S8:
+    return "s8";
+  case MCL_DTYPE_U8:
+    return "u8";
+  case MCL_DTYPE_S32:
+    return "s32";
+  default:
+    return "invalid";
   }
 }
 
@@ -521,8 +537,8 @@ Result<Program> read_kbin(const void *data, size_t size, const DeviceLimits &lim
     return make_error("a required section (strings, tensors, params, streams) is missing");
 
   if (params.size != h.params_size)
-    return make_error("params section is " + std::to_string(params.size) +
-                      " bytes, header says " + std::to_string(h.params_size));
+    return make_error("params section is " + std::to_string(params.size) + " bytes, header says " +
+                      std::to_string(h.params_size));
   p.params.assign(bytes + params.offset, bytes + params.offset + params.size);
 
   if (tensors.size % sizeof(kbin_tensor_desc) != 0)
@@ -632,17 +648,22 @@ std::string describe_record(const Record &rec) {
                hex(d.ddr.offset);
       };
       switch (d.kind) {
-      case KBIN_DMA_LOAD: o << " load " << ddr() << " -> spm " << hex(d.spm_offset); break;
-      case KBIN_DMA_STORE: o << " store spm " << hex(d.spm_offset) << " -> " << ddr(); break;
+      case KBIN_DMA_LOAD:
+        o << " load " << ddr() << " -> spm " << hex(d.spm_offset);
+        break;
+      case KBIN_DMA_STORE:
+        o << " store spm " << hex(d.spm_offset) << " -> " << ddr();
+        break;
       case KBIN_DMA_MULTICAST:
         o << " multicast " << ddr() << " -> spm " << hex(d.spm_offset) << " of clusters "
           << hex(d.cluster_mask);
         break;
       case KBIN_DMA_EXCHANGE:
-        o << " exchange spm " << hex(d.spm_offset) << " -> cluster " << d.dst_cluster
-          << " spm " << hex(d.spm_dst_offset);
+        o << " exchange spm " << hex(d.spm_offset) << " -> cluster " << d.dst_cluster << " spm "
+          << hex(d.spm_dst_offset);
         break;
-      default: o << " kind " << d.kind;
+      default:
+        o << " kind " << d.kind;
       }
       o << " " << bytes << " B";
       if (d.shape.planes > 1 || d.shape.rows > 1)
@@ -724,7 +745,8 @@ std::string describe_record(const Record &rec) {
     }
     break;
   }
-  default: o << " (" << rec.args.size() << " B args)";
+  default:
+    o << " (" << rec.args.size() << " B args)";
   }
   return o.str();
 }

@@ -23,17 +23,22 @@ int fail(char *msg, size_t cap, int status, const std::string &text) {
 
 const mcl_ddr_window *window_for(const mcl_kbin_cluster_run *run, const kbin_ddr_ref &ref) {
   switch (ref.space) {
-  case KBIN_DDR_PARAMS: return &run->params;
-  case KBIN_DDR_SCRATCH: return &run->scratch;
-  case KBIN_DDR_ARG: return ref.arg_index < run->arg_count ? &run->args[ref.arg_index] : nullptr;
-  default: return nullptr;
+  case KBIN_DDR_PARAMS:
+    return &run->params;
+  case KBIN_DDR_SCRATCH:
+    return &run->scratch;
+  case KBIN_DDR_ARG:
+    return ref.arg_index < run->arg_count ? &run->args[ref.arg_index] : nullptr;
+  default:
+    return nullptr;
   }
 }
 
 int run_dma(const mcl_kbin_cluster_run *run, const kbin_dma_args &d, std::string &error) {
   mcl_dma_desc desc{};
-  desc.shape = {d.shape.row_bytes,        d.shape.rows,           d.shape.planes,
-                d.shape.src_row_stride,   d.shape.src_plane_stride, d.shape.dst_row_stride,
+  desc.shape = {d.shape.row_bytes,        d.shape.rows,
+                d.shape.planes,           d.shape.src_row_stride,
+                d.shape.src_plane_stride, d.shape.dst_row_stride,
                 d.shape.dst_plane_stride};
   desc.notify_signal = d.notify_signal;
   uint32_t targets[KBIN_MAX_CLUSTERS];

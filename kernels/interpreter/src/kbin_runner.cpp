@@ -40,8 +40,8 @@ Result<KbinRunResult> run_kbin(device::Device &device, const kann::format::Progr
     return make_error("program takes " + std::to_string(program.arg_count) + " arguments, got " +
                       std::to_string(args.size()));
   DdrBlocks blocks{device.ddr(), {}};
-  auto params = blocks.allocate(program.params.size(), program.params.data(),
-                                program.params.size());
+  auto params =
+      blocks.allocate(program.params.size(), program.params.data(), program.params.size());
   if (!params)
     return params.error();
   auto scratch = blocks.allocate(program.scratch_size, nullptr, 0);

@@ -31,14 +31,14 @@ struct CompileOptions {
 struct OpReport {
   std::string name;
   std::string op;
-  std::string split;               // "rows", "channels", "single"
-  unsigned tiles = 0;              // clusters with work
-  std::vector<uint64_t> spm_peak;  // per cluster: bytes live during this step
-  uint64_t ddr_bytes = 0;          // parameters + network input/output bytes moved
-  uint64_t exchange_bytes = 0;     // SPM->SPM bytes
-  uint64_t compute_cycles = 0;     // slowest cluster (mcl_native_cost)
-  uint64_t dma_cycles = 0;         // modeled transfer time of the step
-  uint64_t cycles = 0;             // modeled step time
+  std::string split;              // "rows", "channels", "single"
+  unsigned tiles = 0;             // clusters with work
+  std::vector<uint64_t> spm_peak; // per cluster: bytes live during this step
+  uint64_t ddr_bytes = 0;         // parameters + network input/output bytes moved
+  uint64_t exchange_bytes = 0;    // SPM->SPM bytes
+  uint64_t compute_cycles = 0;    // slowest cluster (mcl_native_cost)
+  uint64_t dma_cycles = 0;        // modeled transfer time of the step
+  uint64_t cycles = 0;            // modeled step time
   uint64_t start_cycle = 0;
 };
 

@@ -25,14 +25,14 @@ struct Tensor {
   std::vector<int64_t> shape;
   DType dtype = DType::F32;
   bool is_const = false;
-  std::vector<float> data;     // float constants (weights)
-  std::vector<int64_t> idata;  // int64 constants (shapes, axes)
-  float scale = 1.0f;          // INT8 quantization
+  std::vector<float> data;    // float constants (weights)
+  std::vector<int64_t> idata; // int64 constants (shapes, axes)
+  float scale = 1.0f;         // INT8 quantization
   int32_t zero_point = 0;
-  int producer = -1;           // node index, -1 for inputs and constants
+  int producer = -1; // node index, -1 for inputs and constants
   // A float constant folded from DequantizeLinear keeps its integer form for INT8 kernels.
   std::vector<int32_t> qvalues;
-  std::vector<float> qscales;  // 1 (per tensor) or one per channel of axis 0
+  std::vector<float> qscales; // 1 (per tensor) or one per channel of axis 0
   std::vector<int32_t> qzeros;
 
   int64_t elements() const;
@@ -40,8 +40,8 @@ struct Tensor {
 
 struct Node {
   std::string name;
-  std::string op; // ONNX operator name, or kann's own: "ScaleShift"
-  std::vector<int> inputs;  // tensor indices (-1: optional input absent)
+  std::string op;          // ONNX operator name, or kann's own: "ScaleShift"
+  std::vector<int> inputs; // tensor indices (-1: optional input absent)
   std::vector<int> outputs;
   std::map<std::string, std::vector<int64_t>> ints;
   std::map<std::string, float> floats;

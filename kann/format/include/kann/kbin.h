@@ -23,25 +23,25 @@ extern "C" {
 #define KBIN_MAX_CLUSTERS 32u /* multicast destinations are a 32-bit mask */
 #define KBIN_MAX_SIGNALS 64u  /* = MCL_SIGNALS_PER_CLUSTER of the device API */
 #define KBIN_MAX_RANK 6u
-#define KBIN_RECORD_ALIGN 8u  /* record lengths are multiples of this */
+#define KBIN_RECORD_ALIGN 8u /* record lengths are multiples of this */
 
 typedef struct kbin_header {
   char magic[8];          /* KBIN_MAGIC */
   uint16_t version_major; /* KBIN_VERSION_MAJOR */
   uint16_t version_minor;
-  uint32_t header_size;   /* sizeof(kbin_header) */
-  uint64_t file_size;     /* total bytes of the binary */
-  uint32_t cluster_count; /* clusters the program was compiled for (= streams) */
+  uint32_t header_size;     /* sizeof(kbin_header) */
+  uint64_t file_size;       /* total bytes of the binary */
+  uint32_t cluster_count;   /* clusters the program was compiled for (= streams) */
   uint32_t pes_per_cluster; /* PEs per cluster assumed by the cost model (informational) */
-  uint64_t spm_bytes;     /* SPM size per cluster of the target device configuration */
-  uint64_t spm_required;  /* highest SPM byte used + 1; the device needs at least this */
-  uint64_t params_size;   /* bytes of the PARAMS section (the parameter blob) */
-  uint64_t scratch_size;  /* bytes of DDR scratch the runtime must allocate (may be 0) */
-  uint32_t arg_count;     /* kernel arguments: one DDR buffer per input/output tensor */
-  uint32_t section_count; /* entries of the section table following the header */
-  uint32_t flags;         /* none defined: must be 0 */
-  uint32_t reserved;      /* 0 */
-  char preset[32];        /* device preset / configuration name, NUL padded */
+  uint64_t spm_bytes;       /* SPM size per cluster of the target device configuration */
+  uint64_t spm_required;    /* highest SPM byte used + 1; the device needs at least this */
+  uint64_t params_size;     /* bytes of the PARAMS section (the parameter blob) */
+  uint64_t scratch_size;    /* bytes of DDR scratch the runtime must allocate (may be 0) */
+  uint32_t arg_count;       /* kernel arguments: one DDR buffer per input/output tensor */
+  uint32_t section_count;   /* entries of the section table following the header */
+  uint32_t flags;           /* none defined: must be 0 */
+  uint32_t reserved;        /* 0 */
+  char preset[32];          /* device preset / configuration name, NUL padded */
 } kbin_header;
 
 enum kbin_section_kind {
@@ -93,17 +93,17 @@ typedef struct kbin_record_header {
 
 /* Control records use ids far from the native registry's. */
 enum kbin_control_fn {
-  KBIN_FN_DMA = 0x1000,         /* kbin_dma_args */
-  KBIN_FN_WAIT_DMA = 0x1001,    /* kbin_wait_dma_args: all earlier transfers of the cluster */
-  KBIN_FN_BARRIER = 0x1002,     /* no arguments: all clusters of the command */
-  KBIN_FN_SIGNAL = 0x1003,      /* kbin_signal_args */
-  KBIN_FN_WAIT_SIGNAL = 0x1004  /* kbin_wait_signal_args */
+  KBIN_FN_DMA = 0x1000,        /* kbin_dma_args */
+  KBIN_FN_WAIT_DMA = 0x1001,   /* kbin_wait_dma_args: all earlier transfers of the cluster */
+  KBIN_FN_BARRIER = 0x1002,    /* no arguments: all clusters of the command */
+  KBIN_FN_SIGNAL = 0x1003,     /* kbin_signal_args */
+  KBIN_FN_WAIT_SIGNAL = 0x1004 /* kbin_wait_signal_args */
 };
 
 enum kbin_ddr_space {
-  KBIN_DDR_PARAMS = 1,  /* the parameter blob uploaded by the loader */
-  KBIN_DDR_ARG = 2,     /* the buffer of kernel argument arg_index */
-  KBIN_DDR_SCRATCH = 3  /* scratch_size bytes of DDR owned by the running command */
+  KBIN_DDR_PARAMS = 1, /* the parameter blob uploaded by the loader */
+  KBIN_DDR_ARG = 2,    /* the buffer of kernel argument arg_index */
+  KBIN_DDR_SCRATCH = 3 /* scratch_size bytes of DDR owned by the running command */
 };
 
 typedef struct kbin_ddr_ref {
@@ -127,12 +127,12 @@ typedef struct kbin_dma_shape {
 } kbin_dma_shape;
 
 typedef struct kbin_dma_args {
-  uint32_t kind;         /* kbin_dma_kind */
-  uint32_t dst_cluster;  /* EXCHANGE: destination cluster, else 0 */
-  uint32_t cluster_mask; /* MULTICAST: bit i = cluster i receives, else 0 */
-  int32_t notify_signal; /* -1, or a signal added 1 on every destination cluster on arrival */
-  kbin_ddr_ref ddr;      /* LOAD: source; STORE: destination; MULTICAST: source */
-  uint64_t spm_offset;   /* LOAD, MULTICAST: destination; STORE, EXCHANGE: source */
+  uint32_t kind;           /* kbin_dma_kind */
+  uint32_t dst_cluster;    /* EXCHANGE: destination cluster, else 0 */
+  uint32_t cluster_mask;   /* MULTICAST: bit i = cluster i receives, else 0 */
+  int32_t notify_signal;   /* -1, or a signal added 1 on every destination cluster on arrival */
+  kbin_ddr_ref ddr;        /* LOAD: source; STORE: destination; MULTICAST: source */
+  uint64_t spm_offset;     /* LOAD, MULTICAST: destination; STORE, EXCHANGE: source */
   uint64_t spm_dst_offset; /* EXCHANGE: destination offset in dst_cluster's SPM, else 0 */
   kbin_dma_shape shape;
 } kbin_dma_args;

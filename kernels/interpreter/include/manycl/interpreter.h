@@ -21,11 +21,11 @@ extern "C" {
 typedef struct mcl_kbin_cluster_run {
   const uint8_t *records; /* this cluster's serialized records (kbin STREAMS bytes) */
   uint64_t records_size;
-  mcl_ddr_window params;         /* the uploaded parameter blob (DDR offset + size) */
-  mcl_ddr_window scratch;        /* scratch DDR of scratch_size bytes ({0,0} when none) */
-  const mcl_ddr_window *args;    /* DDR window of each kernel argument buffer */
+  mcl_ddr_window params;      /* the uploaded parameter blob (DDR offset + size) */
+  mcl_ddr_window scratch;     /* scratch DDR of scratch_size bytes ({0,0} when none) */
+  const mcl_ddr_window *args; /* DDR window of each kernel argument buffer */
   uint32_t arg_count;
-  uint32_t flags;                /* mcl_kbin_run_flags */
+  uint32_t flags; /* mcl_kbin_run_flags */
 } mcl_kbin_cluster_run;
 
 enum mcl_kbin_run_flags {

@@ -58,6 +58,7 @@ struct SpmBuffer {
   uint64_t offset = 0;
   int act = -1; // activation it holds, or -1
   int op = -1;  // operator whose staging buffer it is, or -1
+  int prefetched = -1; // operator whose parameters it prefetches, or -1
   uint64_t size() const { return *std::max_element(bytes.begin(), bytes.end()); }
 };
 
@@ -127,6 +128,7 @@ struct Op {
 struct Policy {
   std::set<int> spilled;     // tensors (storage owners) homed in DDR
   std::map<int, int> chunks; // node -> intra-cluster tiles
+  std::set<int> no_prefetch; // nodes whose parameters load in their own step
 };
 
 // Why an allocation failed: the buffer that did not fit and what it competed with.
@@ -639,10 +641,13 @@ struct Compiler {
       const int step = int(s) + 1;
       const Act &x = acts[op.ins[0]];
       const Act &y = acts[op.out];
-      // A chunked op loads its tables per chunk inside its step; a single one prefetches.
-      const int table_first = op.chunks > 1 ? step : step - 1;
+      // Parameters load during the previous step (double buffering) unless the SPM cannot
+      // hold two operators' parameters at once; a chunked op loads its tables per chunk.
+      const bool prefetch = !policy.no_prefetch.count(op.node);
+      const int params_first = prefetch ? step - 1 : step;
+      const int table_first = op.chunks > 1 ? step : params_first;
       if (op.kind == Kind::Conv) {
-        op.params.buffer = new_buffer(n.name + ".params", step - 1, step);
+        op.params.buffer = new_buffer(n.name + ".params", params_first, step);
         op.table = new_buffer(n.name + ".table", table_first, step);
         buffers[op.table].op = int(s); // tiling the operator shrinks its table
         op.pad_row = new_buffer(n.name + ".pad", step, step);
@@ -656,7 +661,7 @@ struct Compiler {
             buffers[op.pad_row].bytes[c] = align_up(x.C * x.es, 16);
           }
       } else if (op.kind == Kind::Gemm) {
-        op.params.buffer = new_buffer(n.name + ".params", step - 1, step);
+        op.params.buffer = new_buffer(n.name + ".params", params_first, step);
         for (unsigned c = 0; c < K; ++c) {
           if (op.out_box[c].empty())
             continue;
@@ -668,11 +673,15 @@ struct Compiler {
           buffers[op.params.buffer].bytes[c] = mcl_native_gemm_params_size(&a);
         }
       } else if (op.kind == Kind::ScaleShift) {
-        op.params.buffer = new_buffer(n.name + ".params", step - 1, step);
+        op.params.buffer = new_buffer(n.name + ".params", params_first, step);
         for (unsigned c = 0; c < K; ++c)
           if (!op.out_box[c].empty())
             buffers[op.params.buffer].bytes[c] = uint64_t(op.out_box[c].chans()) * 8;
       }
+      if (prefetch && op.params.buffer >= 0)
+        buffers[op.params.buffer].prefetched = int(s);
+      if (prefetch && op.table >= 0 && op.chunks == 1)
+        buffers[op.table].prefetched = int(s);
       // Staging for DDR-homed operands: one chunk's worth.
       op.stage_in.assign(op.ins.size(), -1);
       for (size_t i = 0; i < op.ins.size(); ++i) {
@@ -1321,7 +1330,7 @@ struct Compiler {
         ddr[c] += bytes_of(d);
       }
     }
-    if (!ops.empty())
+    if (!ops.empty() && !policy.no_prefetch.count(ops[0].node))
       if (auto r = emit_param_loads(0, ddr); !r)
         return r;
     end_step();
@@ -1338,7 +1347,18 @@ struct Compiler {
       rep.split = op.split + (op.chunks > 1 ? " x" + std::to_string(op.chunks) : "");
       rep.start_cycle = clock;
       std::vector<uint64_t> pddr(K, 0), stream_ddr(K, 0), compute(K, 0);
-      if (s + 1 < ops.size())
+      uint64_t own_load_cycles = 0;
+      if (policy.no_prefetch.count(op.node)) { // load own parameters first, then meet
+        std::vector<uint64_t> own(K, 0);
+        if (auto r = emit_param_loads(s, own); !r)
+          return r;
+        end_step();
+        own_load_cycles = dma_cycles(*std::max_element(own.begin(), own.end()), true) +
+                          (K > 1 ? dev.barrier_latency_cycles : 0);
+        for (unsigned c = 0; c < K; ++c)
+          pddr[c] += own[c];
+      }
+      if (s + 1 < ops.size() && !policy.no_prefetch.count(ops[s + 1].node))
         if (auto r = emit_param_loads(s + 1, pddr); !r)
           return r;
       for (unsigned c = 0; c < K; ++c) {
@@ -1429,7 +1449,7 @@ struct Compiler {
                       std::accumulate(stream_ddr.begin(), stream_ddr.end(), uint64_t{0}) +
                       (s == 0 ? input_bytes : 0);
       rep.dma_cycles = dma_cycles(pmax, true) + dma_cycles(nmax, false);
-      rep.cycles = step_cycles + (K > 1 ? dev.barrier_latency_cycles : 0);
+      rep.cycles = own_load_cycles + step_cycles + (K > 1 ? dev.barrier_latency_cycles : 0);
       clock += rep.cycles;
       rep.spm_peak.assign(K, 0);
       for (const SpmBuffer &b : buffers)
@@ -1501,6 +1521,14 @@ bool relax(const Compiler &c, Policy &policy) {
         policy.chunks[op.node] = int(std::min<int64_t>(rows, op.chunks * 2));
         return true;
       }
+    }
+  }
+  // Then give up double buffering of the largest prefetched parameters.
+  for (int i : cands) {
+    const SpmBuffer &b = c.buffers[i];
+    if (b.prefetched >= 0 && !policy.no_prefetch.count(c.ops[b.prefetched].node)) {
+      policy.no_prefetch.insert(c.ops[b.prefetched].node);
+      return true;
     }
   }
   for (int i : cands) {

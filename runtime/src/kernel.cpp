@@ -170,6 +170,7 @@ void async_copy_on_rdma(void *, void *dst, const void *src, size_t elem_size, si
         shape = device::DmaShape::linear(elem_size * num);
       device::DmaRequest request(endpoint(src), endpoint(dst), shape);
       request.label = "async_work_group_copy";
+      request.fail_command_on_error = false; // the plain copy below handles a rejection
       auto handle = context->dma(request);
       if (handle && context->dma_wait(handle.value()))
         return;

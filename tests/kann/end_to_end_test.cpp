@@ -343,3 +343,47 @@ TEST(EndToEndDigits, BundledModelsFp32AndInt8) {
 }
 
 } // namespace
+
+namespace {
+
+// Nearest 2x upsampling (the YOLOv3 neck) split by output rows over 2 clusters.
+TEST(EndToEndResize, NearestUpsampleMatchesReference) {
+  test::OnnxBuilder b;
+  b.input("x", {1, 3, 5, 4});
+  b.weight("roi", {0}, 0.0f, {});
+  b.weight("scales", {4}, 0.0f, {1.0f, 1.0f, 2.0f, 2.0f});
+  auto &r = b.node("Resize", {"x", "roi", "scales"}, {"y"});
+  auto *m = r.add_attribute();
+  m->set_name("mode");
+  m->set_type(onnx::AttributeProto::STRING);
+  m->set_s("nearest");
+  auto *c = r.add_attribute();
+  c->set_name("coordinate_transformation_mode");
+  c->set_type(onnx::AttributeProto::STRING);
+  c->set_s("asymmetric");
+  auto *nm = r.add_attribute();
+  nm->set_name("nearest_mode");
+  nm->set_type(onnx::AttributeProto::STRING);
+  nm->set_s("floor");
+  b.output("y");
+  auto graph = import_onnx_bytes(b.bytes());
+  ASSERT_TRUE(graph.ok()) << graph.error().message;
+  CompileOptions options;
+  options.device = manycl::device::preset("small").value();
+  auto out = compile_graph(graph.value(), options);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  std::vector<float> x(60);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = float(i);
+  manycl::device::Device device(options.device);
+  auto run = manycl::interp::run_kbin(device, out.value().program, {test::as_bytes(x), {}});
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  auto y = test::as_floats(run.value().outputs[1]);
+  ASSERT_EQ(y.size(), 240u);
+  for (int ch = 0; ch < 3; ++ch)
+    for (int yy = 0; yy < 10; ++yy)
+      for (int xx = 0; xx < 8; ++xx)
+        ASSERT_EQ(y[(ch * 10 + yy) * 8 + xx], x[(ch * 5 + yy / 2) * 4 + xx / 2]);
+}
+
+} // namespace

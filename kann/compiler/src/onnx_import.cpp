@@ -21,6 +21,7 @@ using manycl::Result;
 namespace {
 
 const std::set<std::string> kSupported = {"Conv",
+                                          "Resize",
                                           "Gemm",
                                           "MatMul",
                                           "MaxPool",
@@ -619,6 +620,32 @@ Result<void> infer_node(Graph &g, Node &n) {
     }
     if (x.size() != 4 || axis != 1)
       return make_error(where(n) + ": only channel concatenation of NCHW tensors is supported");
+    return {};
+  }
+  if (n.op == "Resize") {
+    if (x.size() != 4)
+      return make_error(where(n) + ": only NCHW resizing is supported");
+    const std::string mode = n.strings.count("mode") ? n.strings["mode"] : "nearest";
+    if (mode != "nearest" && mode != "linear")
+      return make_error(where(n) + ": mode '" + mode + "' is not supported");
+    std::vector<float> scales;
+    if (has(2) && in(2).is_const && in(2).elements() == 4)
+      scales = in(2).data;
+    else if (has(3) && in(3).is_const && in(3).elements() == 4)
+      for (int i = 0; i < 4; ++i)
+        scales.push_back(float(in(3).idata[i]) / float(x[i]));
+    else
+      return make_error(where(n) + ": needs constant scales or sizes");
+    if (scales[0] != 1.0f || scales[1] != 1.0f || !(scales[2] > 0) || !(scales[3] > 0))
+      return make_error(where(n) + ": only spatial (H, W) resizing is supported");
+    y.shape = {1, x[1], int64_t(std::floor(x[2] * double(scales[2]))),
+               int64_t(std::floor(x[3] * double(scales[3])))};
+    if (has(3) && in(3).is_const && in(3).elements() == 4)
+      y.shape = {1, x[1], in(3).idata[2], in(3).idata[3]};
+    if (y.shape[2] <= 0 || y.shape[3] <= 0 || y.shape[2] > (1 << 16) || y.shape[3] > (1 << 16))
+      return make_error(where(n) + ": output size out of range");
+    n.floats["scale_h"] = scales[2];
+    n.floats["scale_w"] = scales[3];
     return {};
   }
   if (n.op == "Cast") {

@@ -56,8 +56,8 @@ struct SpmBuffer {
   std::vector<uint64_t> bytes; // per cluster (0: unused there)
   int first = 0, last = 0;     // steps
   uint64_t offset = 0;
-  int act = -1; // activation it holds, or -1
-  int op = -1;  // operator whose staging buffer it is, or -1
+  int act = -1;        // activation it holds, or -1
+  int op = -1;         // operator whose staging buffer it is, or -1
   int prefetched = -1; // operator whose parameters it prefetches, or -1
   uint64_t size() const { return *std::max_element(bytes.begin(), bytes.end()); }
 };
@@ -94,7 +94,8 @@ enum class Kind {
   Activation,
   Softmax,
   Concat,
-  Convert
+  Convert,
+  Resize
 };
 
 struct ParamBlock {
@@ -316,6 +317,16 @@ struct Compiler {
       return full(in);
     case Kind::Concat:
       return {o.y0, o.y1, 0, in.C};
+    case Kind::Resize: {
+      // Source rows of output rows [y0, y1): the ratio of sizes (or of size-1 for
+      // align_corners), with two rows of margin for interpolation and rounding.
+      const Act &out = acts[op.out];
+      const double r = std::max(double(in.H) / double(out.H),
+                                double(in.H - 1) / double(std::max<int64_t>(1, out.H - 1)));
+      const int64_t a = std::max<int64_t>(0, int64_t(std::floor(double(o.y0) * r)) - 2);
+      const int64_t b = std::min<int64_t>(in.H, int64_t(std::ceil(double(o.y1) * r)) + 2);
+      return {a, std::max(b, a + 1), 0, in.C};
+    }
     default:
       return o;
     }
@@ -386,6 +397,8 @@ struct Compiler {
         op.kind = Kind::Softmax;
       else if (n.op == "Concat")
         op.kind = Kind::Concat;
+      else if (n.op == "Resize")
+        op.kind = Kind::Resize;
       else if (n.op == "Convert" || n.op == "QuantizeLinear" || n.op == "DequantizeLinear")
         op.kind = Kind::Convert;
       else {
@@ -526,6 +539,7 @@ struct Compiler {
       }
       break;
     case Kind::Concat:
+    case Kind::Resize:
       op.out_box = split_rows(y.H, yc);
       break;
     }
@@ -1117,6 +1131,36 @@ struct Compiler {
           a);
       break;
     }
+    case Kind::Resize: {
+      mcl_resize_args a{};
+      a.input = in0;
+      a.output = out_tile;
+      const std::string mode = n.strings.count("mode") ? n.strings.at("mode") : "nearest";
+      const std::string coord = n.strings.count("coordinate_transformation_mode")
+                                    ? n.strings.at("coordinate_transformation_mode")
+                                    : "half_pixel";
+      const std::string nearest =
+          n.strings.count("nearest_mode") ? n.strings.at("nearest_mode") : "round_prefer_floor";
+      a.mode = mode == "linear" ? MCL_RESIZE_BILINEAR : MCL_RESIZE_NEAREST;
+      a.coord_mode = coord == "asymmetric"           ? MCL_COORD_ASYMMETRIC
+                     : coord == "align_corners"      ? MCL_COORD_ALIGN_CORNERS
+                     : coord == "pytorch_half_pixel" ? MCL_COORD_PYTORCH_HALF_PIXEL
+                                                     : MCL_COORD_HALF_PIXEL;
+      a.nearest_mode = nearest == "round_prefer_ceil" ? MCL_NEAREST_ROUND_PREFER_CEIL
+                       : nearest == "floor"           ? MCL_NEAREST_FLOOR
+                       : nearest == "ceil"            ? MCL_NEAREST_CEIL
+                                                      : MCL_NEAREST_ROUND_PREFER_FLOOR;
+      a.scale_h = n.attrf("scale_h", 1.0f);
+      a.scale_w = n.attrf("scale_w", 1.0f);
+      a.full_in_h = uint32_t(x.H), a.full_in_w = uint32_t(x.W);
+      a.full_out_h = uint32_t(y.H), a.full_out_w = uint32_t(y.W);
+      a.in_y0 = int32_t(ib.y0), a.in_x0 = 0;
+      a.out_y0 = int32_t(ob.y0), a.out_x0 = 0;
+      a.in_quant = {x.scale, x.zero_point};
+      a.out_quant = {y.scale, y.zero_point};
+      add(MCL_NATIVE_FN_RESIZE, a);
+      break;
+    }
     case Kind::Concat: {
       int64_t ch = 0;
       for (size_t i = 0; i < op.ins.size(); ++i) {
@@ -1514,6 +1558,7 @@ bool relax(const Compiler &c, Policy &policy) {
         rows = std::max(rows, x.rows());
       const bool row_split =
           op.kind == Kind::Conv || op.kind == Kind::Pool || op.kind == Kind::Concat ||
+          op.kind == Kind::Resize ||
           ((op.kind == Kind::Eltwise || op.kind == Kind::ScaleShift ||
             op.kind == Kind::Activation || op.kind == Kind::Softmax || op.kind == Kind::Convert) &&
            op.split == "rows");

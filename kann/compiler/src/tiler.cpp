@@ -1035,11 +1035,22 @@ struct Compiler {
         int8_clamp(y, n.act, a.output_min, a.output_max);
         a.act = {MCL_ACT_NONE, 0.0f, 0.0f};
       }
-      std::vector<int32_t> table(mcl_native_conv_table_size(&a));
-      if (mcl_native_plan_conv(MCL_NATIVE_FN_CONV2D, &a, table.data(), table.size()) !=
-          MCL_NATIVE_OK)
-        return make_error(where(n) + ": planning the address table failed");
-      call.table = to_bytes(table.data(), table.size());
+      // A tile whose taps all lie inside its input (1x1 convolutions, unpadded interiors)
+      // needs no address table: no table bytes in the blob and no DMA for them.
+      const int64_t last_y = int64_t(a.origin_y) + int64_t(a.output.h - 1) * a.stride_h +
+                             int64_t(a.kernel_h - 1) * a.dilation_h;
+      const int64_t last_x = int64_t(a.origin_x) + int64_t(a.output.w - 1) * a.stride_w +
+                             int64_t(a.kernel_w - 1) * a.dilation_w;
+      if (a.origin_y >= 0 && a.origin_x >= 0 && last_y < int64_t(a.input.h) &&
+          last_x < int64_t(a.input.w)) {
+        a.flags = MCL_CONV_NO_TABLE;
+      } else {
+        std::vector<int32_t> table(mcl_native_conv_table_size(&a));
+        if (mcl_native_plan_conv(MCL_NATIVE_FN_CONV2D, &a, table.data(), table.size()) !=
+            MCL_NATIVE_OK)
+          return make_error(where(n) + ": planning the address table failed");
+        call.table = to_bytes(table.data(), table.size());
+      }
       add(MCL_NATIVE_FN_CONV2D, a);
       break;
     }
@@ -1318,6 +1329,8 @@ struct Compiler {
         auto call = make_call(op, c, op.out_box[c]);
         if (!call)
           return call.error();
+        if (call.value().table.empty())
+          continue;
         kbin_dma_args d = dma(KBIN_DMA_LOAD);
         d.ddr = {KBIN_DDR_PARAMS, 0, add_blob(call.value().table)};
         d.spm_offset = buffers[op.table].offset;
@@ -1426,7 +1439,7 @@ struct Compiler {
             stream_ddr[c] += bytes_of(d);
             loaded = true;
           }
-          if (op.kind == Kind::Conv && op.chunks > 1) {
+          if (op.kind == Kind::Conv && op.chunks > 1 && !call.value().table.empty()) {
             kbin_dma_args d = dma(KBIN_DMA_LOAD);
             d.ddr = {KBIN_DDR_PARAMS, 0, add_blob(call.value().table)};
             d.spm_offset = buffers[op.table].offset;

@@ -11,7 +11,9 @@
 namespace mct {
 using namespace manycl::compiler;
 
-inline DeviceDesc dev() { return DeviceDesc{}; }
+inline DeviceDesc dev() {
+  return DeviceDesc{};
+}
 
 /// Builds and loads, failing the test with the log on error.
 std::shared_ptr<Program> buildLoad(const std::string &src, const std::string &opts = "");

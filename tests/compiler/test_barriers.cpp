@@ -109,13 +109,15 @@ static void checkNested(const Program &p, ExecMode mode, unsigned pes) {
   for (unsigned ls : {1u, 8u, 100u}) {
     const unsigned groups = 2, n = ls * groups;
     std::vector<int> d(n);
-    for (unsigned i = 0; i < n; ++i) d[i] = int(i * 3 % 17);
+    for (unsigned i = 0; i < n; ++i)
+      d[i] = int(i * 3 % 17);
     auto in = d;
     NDRange r;
     r.global[0] = n;
     r.local[0] = ls;
     int outer = 3;
-    ASSERT_TRUE(runND(p, "nested", {ArgValue::pointer(d.data()), ArgValue::of(outer)}, r, mode, pes));
+    ASSERT_TRUE(
+        runND(p, "nested", {ArgValue::pointer(d.data()), ArgValue::of(outer)}, r, mode, pes));
     for (unsigned g = 0; g < groups; ++g)
       for (unsigned l = 0; l < ls; ++l) {
         int acc = 0, priv[4] = {0, 0, 0, 0};
@@ -151,18 +153,25 @@ TEST_P(Barriers, ReverseAndReduce) {
     NDRange r;
     r.global[0] = n;
     r.local[0] = ls;
-    ASSERT_TRUE(runND(*p, "reverse", {ArgValue::pointer(in.data()), ArgValue::pointer(out.data()), ArgValue::local(ls * 4)}, r,
-                      GetParam().mode, GetParam().pes));
+    ASSERT_TRUE(runND(
+        *p, "reverse",
+        {ArgValue::pointer(in.data()), ArgValue::pointer(out.data()), ArgValue::local(ls * 4)}, r,
+        GetParam().mode, GetParam().pes));
     for (unsigned g = 0; g < groups; ++g)
-      for (unsigned l = 0; l < ls; ++l) ASSERT_EQ(out[g * ls + l], 3 * in[g * ls + ls - 1 - l]) << ls << " " << l;
+      for (unsigned l = 0; l < ls; ++l)
+        ASSERT_EQ(out[g * ls + l], 3 * in[g * ls + ls - 1 - l]) << ls << " " << l;
     if ((ls & (ls - 1)) == 0) {
       std::vector<float> fin(n), fout(groups, 0);
-      for (unsigned i = 0; i < n; ++i) fin[i] = float(i % 13);
-      ASSERT_TRUE(runND(*p, "reduce", {ArgValue::pointer(fin.data()), ArgValue::pointer(fout.data()), ArgValue::local(ls * 4)}, r,
-                        GetParam().mode, GetParam().pes));
+      for (unsigned i = 0; i < n; ++i)
+        fin[i] = float(i % 13);
+      ASSERT_TRUE(runND(
+          *p, "reduce",
+          {ArgValue::pointer(fin.data()), ArgValue::pointer(fout.data()), ArgValue::local(ls * 4)},
+          r, GetParam().mode, GetParam().pes));
       for (unsigned g = 0; g < groups; ++g) {
         float ref = 0;
-        for (unsigned l = 0; l < ls; ++l) ref += fin[g * ls + l];
+        for (unsigned l = 0; l < ls; ++l)
+          ref += fin[g * ls + l];
         ASSERT_EQ(fout[g], ref) << ls;
       }
     }
@@ -181,13 +190,15 @@ TEST_P(Barriers, RotateCalledFunctionAndConditional) {
       r.global[0] = n;
       r.local[0] = ls;
       int times = 3;
-      ASSERT_TRUE(runND(*p, "rotate", {ArgValue::pointer(d.data()), ArgValue::of(times), ArgValue::of(flag)}, r,
+      ASSERT_TRUE(runND(*p, "rotate",
+                        {ArgValue::pointer(d.data()), ArgValue::of(times), ArgValue::of(flag)}, r,
                         GetParam().mode, GetParam().pes));
       for (unsigned g = 0; g < groups; ++g)
         for (unsigned l = 0; l < ls; ++l) {
           unsigned src = flag ? ls - 1 - l : l;
           int ref = int(g * ls + (src + times) % ls);
-          if (flag) ref *= 10;
+          if (flag)
+            ref *= 10;
           ASSERT_EQ(d[g * ls + l], ref) << ls << " " << flag << " " << l;
         }
     }
@@ -199,14 +210,17 @@ TEST_P(Barriers, PrefixWhileLoop) {
   ASSERT_TRUE(p);
   for (unsigned ls : {1u, 5u, 64u, 128u}) {
     std::vector<int> d(ls * 2);
-    for (size_t i = 0; i < d.size(); ++i) d[i] = int(i % 7);
+    for (size_t i = 0; i < d.size(); ++i)
+      d[i] = int(i % 7);
     auto ref = d;
     NDRange r;
     r.global[0] = d.size();
     r.local[0] = ls;
-    ASSERT_TRUE(runND(*p, "prefix", {ArgValue::pointer(d.data()), ArgValue::local(ls * 4)}, r, GetParam().mode, GetParam().pes));
+    ASSERT_TRUE(runND(*p, "prefix", {ArgValue::pointer(d.data()), ArgValue::local(ls * 4)}, r,
+                      GetParam().mode, GetParam().pes));
     for (unsigned g = 0; g < 2; ++g)
-      for (unsigned l = 1; l < ls; ++l) ref[g * ls + l] += ref[g * ls + l - 1];
+      for (unsigned l = 1; l < ls; ++l)
+        ref[g * ls + l] += ref[g * ls + l - 1];
     ASSERT_EQ(d, ref) << ls;
   }
 }
@@ -216,7 +230,8 @@ TEST_P(Barriers, Transpose2D) {
   ASSERT_TRUE(p);
   const int w = 64, h = 32;
   std::vector<float> in(w * h), out(w * h, -1);
-  for (int i = 0; i < w * h; ++i) in[i] = float(i);
+  for (int i = 0; i < w * h; ++i)
+    in[i] = float(i);
   for (unsigned t : {4u, 16u}) {
     NDRange r;
     r.work_dim = 2;
@@ -224,10 +239,13 @@ TEST_P(Barriers, Transpose2D) {
     r.global[1] = h;
     r.local[0] = t;
     r.local[1] = t;
-    ASSERT_TRUE(runND(*p, "transpose", {ArgValue::pointer(in.data()), ArgValue::pointer(out.data()), ArgValue::of(w), ArgValue::of(h)}, r,
-                      GetParam().mode, GetParam().pes));
+    ASSERT_TRUE(runND(*p, "transpose",
+                      {ArgValue::pointer(in.data()), ArgValue::pointer(out.data()), ArgValue::of(w),
+                       ArgValue::of(h)},
+                      r, GetParam().mode, GetParam().pes));
     for (int y = 0; y < h; ++y)
-      for (int x = 0; x < w; ++x) ASSERT_EQ(out[x * h + y], in[y * w + x]) << t;
+      for (int x = 0; x < w; ++x)
+        ASSERT_EQ(out[x * h + y], in[y * w + x]) << t;
   }
 }
 
@@ -250,10 +268,13 @@ TEST_P(Barriers, FiberFallback) {
   NDRange r;
   r.global[0] = 64;
   r.local[0] = 16;
-  ASSERT_TRUE(runND(*p, "reverse", {ArgValue::pointer(in.data()), ArgValue::pointer(out.data()), ArgValue::local(64)}, r,
-                    GetParam().mode, GetParam().pes));
+  ASSERT_TRUE(
+      runND(*p, "reverse",
+            {ArgValue::pointer(in.data()), ArgValue::pointer(out.data()), ArgValue::local(64)}, r,
+            GetParam().mode, GetParam().pes));
   for (int g = 0; g < 4; ++g)
-    for (int l = 0; l < 16; ++l) ASSERT_EQ(out[g * 16 + l], 3 * in[g * 16 + 15 - l]);
+    for (int l = 0; l < 16; ++l)
+      ASSERT_EQ(out[g * 16 + l], 3 * in[g * 16 + 15 - l]);
 }
 
 TEST_P(Barriers, OptDisable) {

@@ -11,15 +11,22 @@ TEST(Basic, VectorAdd) {
   ASSERT_TRUE(p);
   const int n = 1000;
   std::vector<float> a(n), b(n), c(n, -1);
-  for (int i = 0; i < n; ++i) { a[i] = i; b[i] = 2 * i; }
+  for (int i = 0; i < n; ++i) {
+    a[i] = i;
+    b[i] = 2 * i;
+  }
   NDRange r;
   r.global[0] = n;
   r.local[0] = 100;
   float s = 0.5f;
   for (ExecMode m : {ExecMode::LWI, ExecMode::SPMD}) {
     std::fill(c.begin(), c.end(), -1);
-    ASSERT_TRUE(runND(*p, "add", {ArgValue::pointer(a.data()), ArgValue::pointer(b.data()), ArgValue::pointer(c.data()), ArgValue::of(s)}, r, m));
-    for (int i = 0; i < n; ++i) ASSERT_EQ(c[i], a[i] + b[i] * s) << i;
+    ASSERT_TRUE(runND(*p, "add",
+                      {ArgValue::pointer(a.data()), ArgValue::pointer(b.data()),
+                       ArgValue::pointer(c.data()), ArgValue::of(s)},
+                      r, m));
+    for (int i = 0; i < n; ++i)
+      ASSERT_EQ(c[i], a[i] + b[i] * s) << i;
   }
 }
 
@@ -34,7 +41,8 @@ TEST_P(WorkItem, FunctionsOffsetsNonUniform) {
                gz = get_global_id(2) - get_global_offset(2);
         size_t idx = (gz * get_global_size(1) + gy) * get_global_size(0) + gx;
         __global ulong* p = o + idx * 12;
-        )") + (barrier ? "barrier(CLK_GLOBAL_MEM_FENCE);" : "") + R"(
+        )") + (barrier ? "barrier(CLK_GLOBAL_MEM_FENCE);" : "") +
+                      R"(
         p[0] = get_global_id(0) + 1000 * get_global_id(1) + 1000000 * get_global_id(2);
         p[1] = get_local_id(0) + 100 * get_local_id(1) + 10000 * get_local_id(2);
         p[2] = get_group_id(0) + 100 * get_group_id(1) + 10000 * get_group_id(2);
@@ -89,7 +97,8 @@ TEST_P(WorkItem, FunctionsOffsetsNonUniform) {
   }
 }
 INSTANTIATE_TEST_SUITE_P(Modes, WorkItem,
-                         testing::Values(ModeParam{ExecMode::LWI, 1}, ModeParam{ExecMode::SPMD, 3}), modeName);
+                         testing::Values(ModeParam{ExecMode::LWI, 1}, ModeParam{ExecMode::SPMD, 3}),
+                         modeName);
 
 #include <pthread.h>
 #include <thread>
@@ -100,23 +109,31 @@ TEST(Basic, ConcurrentBuildsAndRuns) {
   std::vector<int> ok(4, 0);
   for (int t = 0; t < 4; ++t)
     ts.emplace_back([t, &ok] {
-      std::string src = "__kernel void k(__global int* a) { __local int s[64]; s[get_local_id(0)] = " +
-                        std::to_string(t) +
-                        "; barrier(CLK_LOCAL_MEM_FENCE); a[get_global_id(0)] = s[63 - get_local_id(0)] + get_global_id(0); }";
+      std::string src =
+          "__kernel void k(__global int* a) { __local int s[64]; s[get_local_id(0)] = " +
+          std::to_string(t) +
+          "; barrier(CLK_LOCAL_MEM_FENCE); a[get_global_id(0)] = s[63 - get_local_id(0)] + "
+          "get_global_id(0); }";
       BuildResult b = build(src, "", dev());
-      if (!b.ok()) return;
+      if (!b.ok())
+        return;
       auto p = load(b.binary);
-      if (!p.ok()) return;
+      if (!p.ok())
+        return;
       std::vector<int> a(256);
       NDRange r;
       r.global[0] = 256;
       r.local[0] = 64;
-      if (!runND(**p, "k", {ArgValue::pointer(a.data())}, r, t % 2 ? ExecMode::SPMD : ExecMode::LWI, 2)) return;
+      if (!runND(**p, "k", {ArgValue::pointer(a.data())}, r, t % 2 ? ExecMode::SPMD : ExecMode::LWI,
+                 2))
+        return;
       for (int i = 0; i < 256; ++i)
-        if (a[i] != t + i) return;
+        if (a[i] != t + i)
+          return;
       ok[t] = 1;
     });
-  for (auto &t : ts) t.join();
+  for (auto &t : ts)
+    t.join();
   EXPECT_EQ(ok, (std::vector<int>{1, 1, 1, 1}));
 }
 
@@ -151,17 +168,26 @@ TEST(Basic, LargePrivateArray) {
     pthread_attr_init(&attr);
     pthread_attr_setstacksize(&attr, 256 << 10);
     pthread_t th;
-    ASSERT_EQ(pthread_create(&th, &attr, [](void *a) -> void * {
-      auto *j = static_cast<Job *>(a);
-      j->ok = runND(*j->p, "big", {ArgValue::pointer(j->in->data()), ArgValue::pointer(j->out->data())}, j->r, j->m, 2).ok();
-      return nullptr;
-    }, &job), 0);
+    ASSERT_EQ(pthread_create(
+                  &th, &attr,
+                  [](void *a) -> void * {
+                    auto *j = static_cast<Job *>(a);
+                    j->ok =
+                        runND(*j->p, "big",
+                              {ArgValue::pointer(j->in->data()), ArgValue::pointer(j->out->data())},
+                              j->r, j->m, 2)
+                            .ok();
+                    return nullptr;
+                  },
+                  &job),
+              0);
     pthread_join(th, nullptr);
     pthread_attr_destroy(&attr);
     ASSERT_TRUE(job.ok);
     for (int g = 0; g < 8; ++g) {
       int s = 0;
-      for (int i = 0; i < 65536; i += 4099) s += in[g] + i;
+      for (int i = 0; i < 65536; i += 4099)
+        s += in[g] + i;
       ASSERT_EQ(out[g], s);
     }
   }

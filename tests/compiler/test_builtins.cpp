@@ -9,15 +9,17 @@
 using namespace mct;
 
 static int64_t ulpDiff(float a, double ref) {
-  if (std::isnan(a) && std::isnan(ref)) return 0;
-  if (std::isinf(ref) && a == float(ref)) return 0;
+  if (std::isnan(a) && std::isnan(ref))
+    return 0;
+  if (std::isinf(ref) && a == float(ref))
+    return 0;
   float r = float(ref);
   double ulp = std::ldexp(1.0, std::ilogb(r == 0 ? std::numeric_limits<float>::min() : r) - 23);
   return int64_t(std::fabs(double(a) - ref) / ulp);
 }
 
-static void run1D(const Program &p, const char *k, std::vector<ArgValue> args, size_t n, size_t ls = 0,
-                  ExecMode mode = ExecMode::LWI) {
+static void run1D(const Program &p, const char *k, std::vector<ArgValue> args, size_t n,
+                  size_t ls = 0, ExecMode mode = ExecMode::LWI) {
   NDRange r;
   r.global[0] = n;
   r.local[0] = ls ? ls : n;
@@ -39,16 +41,28 @@ TEST(Builtins, MathAccuracy) {
   ASSERT_TRUE(p);
   const int n = 256;
   std::vector<float> x(n), out(n * 16);
-  for (int i = 0; i < n; ++i) x[i] = -20.0f + 40.0f * float(i) / n + 0.0123f * float(i % 7);
+  for (int i = 0; i < n; ++i)
+    x[i] = -20.0f + 40.0f * float(i) / n + 0.0123f * float(i % 7);
   run1D(*p, "m", {ArgValue::pointer(x.data()), ArgValue::pointer(out.data())}, n, 64);
   const double pi = 3.14159265358979323846;
   for (int i = 0; i < n; ++i) {
     double v = x[i];
-    double ref[16] = {std::sin(v), std::cos(v), std::exp(double(float(v * 0.1f))), std::log(double(float(std::fabs(v) + 1.0f))),
-                      std::pow(std::fabs(v), 1.7), std::sqrt(std::fabs(v)), std::tanh(double(float(v * 0.2f))),
-                      std::sin(pi * std::fmod(v, 2.0)), std::atan2(v, 3.0), 1.0 / std::sqrt(double(float(std::fabs(v) + 1.0f))),
-                      std::cbrt(v), std::exp2(double(float(v * 0.1f))), std::cos(pi * std::fmod(v, 2.0)),
-                      std::log2(double(float(std::fabs(v) + 2.0f))), std::fma(v, v, 1.0), std::hypot(v, 2.0)};
+    double ref[16] = {std::sin(v),
+                      std::cos(v),
+                      std::exp(double(float(v * 0.1f))),
+                      std::log(double(float(std::fabs(v) + 1.0f))),
+                      std::pow(std::fabs(v), 1.7),
+                      std::sqrt(std::fabs(v)),
+                      std::tanh(double(float(v * 0.2f))),
+                      std::sin(pi * std::fmod(v, 2.0)),
+                      std::atan2(v, 3.0),
+                      1.0 / std::sqrt(double(float(std::fabs(v) + 1.0f))),
+                      std::cbrt(v),
+                      std::exp2(double(float(v * 0.1f))),
+                      std::cos(pi * std::fmod(v, 2.0)),
+                      std::log2(double(float(std::fabs(v) + 2.0f))),
+                      std::fma(v, v, 1.0),
+                      std::hypot(v, 2.0)};
     (void)0;
     int64_t lim[16] = {4, 4, 3, 3, 16, 3, 5, 4, 6, 2, 2, 3, 4, 3, 0, 4};
     for (int f = 0; f < 16; ++f) {
@@ -56,7 +70,8 @@ TEST(Builtins, MathAccuracy) {
         ASSERT_NEAR(out[i * 16 + f], ref[f], 2e-6) << "fn " << f << " x=" << v;
         continue;
       }
-      ASSERT_LE(ulpDiff(out[i * 16 + f], ref[f]), lim[f]) << "fn " << f << " x=" << v << " got " << out[i * 16 + f];
+      ASSERT_LE(ulpDiff(out[i * 16 + f], ref[f]), lim[f])
+          << "fn " << f << " x=" << v << " got " << out[i * 16 + f];
     }
   }
 }
@@ -92,7 +107,11 @@ TEST(Builtins, Conversions) {
   int n[3] = {300, -300, 16777217};
   std::vector<int> o(32, -99);
   run1D(*p, "c", {ArgValue::pointer(f), ArgValue::pointer(n), ArgValue::pointer(o.data())}, 1);
-  auto fi = [](float x) { int i; std::memcpy(&i, &x, 4); return i; };
+  auto fi = [](float x) {
+    int i;
+    std::memcpy(&i, &x, 4);
+    return i;
+  };
   EXPECT_EQ(o[0], INT32_MAX);
   EXPECT_EQ(o[1], INT32_MIN);
   EXPECT_EQ(o[2], 0);
@@ -214,10 +233,13 @@ TEST(Builtins, VectorsGeometricAndLoadStore) {
   float k[4] = {2, 3, 4, 5};
   int idx[4] = {1, 2, 3, 0};
   for (ExecMode m : {ExecMode::LWI, ExecMode::SPMD}) {
-    run1D(*p, "v", {ArgValue::pointer(in.data()), ArgValue::pointer(out.data()), ArgValue::value(k, 16), ArgValue::value(idx, 16)},
+    run1D(*p, "v",
+          {ArgValue::pointer(in.data()), ArgValue::pointer(out.data()), ArgValue::value(k, 16),
+           ArgValue::value(idx, 16)},
           n, 16, m);
     for (int i = 0; i < n; ++i)
-      for (int c = 0; c < 4; ++c) ASSERT_EQ(out[4 * i + c], in[4 * i + 3 - c] * k[3 - c] + 1) << i;
+      for (int c = 0; c < 4; ++c)
+        ASSERT_EQ(out[4 * i + c], in[4 * i + 3 - c] * k[3 - c] + 1) << i;
     float *o = out.data() + 4 * n;
     EXPECT_EQ(o[0], 1);
     EXPECT_EQ(o[1], 10);
@@ -255,16 +277,20 @@ TEST_P(Atomics, GlobalAndLocal) {
   ASSERT_TRUE(p);
   const int n = 1024;
   std::vector<uint32_t> in(n), hist(16, 0);
-  for (int i = 0; i < n; ++i) in[i] = uint32_t(i * 7 + 3);
+  for (int i = 0; i < n; ++i)
+    in[i] = uint32_t(i * 7 + 3);
   int cnt = 0;
   int mm[2] = {-1, 1};
   NDRange r;
   r.global[0] = n;
   r.local[0] = 64;
-  ASSERT_TRUE(runND(*p, "hist", {ArgValue::pointer(in.data()), ArgValue::pointer(hist.data()), ArgValue::pointer(&cnt), ArgValue::pointer(mm)}, r,
-                    GetParam().mode, GetParam().pes));
+  ASSERT_TRUE(runND(*p, "hist",
+                    {ArgValue::pointer(in.data()), ArgValue::pointer(hist.data()),
+                     ArgValue::pointer(&cnt), ArgValue::pointer(mm)},
+                    r, GetParam().mode, GetParam().pes));
   std::vector<uint32_t> ref(16, 0);
-  for (int i = 0; i < n; ++i) ref[in[i] % 16]++;
+  for (int i = 0; i < n; ++i)
+    ref[in[i] % 16]++;
   EXPECT_EQ(hist, ref);
   EXPECT_EQ(cnt, n);
   EXPECT_EQ(mm[0], n - 1);
@@ -274,7 +300,8 @@ TEST_P(Atomics, GlobalAndLocal) {
   EXPECT_EQ(v, 2 * n);
 }
 INSTANTIATE_TEST_SUITE_P(Modes, Atomics,
-                         testing::Values(ModeParam{ExecMode::LWI, 1}, ModeParam{ExecMode::SPMD, 4}), modeName);
+                         testing::Values(ModeParam{ExecMode::LWI, 1}, ModeParam{ExecMode::SPMD, 4}),
+                         modeName);
 
 class Async : public testing::TestWithParam<ModeParam> {};
 TEST_P(Async, CopyAndStrided) {
@@ -304,20 +331,26 @@ TEST_P(Async, CopyAndStrided) {
   NDRange r;
   r.global[0] = n;
   r.local[0] = ls;
-  ASSERT_TRUE(runND(*p, "scale", {ArgValue::pointer(in.data()), ArgValue::pointer(out.data()), ArgValue::local(ls * 4)}, r,
-                    GetParam().mode, GetParam().pes));
+  ASSERT_TRUE(
+      runND(*p, "scale",
+            {ArgValue::pointer(in.data()), ArgValue::pointer(out.data()), ArgValue::local(ls * 4)},
+            r, GetParam().mode, GetParam().pes));
   for (int g = 0; g < groups; ++g)
-    for (int i = 0; i < ls / 2; ++i) ASSERT_EQ(out[g * ls + 2 * i], 2 * in[g * ls + i]);
+    for (int i = 0; i < ls / 2; ++i)
+      ASSERT_EQ(out[g * ls + 2 * i], 2 * in[g * ls + i]);
   std::vector<int> gi(32 * 3), go(32, 0);
   std::iota(gi.begin(), gi.end(), 0);
   NDRange r2;
   r2.global[0] = 32;
   r2.local[0] = 32;
-  ASSERT_TRUE(runND(*p, "gather", {ArgValue::pointer(gi.data()), ArgValue::pointer(go.data())}, r2, GetParam().mode, GetParam().pes));
-  for (int i = 0; i < 32; ++i) ASSERT_EQ(go[i], 3 * i);
+  ASSERT_TRUE(runND(*p, "gather", {ArgValue::pointer(gi.data()), ArgValue::pointer(go.data())}, r2,
+                    GetParam().mode, GetParam().pes));
+  for (int i = 0; i < 32; ++i)
+    ASSERT_EQ(go[i], 3 * i);
 }
 INSTANTIATE_TEST_SUITE_P(Modes, Async,
-                         testing::Values(ModeParam{ExecMode::LWI, 1}, ModeParam{ExecMode::SPMD, 4}), modeName);
+                         testing::Values(ModeParam{ExecMode::LWI, 1}, ModeParam{ExecMode::SPMD, 4}),
+                         modeName);
 
 TEST(Builtins, Printf) {
   auto p = buildLoad(R"(
@@ -332,8 +365,9 @@ TEST(Builtins, Printf) {
   run1D(*p, "pr", {ArgValue::of(n)}, 1);
   fflush(stdout);
   std::string got = testing::internal::GetCapturedStdout();
-  EXPECT_EQ(got, "i=42 f=1.500 s=str v=1.000000,2.000000,3.000000,4.000000 c=A x=ff l=1234567890123 "
-                 "h=-1,7 e=3.1e+04 %\nu=1,2,250 d=0.500000,-2.250000\n");
+  EXPECT_EQ(got,
+            "i=42 f=1.500 s=str v=1.000000,2.000000,3.000000,4.000000 c=A x=ff l=1234567890123 "
+            "h=-1,7 e=3.1e+04 %\nu=1,2,250 d=0.500000,-2.250000\n");
 }
 
 TEST(Builtins, HalfStorageAndDouble) {
@@ -358,7 +392,10 @@ TEST(Builtins, HalfStorageAndDouble) {
   uint16_t hs[12] = {};
   float back[2] = {};
   double d[4] = {0.7, 0, 0, 0};
-  run1D(*p, "h", {ArgValue::pointer(f), ArgValue::pointer(hs), ArgValue::pointer(back), ArgValue::pointer(d)}, 1);
+  run1D(
+      *p, "h",
+      {ArgValue::pointer(f), ArgValue::pointer(hs), ArgValue::pointer(back), ArgValue::pointer(d)},
+      1);
   EXPECT_EQ(hs[0], 0x3555); // 0.33325 (rte)
   EXPECT_EQ(hs[1], 0x3555); // rtz
   EXPECT_EQ(hs[2], 0x3556); // rtp

@@ -42,17 +42,18 @@ TEST(Build, WarningsWAndWerror) {
 TEST(Build, OptionsDefinesIncludesStd) {
   char dir[] = "/tmp/manycl-inc-XXXXXX";
   ASSERT_TRUE(mkdtemp(dir));
-  {
-    std::ofstream(std::string(dir) + "/myinc.h") << "#define FROM_HEADER 5\n";
-  }
-  auto p = buildLoad("#include \"myinc.h\"\n__kernel void k(__global int* a) { a[0] = VAL + FROM_HEADER + TWO; }",
-                     std::string("-D VAL=10 -DTWO=2 -I ") + dir + " -cl-std=CL2.0 -cl-mad-enable -cl-fast-relaxed-math");
+  { std::ofstream(std::string(dir) + "/myinc.h") << "#define FROM_HEADER 5\n"; }
+  auto p = buildLoad(
+      "#include \"myinc.h\"\n__kernel void k(__global int* a) { a[0] = VAL + FROM_HEADER + TWO; }",
+      std::string("-D VAL=10 -DTWO=2 -I ") + dir +
+          " -cl-std=CL2.0 -cl-mad-enable -cl-fast-relaxed-math");
   ASSERT_TRUE(p);
   int a = 0;
   ASSERT_TRUE(runND(*p, "k", {ArgValue::pointer(&a)}, NDRange{}, ExecMode::LWI));
   EXPECT_EQ(a, 17);
   fs::remove_all(dir);
-  for (const char *o : {"-cl-std=CL1.2", "-cl-std=CL3.0", "-cl-opt-disable", "-cl-kernel-arg-info", "-w -Werror"}) {
+  for (const char *o :
+       {"-cl-std=CL1.2", "-cl-std=CL3.0", "-cl-opt-disable", "-cl-kernel-arg-info", "-w -Werror"}) {
     BuildResult b = build(kSimple, o, dev());
     EXPECT_TRUE(b.ok()) << o << "\n" << b.log;
   }
@@ -142,11 +143,17 @@ TEST(Binary, RoundTripAndStructArgs) {
   NDRange r;
   r.global[0] = 8;
   r.local[0] = 4;
-  ASSERT_TRUE(runND(**p, "k", {ArgValue::pointer(out.data()), ArgValue::of(pv), ArgValue::value(f2, 8), ArgValue::of(c)}, r,
-                    ExecMode::LWI));
-  for (int i = 0; i < 8; ++i) EXPECT_EQ(out[i], 1.5 + 2 + 0.25 + 10 + 3 + i);
+  ASSERT_TRUE(runND(
+      **p, "k",
+      {ArgValue::pointer(out.data()), ArgValue::of(pv), ArgValue::value(f2, 8), ArgValue::of(c)}, r,
+      ExecMode::LWI));
+  for (int i = 0; i < 8; ++i)
+    EXPECT_EQ(out[i], 1.5 + 2 + 0.25 + 10 + 3 + i);
   // Wrong argument size / kind.
-  auto l = Launch::prepare(*(*p)->kernel("k"), std::vector<ArgValue>{ArgValue::pointer(out.data()), ArgValue::of(1), ArgValue::value(f2, 8), ArgValue::of(c)}, r);
+  auto l = Launch::prepare(*(*p)->kernel("k"),
+                           std::vector<ArgValue>{ArgValue::pointer(out.data()), ArgValue::of(1),
+                                                 ArgValue::value(f2, 8), ArgValue::of(c)},
+                           r);
   EXPECT_EQ(l.status().code, ErrorCode::InvalidArgs);
   EXPECT_EQ((*p)->kernel("nope"), nullptr);
 }
@@ -158,7 +165,8 @@ TEST(Binary, CorruptRejectedNeverCrashes) {
   std::vector<uint8_t> junk(100, 0xab);
   EXPECT_EQ(load(junk).status().code, ErrorCode::InvalidBinary);
   // Truncations and bit flips everywhere.
-  for (size_t cut : {size_t(0), size_t(8), size_t(31), size_t(40), b.binary.size() / 2, b.binary.size() - 1}) {
+  for (size_t cut :
+       {size_t(0), size_t(8), size_t(31), size_t(40), b.binary.size() / 2, b.binary.size() - 1}) {
     std::vector<uint8_t> t(b.binary.begin(), b.binary.begin() + cut);
     EXPECT_EQ(load(t).status().code, ErrorCode::InvalidBinary) << cut;
   }
@@ -176,7 +184,8 @@ TEST(Binary, CorruptRejectedNeverCrashes) {
 
 TEST(Link, CompileAndLinkWithLibrary) {
   HeaderSource h{"helper.h", "float helper(float x);\n#define FACTOR 3.0f\n"};
-  BuildResult a = compile("#include \"helper.h\"\n__kernel void k(__global float* v) { v[get_global_id(0)] = helper(v[get_global_id(0)]) * FACTOR; }",
+  BuildResult a = compile("#include \"helper.h\"\n__kernel void k(__global float* v) { "
+                          "v[get_global_id(0)] = helper(v[get_global_id(0)]) * FACTOR; }",
                           "", dev(), std::span<const HeaderSource>(&h, 1));
   ASSERT_TRUE(a.ok()) << a.log;
   EXPECT_EQ(a.kind, BinaryKind::Object);
@@ -208,7 +217,9 @@ TEST(Link, CompileAndLinkWithLibrary) {
 }
 
 // ------------------------------------------------------------------ natives
-extern "C" float test_native_square(float x) { return x * x + 0.5f; }
+extern "C" float test_native_square(float x) {
+  return x * x + 0.5f;
+}
 
 TEST(Native, ResolvedAndUnresolved) {
   const char *src = R"(
@@ -246,15 +257,18 @@ protected:
     unsetenv("MANYCL_CACHE");
   }
   void TearDown() override {
-    if (hadOld_) setenv("MANYCL_CACHE_DIR", oldDir_.c_str(), 1);
-    else unsetenv("MANYCL_CACHE_DIR");
+    if (hadOld_)
+      setenv("MANYCL_CACHE_DIR", oldDir_.c_str(), 1);
+    else
+      unsetenv("MANYCL_CACHE_DIR");
     unsetenv("MANYCL_CACHE");
     fs::remove_all(dir_);
   }
   std::vector<fs::path> entries() {
     std::vector<fs::path> v;
     if (fs::exists(dir_ + "/c"))
-      for (auto &e : fs::directory_iterator(dir_ + "/c")) v.push_back(e.path());
+      for (auto &e : fs::directory_iterator(dir_ + "/c"))
+        v.push_back(e.path());
     return v;
   }
   std::string dir_, oldDir_;
@@ -278,16 +292,12 @@ TEST_F(CacheTest, HitCorruptionAndDisable) {
   EXPECT_FALSE(build(src, "", d2).from_cache);
   EXPECT_EQ(entries().size(), 3u);
   // Header content changes are seen (preprocessed source is hashed).
-  {
-    std::ofstream(dir_ + "/h.h") << "#define V 1\n";
-  }
+  { std::ofstream(dir_ + "/h.h") << "#define V 1\n"; }
   std::string inc = "-I " + dir_;
   const char *hs = "#include \"h.h\"\n__kernel void k(__global int* a) { a[0] = V; }";
   EXPECT_FALSE(build(hs, inc, dev()).from_cache);
   EXPECT_TRUE(build(hs, inc, dev()).from_cache);
-  {
-    std::ofstream(dir_ + "/h.h") << "#define V 2\n";
-  }
+  { std::ofstream(dir_ + "/h.h") << "#define V 2\n"; }
   BuildResult hb = build(hs, inc, dev());
   EXPECT_FALSE(hb.from_cache);
   auto hp = load(hb.binary);
@@ -308,7 +318,8 @@ TEST_F(CacheTest, HitCorruptionAndDisable) {
   ASSERT_TRUE(p.ok());
   EXPECT_TRUE(build(src, "", dev()).from_cache);
   // Truncated entry.
-  for (auto &e : entries()) fs::resize_file(e, 10);
+  for (auto &e : entries())
+    fs::resize_file(e, 10);
   EXPECT_FALSE(build(src, "", dev()).from_cache);
   // Disabled: nothing touches the disk.
   fs::remove_all(dir_ + "/c");
@@ -329,7 +340,8 @@ TEST_F(CacheTest, JitObjectCache) {
     ASSERT_TRUE(p.ok());
   }
   int objs = 0;
-  for (auto &e : entries()) objs += e.extension() == ".obj";
+  for (auto &e : entries())
+    objs += e.extension() == ".obj";
   EXPECT_EQ(objs, 1);
   for (int round = 0; round < 2; ++round) {
     auto p = load(b.binary); // from the object cache, then after corruption
@@ -368,5 +380,6 @@ TEST_F(CacheTest, ConcurrentProcesses) {
   BuildResult b = build(src, "", dev());
   EXPECT_TRUE(b.ok());
   EXPECT_TRUE(b.from_cache);
-  for (auto &e : entries()) EXPECT_EQ(e.filename().string().find(".tmp"), std::string::npos) << e;
+  for (auto &e : entries())
+    EXPECT_EQ(e.filename().string().find(".tmp"), std::string::npos) << e;
 }

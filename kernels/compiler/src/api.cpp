@@ -8,8 +8,8 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Linker/Linker.h>
-#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/FileSystem.h>
+#include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/raw_ostream.h>
 
 #include <cstdlib>
@@ -27,8 +27,9 @@ using namespace detail;
 
 std::string DeviceDesc::key() const {
   return "ab=" + std::to_string(address_bits) + ";lm=" + std::to_string(local_mem_size) +
-         ";mode=" + std::to_string(static_cast<int>(mode)) + ";pes=" + std::to_string(pes_per_cluster) +
-         ";fp64=" + std::to_string(fp64) + ";fp16=" + std::to_string(fp16);
+         ";mode=" + std::to_string(static_cast<int>(mode)) +
+         ";pes=" + std::to_string(pes_per_cluster) + ";fp64=" + std::to_string(fp64) +
+         ";fp16=" + std::to_string(fp16);
 }
 
 std::string compilerVersion() {
@@ -47,7 +48,8 @@ static void maybeDump(llvm::Module &M) {
   if (const char *d = std::getenv("MANYCL_DUMP_IR"); d && *d) {
     std::error_code ec;
     llvm::raw_fd_ostream os(d, ec);
-    if (!ec) M.print(os, nullptr);
+    if (!ec)
+      M.print(os, nullptr);
   }
 }
 
@@ -80,38 +82,46 @@ static BuildResult fromContainer(Container &&c, bool cached) {
 BuildResult build(std::string_view source, std::string_view options, const DeviceDesc &dev) {
   try {
     ParsedOptions po = parseOptions(options, OptionsKind::Build);
-    if (!po.error.empty()) return fail(ErrorCode::InvalidOptions, "error: " + po.error + "\n", po.error);
+    if (!po.error.empty())
+      return fail(ErrorCode::InvalidOptions, "error: " + po.error + "\n", po.error);
     initLLVM();
     llvm::LLVMContext ctx;
     std::string key;
     if (!cacheDirectory().empty()) {
       auto pp = runFrontend(ctx, source, po, dev, {}, /*preprocessOnly=*/true);
-      if (pp.invalidOptions) return fail(ErrorCode::InvalidOptions, pp.log, "invalid build options");
+      if (pp.invalidOptions)
+        return fail(ErrorCode::InvalidOptions, pp.log, "invalid build options");
       if (pp.ok) {
         std::string text = pp.preprocessed;
         text += "\n// source\n";
         text.append(source.data(), source.size());
         std::string opts(options);
-        if (const char *m = std::getenv("MANYCL_WG_METHOD")) opts += std::string("\n#wg-method=") + m;
+        if (const char *m = std::getenv("MANYCL_WG_METHOD"))
+          opts += std::string("\n#wg-method=") + m;
         key = cacheKey(text, opts, dev);
         Container c;
-        if (cacheLoad(key, c)) return fromContainer(std::move(c), true);
+        if (cacheLoad(key, c))
+          return fromContainer(std::move(c), true);
       }
     }
     auto fe = runFrontend(ctx, source, po, dev, {}, false);
-    if (fe.invalidOptions) return fail(ErrorCode::InvalidOptions, fe.log, "invalid build options");
-    if (!fe.ok) return fail(ErrorCode::BuildFailure, fe.log, "compilation failed");
+    if (fe.invalidOptions)
+      return fail(ErrorCode::InvalidOptions, fe.log, "invalid build options");
+    if (!fe.ok)
+      return fail(ErrorCode::BuildFailure, fe.log, "compilation failed");
     Container c;
     c.kind = BinaryKind::Executable;
     c.options = std::string(options);
     c.device_key = dev.key();
     std::string log = fe.log;
     Status s = finalizeModule(*fe.module, po, dev, c.kernels, log);
-    if (!s) return fail(s.code, log, s.message);
+    if (!s)
+      return fail(s.code, log, s.message);
     c.log = log;
     c.bitcode = toBitcode(*fe.module);
     BuildResult r = fromContainer(std::move(c), false);
-    if (!key.empty()) cacheStore(key, r.binary);
+    if (!key.empty())
+      cacheStore(key, r.binary);
     return r;
   } catch (const std::exception &e) {
     return fail(ErrorCode::Internal, std::string("internal error: ") + e.what() + "\n", e.what());
@@ -122,12 +132,15 @@ BuildResult compile(std::string_view source, std::string_view options, const Dev
                     std::span<const HeaderSource> headers) {
   try {
     ParsedOptions po = parseOptions(options, OptionsKind::Compile);
-    if (!po.error.empty()) return fail(ErrorCode::InvalidOptions, "error: " + po.error + "\n", po.error);
+    if (!po.error.empty())
+      return fail(ErrorCode::InvalidOptions, "error: " + po.error + "\n", po.error);
     initLLVM();
     llvm::LLVMContext ctx;
     auto fe = runFrontend(ctx, source, po, dev, headers, false);
-    if (fe.invalidOptions) return fail(ErrorCode::InvalidOptions, fe.log, "invalid compile options");
-    if (!fe.ok) return fail(ErrorCode::BuildFailure, fe.log, "compilation failed");
+    if (fe.invalidOptions)
+      return fail(ErrorCode::InvalidOptions, fe.log, "invalid compile options");
+    if (!fe.ok)
+      return fail(ErrorCode::BuildFailure, fe.log, "compilation failed");
     Container c;
     c.kind = BinaryKind::Object;
     c.options = std::string(options);
@@ -145,8 +158,10 @@ BuildResult link(std::span<const std::span<const uint8_t>> inputs, std::string_v
                  const DeviceDesc &dev) {
   try {
     ParsedOptions po = parseOptions(options, OptionsKind::Link);
-    if (!po.error.empty()) return fail(ErrorCode::InvalidOptions, "error: " + po.error + "\n", po.error);
-    if (inputs.empty()) return fail(ErrorCode::LinkFailure, "error: nothing to link\n", "no inputs");
+    if (!po.error.empty())
+      return fail(ErrorCode::InvalidOptions, "error: " + po.error + "\n", po.error);
+    if (inputs.empty())
+      return fail(ErrorCode::LinkFailure, "error: nothing to link\n", "no inputs");
     initLLVM();
     llvm::LLVMContext ctx;
     std::unique_ptr<llvm::Module> dst;
@@ -154,16 +169,18 @@ BuildResult link(std::span<const std::span<const uint8_t>> inputs, std::string_v
     for (size_t i = 0; i < inputs.size(); ++i) {
       Container c;
       if (Status s = readContainer(inputs[i], c); !s)
-        return fail(ErrorCode::InvalidBinary, "error: input " + std::to_string(i) + ": " + s.message + "\n", s.message);
+        return fail(ErrorCode::InvalidBinary,
+                    "error: input " + std::to_string(i) + ": " + s.message + "\n", s.message);
       if (c.kind != BinaryKind::Object && c.kind != BinaryKind::Library)
-        return fail(ErrorCode::InvalidBinary, "error: input " + std::to_string(i) +
-                                                  " is not a compiled object or library\n",
+        return fail(ErrorCode::InvalidBinary,
+                    "error: input " + std::to_string(i) + " is not a compiled object or library\n",
                     "not an object");
       auto buf = llvm::MemoryBuffer::getMemBuffer(llvm::StringRef(c.bitcode), "input", false);
       auto m = llvm::parseBitcodeFile(buf->getMemBufferRef(), ctx);
       if (!m) {
         std::string e = llvm::toString(m.takeError());
-        return fail(ErrorCode::InvalidBinary, "error: input " + std::to_string(i) + ": " + e + "\n", e);
+        return fail(ErrorCode::InvalidBinary, "error: input " + std::to_string(i) + ": " + e + "\n",
+                    e);
       }
       if (!dst) {
         dst = std::move(*m);
@@ -179,7 +196,8 @@ BuildResult link(std::span<const std::span<const uint8_t>> inputs, std::string_v
           },
           &diag);
       if (llvm::Linker::linkModules(*dst, std::move(*m)))
-        return fail(ErrorCode::LinkFailure, "error: " + (diag.empty() ? std::string("link failed\n") : diag),
+        return fail(ErrorCode::LinkFailure,
+                    "error: " + (diag.empty() ? std::string("link failed\n") : diag),
                     "link failed");
       log += diag;
     }
@@ -195,7 +213,8 @@ BuildResult link(std::span<const std::span<const uint8_t>> inputs, std::string_v
     }
     c.kind = BinaryKind::Executable;
     Status s = finalizeModule(*dst, po, dev, c.kernels, log);
-    if (!s) return fail(ErrorCode::LinkFailure, log, s.message);
+    if (!s)
+      return fail(ErrorCode::LinkFailure, log, s.message);
     c.log = log;
     c.bitcode = toBitcode(*dst);
     return fromContainer(std::move(c), false);
@@ -206,7 +225,8 @@ BuildResult link(std::span<const std::span<const uint8_t>> inputs, std::string_v
 
 Result<BinaryInfo> inspectBinary(std::span<const uint8_t> binary) {
   Container c;
-  if (Status s = readContainer(binary, c); !s) return s;
+  if (Status s = readContainer(binary, c); !s)
+    return s;
   BinaryInfo bi;
   bi.kind = c.kind;
   bi.options = c.options;

@@ -56,7 +56,7 @@ namespace manycl::compiler::detail {
 
 void *fiberInitStack(void *base, size_t size, void (*fn)(void *), void *arg) {
   uintptr_t top = (reinterpret_cast<uintptr_t>(base) + size) & ~uintptr_t(15);
-  uintptr_t a = top - 16;        // rsp after 'ret' into manycl_fiber_start: 16-aligned
+  uintptr_t a = top - 16; // rsp after 'ret' into manycl_fiber_start: 16-aligned
   auto *sp = reinterpret_cast<uint64_t *>(a - 64);
   uint32_t mxcsr;
   uint16_t fcw;

@@ -27,7 +27,8 @@ static const char *kInputDir = "/manycl-src";
 static const char *kInputFile = "/manycl-src/input.cl";
 
 static std::string resourceDir() {
-  if (const char *e = std::getenv("MANYCL_CLANG_RESOURCE_DIR"); e && *e) return e;
+  if (const char *e = std::getenv("MANYCL_CLANG_RESOURCE_DIR"); e && *e)
+    return e;
   return MANYCL_CLANG_RESOURCE_DIR;
 }
 
@@ -37,10 +38,13 @@ std::string extensionsFor(const DeviceDesc &dev, const std::string &std) {
                   "+cl_khr_local_int32_base_atomics,"
                   "+cl_khr_local_int32_extended_atomics,"
                   "+cl_khr_byte_addressable_store";
-  if (dev.fp64) e += ",+cl_khr_fp64";
-  if (dev.fp16) e += ",+cl_khr_fp16";
+  if (dev.fp64)
+    e += ",+cl_khr_fp64";
+  if (dev.fp16)
+    e += ",+cl_khr_fp16";
   if (std == "CL3.0") {
-    if (dev.fp64) e += ",+__opencl_c_fp64";
+    if (dev.fp64)
+      e += ",+__opencl_c_fp64";
     e += ",+__opencl_c_int64";
   }
   return e;
@@ -59,8 +63,10 @@ protected:
     clang::Token tok;
     do {
       PP.Lex(tok);
-      if (tok.hasLeadingSpace()) out_ += ' ';
-      if (tok.isAtStartOfLine()) out_ += '\n';
+      if (tok.hasLeadingSpace())
+        out_ += ' ';
+      if (tok.isAtStartOfLine())
+        out_ += '\n';
       out_ += PP.getSpelling(tok);
     } while (tok.isNot(clang::tok::eof));
   }
@@ -75,35 +81,48 @@ static void replaceAll(std::string &s, const std::string &from, const std::strin
     s.replace(p, from.size(), to);
 }
 
-FrontendOutput runFrontend(llvm::LLVMContext &ctx, std::string_view source,
-                           const ParsedOptions &po, const DeviceDesc &dev,
-                           std::span<const HeaderSource> headers,
+FrontendOutput runFrontend(llvm::LLVMContext &ctx, std::string_view source, const ParsedOptions &po,
+                           const DeviceDesc &dev, std::span<const HeaderSource> headers,
                            bool preprocessOnly) {
   FrontendOutput out;
   std::vector<std::string> args = {
-      "-triple", "x86_64-unknown-linux-gnu",
+      "-triple",
+      "x86_64-unknown-linux-gnu",
       "-emit-llvm",
-      "-O2", "-disable-llvm-passes", "-discard-value-names",
-      "-fno-rounding-math", "-ffp-contract=on",
-      "-mrelocation-model", "pic", "-pic-level", "2",
-      "-resource-dir", resourceDir(),
-      "-internal-isystem", resourceDir() + "/include",
-      "-finclude-default-header", "-fdeclare-opencl-builtins",
+      "-O2",
+      "-disable-llvm-passes",
+      "-discard-value-names",
+      "-fno-rounding-math",
+      "-ffp-contract=on",
+      "-mrelocation-model",
+      "pic",
+      "-pic-level",
+      "2",
+      "-resource-dir",
+      resourceDir(),
+      "-internal-isystem",
+      resourceDir() + "/include",
+      "-finclude-default-header",
+      "-fdeclare-opencl-builtins",
       "-cl-std=" + po.cl_std,
       extensionsFor(dev, po.cl_std),
       "-D__MANYCL__=1",
       // Kalray's attribute for host-native functions: accepted everywhere.
       "-Dmppa_native=annotate(\"mppa_native\")",
-      "-ferror-limit", "50",
+      "-ferror-limit",
+      "50",
   };
-  if (po.cl_std == "CL3.0") args.push_back("-D__OPENCL_C_VERSION_SELECTED__=300");
-  for (auto &a : po.clang_args) args.push_back(a);
+  if (po.cl_std == "CL3.0")
+    args.push_back("-D__OPENCL_C_VERSION_SELECTED__=300");
+  for (auto &a : po.clang_args)
+    args.push_back(a);
   args.push_back("-x");
   args.push_back("cl");
   args.push_back(kInputFile);
 
   std::vector<const char *> argv;
-  for (auto &a : args) argv.push_back(a.c_str());
+  for (auto &a : args)
+    argv.push_back(a.c_str());
 
   std::string log;
   llvm::raw_string_ostream os(log);
@@ -129,13 +148,17 @@ FrontendOutput runFrontend(llvm::LLVMContext &ctx, std::string_view source,
     clang::CompilerInstance ci;
     ci.setInvocation(inv);
     auto mem = llvm::makeIntrusiveRefCnt<llvm::vfs::InMemoryFileSystem>();
-    mem->addFile(kInputFile, 0, llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(source.data(), source.size()), kInputFile));
+    mem->addFile(kInputFile, 0,
+                 llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(source.data(), source.size()),
+                                                      kInputFile));
     for (auto &h : headers) {
       std::string p = h.name;
-      if (p.empty() || p[0] != '/') p = std::string(kInputDir) + "/" + p;
+      if (p.empty() || p[0] != '/')
+        p = std::string(kInputDir) + "/" + p;
       mem->addFile(p, 0, llvm::MemoryBuffer::getMemBufferCopy(h.source, p));
     }
-    auto overlay = llvm::makeIntrusiveRefCnt<llvm::vfs::OverlayFileSystem>(llvm::vfs::getRealFileSystem());
+    auto overlay =
+        llvm::makeIntrusiveRefCnt<llvm::vfs::OverlayFileSystem>(llvm::vfs::getRealFileSystem());
     overlay->pushOverlay(mem);
     ci.createDiagnostics(printer, /*ShouldOwnClient=*/false);
     ci.createFileManager(overlay);
@@ -147,7 +170,8 @@ FrontendOutput runFrontend(llvm::LLVMContext &ctx, std::string_view source,
     } else {
       clang::EmitLLVMOnlyAction act(&ctx);
       bool ok = ci.ExecuteAction(act);
-      if (ok) out.module = act.takeModule();
+      if (ok)
+        out.module = act.takeModule();
       out.ok = ok && out.module && !ci.getDiagnostics().hasErrorOccurred();
     }
   }

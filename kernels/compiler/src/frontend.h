@@ -16,17 +16,15 @@ struct FrontendOutput {
   std::string preprocessed; // token stream (preprocessOnly)
 };
 
-FrontendOutput runFrontend(llvm::LLVMContext &ctx, std::string_view source,
-                           const ParsedOptions &po, const DeviceDesc &dev,
-                           std::span<const HeaderSource> headers,
+FrontendOutput runFrontend(llvm::LLVMContext &ctx, std::string_view source, const ParsedOptions &po,
+                           const DeviceDesc &dev, std::span<const HeaderSource> headers,
                            bool preprocessOnly);
 
 /// Turns a linked frontend module into the final executable module:
 /// links builtins, generates work-group entry points, optimizes, checks
 /// that every external symbol resolves. Fills `kernels`.
-Status finalizeModule(llvm::Module &M, const ParsedOptions &po,
-                      const DeviceDesc &dev, std::vector<KernelInfo> &kernels,
-                      std::string &log);
+Status finalizeModule(llvm::Module &M, const ParsedOptions &po, const DeviceDesc &dev,
+                      std::vector<KernelInfo> &kernels, std::string &log);
 
 /// Kernel metadata from a frontend module (before finalization).
 std::vector<KernelInfo> extractKernels(llvm::Module &M);

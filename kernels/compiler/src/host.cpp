@@ -42,7 +42,7 @@ typedef double v8d __attribute__((vector_size(64)));
 typedef double v16d __attribute__((vector_size(128)));
 
 struct PrintVal {
-  int n = 1;         // number of components
+  int n = 1; // number of components
   bool isFloat = false;
   bool isPtr = false;
   double f[16] = {};
@@ -55,42 +55,126 @@ struct PrintVal {
 template <class V, int N> void readV(va_list &ap, PrintVal &v, bool flt) {
   V x = va_arg(ap, V);
   for (int k = 0; k < N; ++k) {
-    if (flt) { v.f[k] = static_cast<double>(x[k]); v.i[k] = static_cast<long>(x[k]); }
-    else { v.i[k] = static_cast<long>(x[k]); v.f[k] = static_cast<double>(x[k]); }
+    if (flt) {
+      v.f[k] = static_cast<double>(x[k]);
+      v.i[k] = static_cast<long>(x[k]);
+    } else {
+      v.i[k] = static_cast<long>(x[k]);
+      v.f[k] = static_cast<double>(x[k]);
+    }
   }
 }
 
 // Reads one variadic argument described by `d` (see wgfunc.cpp).
 bool readArg(va_list &ap, const char *&d, PrintVal &v) {
-  if (!*d) return false;
+  if (!*d)
+    return false;
   if (*d == 'v') {
     ++d;
     int n = 0;
-    while (*d >= '0' && *d <= '9') n = n * 10 + (*d++ - '0');
+    while (*d >= '0' && *d <= '9')
+      n = n * 10 + (*d++ - '0');
     char e = *d ? *d++ : '?';
-    if (*d == ';') ++d;
+    if (*d == ';')
+      ++d;
     v.n = n;
     v.vec = true;
     int s = n == 3 ? 4 : n;
     switch (e) {
-    case 'c': if (s == 2) readV<v2c, 2>(ap, v, false); else if (s == 4) readV<v4c, 4>(ap, v, false); else if (s == 8) readV<v8c, 8>(ap, v, false); else readV<v16c, 16>(ap, v, false); break;
-    case 's': if (s == 2) readV<v2s, 2>(ap, v, false); else if (s == 4) readV<v4s, 4>(ap, v, false); else if (s == 8) readV<v8s, 8>(ap, v, false); else readV<v16s, 16>(ap, v, false); break;
-    case 'i': if (s == 2) readV<v2i, 2>(ap, v, false); else if (s == 4) readV<v4i, 4>(ap, v, false); else if (s == 8) readV<v8i, 8>(ap, v, false); else readV<v16i, 16>(ap, v, false); break;
-    case 'l': if (s == 2) readV<v2l, 2>(ap, v, false); else if (s == 4) readV<v4l, 4>(ap, v, false); else if (s == 8) readV<v8l, 8>(ap, v, false); else readV<v16l, 16>(ap, v, false); break;
-    case 'f': v.isFloat = true; if (s == 2) readV<v2f, 2>(ap, v, true); else if (s == 4) readV<v4f, 4>(ap, v, true); else if (s == 8) readV<v8f, 8>(ap, v, true); else readV<v16f, 16>(ap, v, true); break;
-    case 'd': v.isFloat = true; if (s == 2) readV<v2d, 2>(ap, v, true); else if (s == 4) readV<v4d, 4>(ap, v, true); else if (s == 8) readV<v8d, 8>(ap, v, true); else readV<v16d, 16>(ap, v, true); break;
-    default: return false; // half vectors are not supported
+    case 'c':
+      if (s == 2)
+        readV<v2c, 2>(ap, v, false);
+      else if (s == 4)
+        readV<v4c, 4>(ap, v, false);
+      else if (s == 8)
+        readV<v8c, 8>(ap, v, false);
+      else
+        readV<v16c, 16>(ap, v, false);
+      break;
+    case 's':
+      if (s == 2)
+        readV<v2s, 2>(ap, v, false);
+      else if (s == 4)
+        readV<v4s, 4>(ap, v, false);
+      else if (s == 8)
+        readV<v8s, 8>(ap, v, false);
+      else
+        readV<v16s, 16>(ap, v, false);
+      break;
+    case 'i':
+      if (s == 2)
+        readV<v2i, 2>(ap, v, false);
+      else if (s == 4)
+        readV<v4i, 4>(ap, v, false);
+      else if (s == 8)
+        readV<v8i, 8>(ap, v, false);
+      else
+        readV<v16i, 16>(ap, v, false);
+      break;
+    case 'l':
+      if (s == 2)
+        readV<v2l, 2>(ap, v, false);
+      else if (s == 4)
+        readV<v4l, 4>(ap, v, false);
+      else if (s == 8)
+        readV<v8l, 8>(ap, v, false);
+      else
+        readV<v16l, 16>(ap, v, false);
+      break;
+    case 'f':
+      v.isFloat = true;
+      if (s == 2)
+        readV<v2f, 2>(ap, v, true);
+      else if (s == 4)
+        readV<v4f, 4>(ap, v, true);
+      else if (s == 8)
+        readV<v8f, 8>(ap, v, true);
+      else
+        readV<v16f, 16>(ap, v, true);
+      break;
+    case 'd':
+      v.isFloat = true;
+      if (s == 2)
+        readV<v2d, 2>(ap, v, true);
+      else if (s == 4)
+        readV<v4d, 4>(ap, v, true);
+      else if (s == 8)
+        readV<v8d, 8>(ap, v, true);
+      else
+        readV<v16d, 16>(ap, v, true);
+      break;
+    default:
+      return false; // half vectors are not supported
     }
     return true;
   }
   char c = *d++;
-  if (*d == ';') ++d;
+  if (*d == ';')
+    ++d;
   switch (c) {
-  case 'i': v.i[0] = va_arg(ap, int); v.f[0] = double(v.i[0]); v.raw = uint32_t(v.i[0]); return true;
-  case 'l': v.i[0] = va_arg(ap, long); v.f[0] = double(v.i[0]); v.raw = uint64_t(v.i[0]); return true;
-  case 'd': v.isFloat = true; v.f[0] = va_arg(ap, double); v.i[0] = long(v.f[0]); std::memcpy(&v.raw, &v.f[0], 8); return true;
-  case 'p': v.isPtr = true; v.p = va_arg(ap, void *); v.i[0] = reinterpret_cast<long>(v.p); return true;
-  default: return false;
+  case 'i':
+    v.i[0] = va_arg(ap, int);
+    v.f[0] = double(v.i[0]);
+    v.raw = uint32_t(v.i[0]);
+    return true;
+  case 'l':
+    v.i[0] = va_arg(ap, long);
+    v.f[0] = double(v.i[0]);
+    v.raw = uint64_t(v.i[0]);
+    return true;
+  case 'd':
+    v.isFloat = true;
+    v.f[0] = va_arg(ap, double);
+    v.i[0] = long(v.f[0]);
+    std::memcpy(&v.raw, &v.f[0], 8);
+    return true;
+  case 'p':
+    v.isPtr = true;
+    v.p = va_arg(ap, void *);
+    v.i[0] = reinterpret_cast<long>(v.p);
+    return true;
+  default:
+    return false;
   }
 }
 } // namespace
@@ -101,7 +185,8 @@ static void appendf(std::string &out, const char *fmt, ...) {
   va_start(ap, fmt);
   int n = vsnprintf(buf, sizeof buf, fmt, ap);
   va_end(ap);
-  if (n < 0) return;
+  if (n < 0)
+    return;
   if (static_cast<size_t>(n) < sizeof buf) {
     out.append(buf, static_cast<size_t>(n));
     return;
@@ -122,35 +207,75 @@ extern "C" int __manycl_printf(const char *fmt, const char *types, ...) {
   const char *p = fmt;
   int rc = 0;
   while (*p) {
-    if (*p != '%') { out += *p++; continue; }
-    if (p[1] == '%') { out += '%'; p += 2; continue; }
+    if (*p != '%') {
+      out += *p++;
+      continue;
+    }
+    if (p[1] == '%') {
+      out += '%';
+      p += 2;
+      continue;
+    }
     const char *start = p++;
     std::string flags, width, prec;
-    while (*p && std::strchr("-+ #0", *p)) flags += *p++;
-    while (*p >= '0' && *p <= '9') width += *p++;
-    if (*p == '.') { prec += *p++; while (*p >= '0' && *p <= '9') prec += *p++; }
+    while (*p && std::strchr("-+ #0", *p))
+      flags += *p++;
+    while (*p >= '0' && *p <= '9')
+      width += *p++;
+    if (*p == '.') {
+      prec += *p++;
+      while (*p >= '0' && *p <= '9')
+        prec += *p++;
+    }
     int vecN = 0;
-    if (*p == 'v') { ++p; while (*p >= '0' && *p <= '9') vecN = vecN * 10 + (*p++ - '0'); }
+    if (*p == 'v') {
+      ++p;
+      while (*p >= '0' && *p <= '9')
+        vecN = vecN * 10 + (*p++ - '0');
+    }
     std::string len;
-    if (p[0] == 'h' && p[1] == 'h') { len = "hh"; p += 2; }
-    else if (p[0] == 'h' && p[1] == 'l') { len = "hl"; p += 2; }
-    else if (p[0] == 'h') { len = "h"; p += 1; }
-    else if (p[0] == 'l') { len = "l"; p += 1; }
+    if (p[0] == 'h' && p[1] == 'h') {
+      len = "hh";
+      p += 2;
+    } else if (p[0] == 'h' && p[1] == 'l') {
+      len = "hl";
+      p += 2;
+    } else if (p[0] == 'h') {
+      len = "h";
+      p += 1;
+    } else if (p[0] == 'l') {
+      len = "l";
+      p += 1;
+    }
     char conv = *p;
-    if (!conv) { out.append(start); break; }
+    if (!conv) {
+      out.append(start);
+      break;
+    }
     ++p;
     std::string spec = "%" + flags + width + prec;
     PrintVal v;
     if (conv == 's' || conv == 'p') {
-      if (!readArg(ap, d, v)) { rc = -1; break; }
-      if (conv == 's') appendf(out, (spec + "s").c_str(), v.p ? static_cast<const char *>(v.p) : "(null)");
-      else appendf(out, (spec + "p").c_str(), v.p);
+      if (!readArg(ap, d, v)) {
+        rc = -1;
+        break;
+      }
+      if (conv == 's')
+        appendf(out, (spec + "s").c_str(), v.p ? static_cast<const char *>(v.p) : "(null)");
+      else
+        appendf(out, (spec + "p").c_str(), v.p);
       continue;
     }
     bool isInt = std::strchr("diouxXc", conv) != nullptr;
     bool isFlt = std::strchr("fFeEgGaA", conv) != nullptr;
-    if (!isInt && !isFlt) { out.append(start, static_cast<size_t>(p - start)); continue; }
-    if (!readArg(ap, d, v)) { rc = -1; break; }
+    if (!isInt && !isFlt) {
+      out.append(start, static_cast<size_t>(p - start));
+      continue;
+    }
+    if (!readArg(ap, d, v)) {
+      rc = -1;
+      break;
+    }
     int n = vecN ? vecN : 1;
     bool sgn = conv == 'd' || conv == 'i';
     int bits = len == "hh" ? 8 : len == "h" ? 16 : len == "l" ? 64 : 32;
@@ -160,25 +285,47 @@ extern "C" int __manycl_printf(const char *fmt, const char *types, ...) {
       unsigned char b[8];
       std::memcpy(b, &v.raw, 8);
       for (int k = 0; k < n && k < 16; ++k) {
-        if ((k + 1) * es > 8) { v.i[k] = 0; v.f[k] = 0; continue; }
-        if (isFlt && es == 4) { float f; std::memcpy(&f, b + k * es, 4); v.f[k] = f; }
-        else if (es == 1) v.i[k] = static_cast<signed char>(b[k]);
-        else if (es == 2) { short x; std::memcpy(&x, b + 2 * k, 2); v.i[k] = x; }
-        else if (es == 4) { int x; std::memcpy(&x, b + 4 * k, 4); v.i[k] = x; }
-        else { long x; std::memcpy(&x, b, 8); v.i[k] = x; }
+        if ((k + 1) * es > 8) {
+          v.i[k] = 0;
+          v.f[k] = 0;
+          continue;
+        }
+        if (isFlt && es == 4) {
+          float f;
+          std::memcpy(&f, b + k * es, 4);
+          v.f[k] = f;
+        } else if (es == 1)
+          v.i[k] = static_cast<signed char>(b[k]);
+        else if (es == 2) {
+          short x;
+          std::memcpy(&x, b + 2 * k, 2);
+          v.i[k] = x;
+        } else if (es == 4) {
+          int x;
+          std::memcpy(&x, b + 4 * k, 4);
+          v.i[k] = x;
+        } else {
+          long x;
+          std::memcpy(&x, b, 8);
+          v.i[k] = x;
+        }
       }
     }
     for (int k = 0; k < n && k < 16; ++k) {
-      if (k) out += ',';
+      if (k)
+        out += ',';
       if (isFlt) {
         appendf(out, (spec + conv).c_str(), v.f[k]);
       } else if (conv == 'c') {
         appendf(out, (spec + "c").c_str(), int(v.i[k]));
       } else {
         long x = v.i[k];
-        if (bits == 8) x = sgn ? long(static_cast<signed char>(x)) : long(static_cast<unsigned char>(x));
-        else if (bits == 16) x = sgn ? long(static_cast<short>(x)) : long(static_cast<unsigned short>(x));
-        else if (bits == 32) x = sgn ? long(static_cast<int>(x)) : long(static_cast<unsigned>(x));
+        if (bits == 8)
+          x = sgn ? long(static_cast<signed char>(x)) : long(static_cast<unsigned char>(x));
+        else if (bits == 16)
+          x = sgn ? long(static_cast<short>(x)) : long(static_cast<unsigned short>(x));
+        else if (bits == 32)
+          x = sgn ? long(static_cast<int>(x)) : long(static_cast<unsigned>(x));
         appendf(out, (spec + "l" + conv).c_str(), x);
       }
     }
@@ -192,43 +339,142 @@ extern "C" int __manycl_printf(const char *fmt, const char *types, ...) {
 }
 
 // ---------------------------------------------------------------- async copy
-extern "C" void manycl_default_async_copy(void *, void *dst, const void *src, size_t es,
-                                          size_t n, size_t ss, size_t ds) {
+extern "C" void manycl_default_async_copy(void *, void *dst, const void *src, size_t es, size_t n,
+                                          size_t ss, size_t ds) {
   if (ss == 1 && ds == 1) {
     std::memmove(dst, src, es * n);
     return;
   }
   auto *d = static_cast<char *>(dst);
   auto *s = static_cast<const char *>(src);
-  for (size_t i = 0; i < n; ++i) std::memcpy(d + i * ds * es, s + i * ss * es, es);
+  for (size_t i = 0; i < n; ++i)
+    std::memcpy(d + i * ds * es, s + i * ss * es, es);
 }
 
 /// Called (once per group, by local linear id 0) from the builtin library.
-extern "C" void __manycl_async_copy(WiCtx *ctx, void *dst, const void *src, size_t es,
-                                    size_t n, size_t ss, size_t ds) {
+extern "C" void __manycl_async_copy(WiCtx *ctx, void *dst, const void *src, size_t es, size_t n,
+                                    size_t ss, size_t ds) {
   auto hook = reinterpret_cast<AsyncCopyHook>(ctx->slot[SlotAsyncHook]);
-  if (!hook) hook = manycl_default_async_copy;
+  if (!hook)
+    hook = manycl_default_async_copy;
   hook(reinterpret_cast<void *>(ctx->slot[SlotAsyncUser]), dst, src, es, n, ss, ds);
 }
 
 // ---------------------------------------------------------------- symbols
 static const char *const kLibm[] = {
     // float
-    "sinf", "cosf", "tanf", "asinf", "acosf", "atanf", "atan2f", "sinhf", "coshf", "tanhf",
-    "asinhf", "acoshf", "atanhf", "expf", "exp2f", "exp10f", "expm1f", "logf", "log2f",
-    "log10f", "log1pf", "powf", "cbrtf", "erff", "erfcf", "tgammaf", "lgammaf", "lgammaf_r",
-    "fmodf", "remainderf", "remquof", "hypotf", "sqrtf", "fmaf", "floorf", "ceilf", "truncf",
-    "roundf", "rintf", "nearbyintf", "ldexpf", "frexpf", "modff", "nextafterf", "fdimf",
-    "logbf", "ilogbf", "sincosf", "fabsf", "fminf", "fmaxf", "copysignf", "scalbnf",
+    "sinf",
+    "cosf",
+    "tanf",
+    "asinf",
+    "acosf",
+    "atanf",
+    "atan2f",
+    "sinhf",
+    "coshf",
+    "tanhf",
+    "asinhf",
+    "acoshf",
+    "atanhf",
+    "expf",
+    "exp2f",
+    "exp10f",
+    "expm1f",
+    "logf",
+    "log2f",
+    "log10f",
+    "log1pf",
+    "powf",
+    "cbrtf",
+    "erff",
+    "erfcf",
+    "tgammaf",
+    "lgammaf",
+    "lgammaf_r",
+    "fmodf",
+    "remainderf",
+    "remquof",
+    "hypotf",
+    "sqrtf",
+    "fmaf",
+    "floorf",
+    "ceilf",
+    "truncf",
+    "roundf",
+    "rintf",
+    "nearbyintf",
+    "ldexpf",
+    "frexpf",
+    "modff",
+    "nextafterf",
+    "fdimf",
+    "logbf",
+    "ilogbf",
+    "sincosf",
+    "fabsf",
+    "fminf",
+    "fmaxf",
+    "copysignf",
+    "scalbnf",
     // double
-    "sin", "cos", "tan", "asin", "acos", "atan", "atan2", "sinh", "cosh", "tanh", "asinh",
-    "acosh", "atanh", "exp", "exp2", "exp10", "expm1", "log", "log2", "log10", "log1p",
-    "pow", "cbrt", "erf", "erfc", "tgamma", "lgamma", "lgamma_r", "fmod", "remainder",
-    "remquo", "hypot", "sqrt", "fma", "floor", "ceil", "trunc", "round", "rint",
-    "nearbyint", "ldexp", "frexp", "modf", "nextafter", "fdim", "logb", "ilogb", "sincos",
-    "fabs", "fmin", "fmax", "copysign", "scalbn",
+    "sin",
+    "cos",
+    "tan",
+    "asin",
+    "acos",
+    "atan",
+    "atan2",
+    "sinh",
+    "cosh",
+    "tanh",
+    "asinh",
+    "acosh",
+    "atanh",
+    "exp",
+    "exp2",
+    "exp10",
+    "expm1",
+    "log",
+    "log2",
+    "log10",
+    "log1p",
+    "pow",
+    "cbrt",
+    "erf",
+    "erfc",
+    "tgamma",
+    "lgamma",
+    "lgamma_r",
+    "fmod",
+    "remainder",
+    "remquo",
+    "hypot",
+    "sqrt",
+    "fma",
+    "floor",
+    "ceil",
+    "trunc",
+    "round",
+    "rint",
+    "nearbyint",
+    "ldexp",
+    "frexp",
+    "modf",
+    "nextafter",
+    "fdim",
+    "logb",
+    "ilogb",
+    "sincos",
+    "fabs",
+    "fmin",
+    "fmax",
+    "copysign",
+    "scalbn",
     // memory
-    "memcpy", "memmove", "memset", "memcmp",
+    "memcpy",
+    "memmove",
+    "memset",
+    "memcmp",
 };
 
 void *lookupHostSymbol(std::string_view name) {
@@ -237,23 +483,30 @@ void *lookupHostSymbol(std::string_view name) {
     // libm/libc are dependencies of this library: look them up by handle, so
     // that it works even when the ICD was dlopen()ed with RTLD_LOCAL.
     void *libm = dlopen("libm.so.6", RTLD_NOW | RTLD_NOLOAD);
-    if (!libm) libm = dlopen("libm.so.6", RTLD_NOW);
+    if (!libm)
+      libm = dlopen("libm.so.6", RTLD_NOW);
     void *libc = dlopen("libc.so.6", RTLD_NOW | RTLD_NOLOAD);
     for (const char *n : kLibm) {
       void *p = libm ? dlsym(libm, n) : nullptr;
-      if (!p && libc) p = dlsym(libc, n);
-      if (!p) p = dlsym(RTLD_DEFAULT, n);
-      if (p) t[n] = p;
+      if (!p && libc)
+        p = dlsym(libc, n);
+      if (!p)
+        p = dlsym(RTLD_DEFAULT, n);
+      if (p)
+        t[n] = p;
     }
     t["__manycl_printf"] = reinterpret_cast<void *>(&__manycl_printf);
     t["__manycl_async_copy"] = reinterpret_cast<void *>(&__manycl_async_copy);
     t["__manycl_async_copy_g2l"] = reinterpret_cast<void *>(&__manycl_async_copy);
     t["__manycl_async_copy_l2g"] = reinterpret_cast<void *>(&__manycl_async_copy);
     void *libgcc = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NOLOAD);
-    for (const char *n : {"__extendhfsf2", "__truncsfhf2", "__truncdfhf2", "__gnu_h2f_ieee", "__gnu_f2h_ieee"}) {
+    for (const char *n :
+         {"__extendhfsf2", "__truncsfhf2", "__truncdfhf2", "__gnu_h2f_ieee", "__gnu_f2h_ieee"}) {
       void *p = libgcc ? dlsym(libgcc, n) : nullptr;
-      if (!p) p = dlsym(RTLD_DEFAULT, n);
-      if (p) t[n] = p;
+      if (!p)
+        p = dlsym(RTLD_DEFAULT, n);
+      if (p)
+        t[n] = p;
     }
     t["__manycl_barrier"] = reinterpret_cast<void *>(&__manycl_barrier);
     return t;
@@ -297,7 +550,8 @@ Status addNativeLibrary(const std::string &path) {
   void *h = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
   if (!h) {
     const char *e = dlerror();
-    return Status::error(ErrorCode::Internal, "cannot load native library '" + path + "': " + (e ? e : "?"));
+    return Status::error(ErrorCode::Internal,
+                         "cannot load native library '" + path + "': " + (e ? e : "?"));
   }
   addNativeResolver([h](std::string_view name) -> void * {
     std::string n(name);
@@ -310,7 +564,8 @@ void *resolveNative(std::string_view name) {
   auto &n = natives();
   std::lock_guard<std::mutex> l(n.mu);
   for (auto &kv : n.resolvers)
-    if (void *p = kv.second(name)) return p;
+    if (void *p = kv.second(name))
+      return p;
   return nullptr;
 }
 

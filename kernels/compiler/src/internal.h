@@ -22,17 +22,17 @@ namespace manycl::compiler::detail {
 // 4th slot holding the value for dimension indices >= 3.
 enum CtxSlot : unsigned {
   SlotWorkDim = 0,
-  SlotGlobalOffset = 1,   // [4]
-  SlotGlobalSize = 5,     // [4]
-  SlotLocalSize = 9,      // [4] actual size of this group
-  SlotGroupId = 13,       // [4]
-  SlotNumGroups = 17,     // [4]
-  SlotEnqLocalSize = 21,  // [4]
-  SlotLocalStatic = 25,   // char* base of kernel-scope __local variables
-  SlotSched = 26,         // fiber scheduler of this PE (barrier kernels)
-  SlotAsyncHook = 27,     // AsyncCopyHook
+  SlotGlobalOffset = 1,  // [4]
+  SlotGlobalSize = 5,    // [4]
+  SlotLocalSize = 9,     // [4] actual size of this group
+  SlotGroupId = 13,      // [4]
+  SlotNumGroups = 17,    // [4]
+  SlotEnqLocalSize = 21, // [4]
+  SlotLocalStatic = 25,  // char* base of kernel-scope __local variables
+  SlotSched = 26,        // fiber scheduler of this PE (barrier kernels)
+  SlotAsyncHook = 27,    // AsyncCopyHook
   SlotAsyncUser = 28,
-  SlotFrame = 29,         // per-work-item context arrays (region kernels)
+  SlotFrame = 29, // per-work-item context arrays (region kernels)
   SlotCount = 32,
 };
 
@@ -82,17 +82,21 @@ void cacheRemoveRaw(const std::string &file);
 uint64_t fnv1a64(const void *data, size_t n, uint64_t h = 0xcbf29ce484222325ull);
 
 // Names of generated entry points.
-inline std::string wgName(const std::string &k) { return "__manycl_wg_" + k; }
-inline std::string fiberName(const std::string &k) { return "__manycl_fiber_" + k; }
-inline std::string regionName(const std::string &k) { return "__manycl_region_" + k; }
+inline std::string wgName(const std::string &k) {
+  return "__manycl_wg_" + k;
+}
+inline std::string fiberName(const std::string &k) {
+  return "__manycl_fiber_" + k;
+}
+inline std::string regionName(const std::string &k) {
+  return "__manycl_region_" + k;
+}
 constexpr int kRegionExit = -1;
 
-using WgFn = void (*)(void **args, WiCtx *ctx, uint64_t x0, uint64_t x1,
-                      uint64_t r0, uint64_t r1);
-using RegionFn = int32_t (*)(void **args, WiCtx *ctx, int32_t region, uint64_t x0,
-                             uint64_t x1, uint64_t r0, uint64_t r1);
-using FiberFn = void (*)(void **args, WiCtx *ctx, uint64_t x, uint64_t y,
-                         uint64_t z);
+using WgFn = void (*)(void **args, WiCtx *ctx, uint64_t x0, uint64_t x1, uint64_t r0, uint64_t r1);
+using RegionFn = int32_t (*)(void **args, WiCtx *ctx, int32_t region, uint64_t x0, uint64_t x1,
+                             uint64_t r0, uint64_t r1);
+using FiberFn = void (*)(void **args, WiCtx *ctx, uint64_t x, uint64_t y, uint64_t z);
 
 // Fiber scheduler (executor.cpp); called by JIT code at barriers.
 extern "C" void __manycl_barrier(WiCtx *ctx);

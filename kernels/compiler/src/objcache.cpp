@@ -25,12 +25,19 @@ public:
   }
   std::unique_ptr<llvm::MemoryBuffer> getObject(const llvm::Module *) override {
     std::string in;
-    if (!cacheReadRaw(file_, in)) return nullptr;
+    if (!cacheReadRaw(file_, in))
+      return nullptr;
     uint64_t n = 0, h = 0;
-    if (in.size() < 24 || in.compare(0, 8, std::string("MCLOBJ1\0", 8)) != 0) { cacheRemoveRaw(file_); return nullptr; }
+    if (in.size() < 24 || in.compare(0, 8, std::string("MCLOBJ1\0", 8)) != 0) {
+      cacheRemoveRaw(file_);
+      return nullptr;
+    }
     std::memcpy(&n, in.data() + 8, 8);
     std::memcpy(&h, in.data() + 16, 8);
-    if (n != in.size() - 24 || fnv1a64(in.data() + 24, n) != h) { cacheRemoveRaw(file_); return nullptr; }
+    if (n != in.size() - 24 || fnv1a64(in.data() + 24, n) != h) {
+      cacheRemoveRaw(file_);
+      return nullptr;
+    }
     return llvm::MemoryBuffer::getMemBufferCopy(llvm::StringRef(in.data() + 24, n), "manycl-obj");
   }
 

@@ -3,11 +3,11 @@
 #include "frontend.h"
 
 #include <llvm/Bitcode/BitcodeReader.h>
+#include <llvm/ExecutionEngine/ObjectCache.h>
+#include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
 #include <llvm/IR/Verifier.h>
-#include <llvm/ExecutionEngine/ObjectCache.h>
-#include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/SHA256.h>
 
@@ -66,7 +66,8 @@ public:
   const std::vector<KernelInfo> &kernels() const override { return infos; }
   const Kernel *kernel(std::string_view name) const override {
     for (auto &k : kernels_)
-      if (k->info_.name == name) return k.get();
+      if (k->info_.name == name)
+        return k.get();
     return nullptr;
   }
 };
@@ -76,13 +77,16 @@ public:
 Result<std::shared_ptr<Program>> load(std::span<const uint8_t> binary) {
   using namespace llvm;
   Container c;
-  if (Status s = readContainer(binary, c); !s) return s;
+  if (Status s = readContainer(binary, c); !s)
+    return s;
   if (c.kind != BinaryKind::Executable)
-    return Status::error(ErrorCode::InvalidBinary, "binary is not an executable (compiled object or library)");
+    return Status::error(ErrorCode::InvalidBinary,
+                         "binary is not an executable (compiled object or library)");
   initLLVM();
 
   auto tsc = std::make_unique<LLVMContext>();
-  auto buf = MemoryBuffer::getMemBuffer(StringRef(c.bitcode.data(), c.bitcode.size()), "program", false);
+  auto buf =
+      MemoryBuffer::getMemBuffer(StringRef(c.bitcode.data(), c.bitcode.size()), "program", false);
   auto mod = parseBitcodeFile(buf->getMemBufferRef(), *tsc);
   if (!mod) {
     std::string e = toString(mod.takeError());
@@ -100,18 +104,22 @@ Result<std::shared_ptr<Program>> load(std::span<const uint8_t> binary) {
   // Every kernel in the metadata must have its entry point, with the
   // expected signature.
   for (const KernelInfo &k : c.kernels) {
-    std::string entry = !k.uses_barriers ? wgName(k.name) : k.region_based ? regionName(k.name) : fiberName(k.name);
+    std::string entry = !k.uses_barriers ? wgName(k.name)
+                        : k.region_based ? regionName(k.name)
+                                         : fiberName(k.name);
     Function *f = M.getFunction(entry);
     unsigned want = !k.uses_barriers ? 6 : k.region_based ? 7 : 5;
     if (!f || f->isDeclaration() || f->arg_size() != want ||
         f->getReturnType()->isVoidTy() != !k.region_based)
-      return Status::error(ErrorCode::InvalidBinary, "binary lacks the entry point of kernel '" + k.name + "'");
+      return Status::error(ErrorCode::InvalidBinary,
+                           "binary lacks the entry point of kernel '" + k.name + "'");
   }
   // The fixed symbol set: host builtins + registered natives.
   orc::SymbolMap syms;
   std::string unresolved;
   auto jtmb = orc::JITTargetMachineBuilder::detectHost();
-  if (!jtmb) return Status::error(ErrorCode::Internal, toString(jtmb.takeError()));
+  if (!jtmb)
+    return Status::error(ErrorCode::Internal, toString(jtmb.takeError()));
   jtmb->setCodeGenOptLevel(CodeGenOpt::Aggressive);
   std::unique_ptr<llvm::ObjectCache> objCache;
   if (!cacheDirectory().empty()) {
@@ -121,41 +129,53 @@ Result<std::shared_ptr<Program>> load(std::span<const uint8_t> binary) {
     auto r = h.final();
     std::string name;
     static const char hex[] = "0123456789abcdef";
-    for (uint8_t b : r) { name += hex[b >> 4]; name += hex[b & 15]; }
+    for (uint8_t b : r) {
+      name += hex[b >> 4];
+      name += hex[b & 15];
+    }
     objCache = makeObjectCache(name + ".obj");
   }
   llvm::ObjectCache *oc = objCache.get();
   auto jit = orc::LLJITBuilder()
                  .setJITTargetMachineBuilder(std::move(*jtmb))
-                 .setCompileFunctionCreator([oc](orc::JITTargetMachineBuilder JTMB)
-                                                -> Expected<std::unique_ptr<orc::IRCompileLayer::IRCompiler>> {
-                   auto TM = JTMB.createTargetMachine();
-                   if (!TM) return TM.takeError();
-                   return std::make_unique<orc::TMOwningSimpleCompiler>(std::move(*TM), oc);
-                 })
+                 .setCompileFunctionCreator(
+                     [oc](orc::JITTargetMachineBuilder JTMB)
+                         -> Expected<std::unique_ptr<orc::IRCompileLayer::IRCompiler>> {
+                       auto TM = JTMB.createTargetMachine();
+                       if (!TM)
+                         return TM.takeError();
+                       return std::make_unique<orc::TMOwningSimpleCompiler>(std::move(*TM), oc);
+                     })
                  .create();
-  if (!jit) return Status::error(ErrorCode::Internal, "cannot create JIT: " + toString(jit.takeError()));
+  if (!jit)
+    return Status::error(ErrorCode::Internal, "cannot create JIT: " + toString(jit.takeError()));
   for (Function &F : M) {
-    if (!F.isDeclaration() || F.isIntrinsic()) continue;
+    if (!F.isDeclaration() || F.isIntrinsic())
+      continue;
     std::string n = F.getName().str();
     void *p = lookupHostSymbol(n);
-    if (!p) p = resolveNative(n);
+    if (!p)
+      p = resolveNative(n);
     if (!p) {
-      if (F.use_empty()) continue;
+      if (F.use_empty())
+        continue;
       unresolved += "error: unresolved native function '" + n + "'\n";
       continue;
     }
-    syms[(*jit)->mangleAndIntern(n)] =
-        JITEvaluatedSymbol(pointerToJITTargetAddress(p), JITSymbolFlags::Exported | JITSymbolFlags::Callable);
+    syms[(*jit)->mangleAndIntern(n)] = JITEvaluatedSymbol(
+        pointerToJITTargetAddress(p), JITSymbolFlags::Exported | JITSymbolFlags::Callable);
   }
   // Helpers that LLVM code generation may introduce.
   for (const char *n : {"memcpy", "memset", "memmove", "sincosf", "sincos", "exp10f", "exp10"}) {
     auto name = (*jit)->mangleAndIntern(n);
-    if (syms.count(name)) continue;
+    if (syms.count(name))
+      continue;
     if (void *p = lookupHostSymbol(n))
-      syms[name] = JITEvaluatedSymbol(pointerToJITTargetAddress(p), JITSymbolFlags::Exported | JITSymbolFlags::Callable);
+      syms[name] = JITEvaluatedSymbol(pointerToJITTargetAddress(p),
+                                      JITSymbolFlags::Exported | JITSymbolFlags::Callable);
   }
-  if (!unresolved.empty()) return Status::error(ErrorCode::BuildFailure, unresolved);
+  if (!unresolved.empty())
+    return Status::error(ErrorCode::BuildFailure, unresolved);
   if (auto err = (*jit)->getMainJITDylib().define(orc::absoluteSymbols(std::move(syms))))
     return Status::error(ErrorCode::Internal, toString(std::move(err)));
   if (auto err = (*jit)->addIRModule(orc::ThreadSafeModule(std::move(*mod), std::move(tsc))))
@@ -166,12 +186,18 @@ Result<std::shared_ptr<Program>> load(std::span<const uint8_t> binary) {
   for (const KernelInfo &k : c.kernels) {
     auto ki = std::make_unique<KernelImpl>();
     ki->info_ = k;
-    std::string entry = !k.uses_barriers ? wgName(k.name) : k.region_based ? regionName(k.name) : fiberName(k.name);
+    std::string entry = !k.uses_barriers ? wgName(k.name)
+                        : k.region_based ? regionName(k.name)
+                                         : fiberName(k.name);
     auto sym = (*jit)->lookup(entry);
-    if (!sym) return Status::error(ErrorCode::Internal, "JIT lookup failed: " + toString(sym.takeError()));
-    if (!k.uses_barriers) ki->wg = sym->toPtr<WgFn>();
-    else if (k.region_based) ki->region = sym->toPtr<RegionFn>();
-    else ki->fiber = sym->toPtr<FiberFn>();
+    if (!sym)
+      return Status::error(ErrorCode::Internal, "JIT lookup failed: " + toString(sym.takeError()));
+    if (!k.uses_barriers)
+      ki->wg = sym->toPtr<WgFn>();
+    else if (k.region_based)
+      ki->region = sym->toPtr<RegionFn>();
+    else
+      ki->fiber = sym->toPtr<FiberFn>();
     prog->kernels_.push_back(std::move(ki));
   }
   prog->jit = std::move(*jit);
@@ -184,9 +210,9 @@ Result<std::shared_ptr<Program>> load(std::span<const uint8_t> binary) {
 struct Launch::Impl {
   const KernelImpl *k = nullptr;
   NDRange range;
-  std::vector<void *> slots;          // pointer args / pointers to by-value bytes
-  std::vector<int64_t> localOffset;   // per arg, -1 if not a __local arg
-  std::vector<uint64_t> bytes;        // 8-byte aligned storage for by-value args
+  std::vector<void *> slots;        // pointer args / pointers to by-value bytes
+  std::vector<int64_t> localOffset; // per arg, -1 if not a __local arg
+  std::vector<uint64_t> bytes;      // 8-byte aligned storage for by-value args
   uint64_t staticOffset = 0;
   uint64_t total = 0;
   AsyncCopyHook hook = nullptr;
@@ -198,24 +224,29 @@ Launch::~Launch() = default;
 Launch::Launch(Launch &&) noexcept = default;
 Launch &Launch::operator=(Launch &&) noexcept = default;
 
-uint64_t Launch::localMemSize() const { return impl_ ? impl_->total : 0; }
+uint64_t Launch::localMemSize() const {
+  return impl_ ? impl_->total : 0;
+}
 
 void Launch::setAsyncCopyHook(AsyncCopyHook hook, void *user) {
-  if (!impl_) return;
+  if (!impl_)
+    return;
   impl_->hook = hook;
   impl_->hookUser = user;
 }
 
-static uint64_t alignUp(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+static uint64_t alignUp(uint64_t v, uint64_t a) {
+  return (v + a - 1) / a * a;
+}
 
 Result<Launch> Launch::prepare(const Kernel &kernel, std::span<const ArgValue> args,
                                const NDRange &range) {
   auto &k = static_cast<const KernelImpl &>(kernel);
   const KernelInfo &info = k.info_;
   if (args.size() != info.args.size())
-    return Status::error(ErrorCode::InvalidArgs, "kernel '" + info.name + "' takes " +
-                                                     std::to_string(info.args.size()) + " arguments, " +
-                                                     std::to_string(args.size()) + " given");
+    return Status::error(ErrorCode::InvalidArgs,
+                         "kernel '" + info.name + "' takes " + std::to_string(info.args.size()) +
+                             " arguments, " + std::to_string(args.size()) + " given");
   if (range.work_dim < 1 || range.work_dim > 3)
     return Status::error(ErrorCode::InvalidWorkGroup, "work_dim must be 1..3");
   for (int d = 0; d < 3; ++d)
@@ -231,7 +262,8 @@ Result<Launch> Launch::prepare(const Kernel &kernel, std::span<const ArgValue> a
   }
   size_t byteWords = 0;
   for (size_t i = 0; i < args.size(); ++i)
-    if (args[i].kind == ArgValue::Kind::Bytes) byteWords += (args[i].bytes.size() + 16) / 8 + 2;
+    if (args[i].kind == ArgValue::Kind::Bytes)
+      byteWords += (args[i].bytes.size() + 16) / 8 + 2;
   impl->bytes.assign(byteWords, 0);
   impl->slots.assign(args.size(), nullptr);
   impl->localOffset.assign(args.size(), -1);
@@ -255,8 +287,9 @@ Result<Launch> Launch::prepare(const Kernel &kernel, std::span<const ArgValue> a
       if (a.kind != ArgValue::Kind::Bytes)
         return Status::error(ErrorCode::InvalidArgs, which + " must be a value");
       if (a.bytes.size() != ai.size)
-        return Status::error(ErrorCode::InvalidArgs, which + " has size " + std::to_string(ai.size) +
-                                                         ", " + std::to_string(a.bytes.size()) + " given");
+        return Status::error(ErrorCode::InvalidArgs, which + " has size " +
+                                                         std::to_string(ai.size) + ", " +
+                                                         std::to_string(a.bytes.size()) + " given");
       w = alignUp(w, 2); // 16-byte alignment
       std::memcpy(&impl->bytes[w], a.bytes.data(), a.bytes.size());
       impl->slots[i] = &impl->bytes[w];
@@ -311,7 +344,8 @@ struct StackPool {
   std::vector<void *> stacks;
   ~StackPool() { release(); }
   void release() {
-    for (void *s : stacks) munmap(static_cast<char *>(s) - pageSize(), size + pageSize());
+    for (void *s : stacks)
+      munmap(static_cast<char *>(s) - pageSize(), size + pageSize());
     stacks.clear();
   }
   static size_t pageSize() {
@@ -326,7 +360,8 @@ struct StackPool {
     while (stacks.size() < n) {
       void *m = mmap(nullptr, size + pageSize(), PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-      if (m == MAP_FAILED) return false;
+      if (m == MAP_FAILED)
+        return false;
       mprotect(m, pageSize(), PROT_NONE); // guard page below the stack
       stacks.push_back(static_cast<char *>(m) + pageSize());
     }
@@ -382,7 +417,8 @@ Status runFibers(const KernelImpl &k, void **args, WiCtx &ctx, uint64_t first, u
   ctx.slot[SlotSched] = reinterpret_cast<uint64_t>(&s);
   StackPool &pool = tlsStacks;
   if (!pool.reserve(n, s.stackSize)) {
-    if (team) team->arrive_and_drop();
+    if (team)
+      team->arrive_and_drop();
     return Status::error(ErrorCode::OutOfResources, "cannot allocate fiber stacks");
   }
   s.stackSize = pool.size;
@@ -406,17 +442,23 @@ Status runFibers(const KernelImpl &k, void **args, WiCtx &ctx, uint64_t first, u
   for (;;) {
     bool atBarrier = false;
     for (FiberRec &f : fibers) {
-      if (f.state == FiberDone) continue;
+      if (f.state == FiberDone)
+        continue;
       f.state = FiberReady;
       switchToFiber(s, f);
-      if (f.state == FiberAtBarrier) atBarrier = true;
+      if (f.state == FiberAtBarrier)
+        atBarrier = true;
     }
-    if (!atBarrier) break;
-    if (team) team->arrive_and_wait();
+    if (!atBarrier)
+      break;
+    if (team)
+      team->arrive_and_wait();
   }
-  if (team) team->arrive_and_drop();
+  if (team)
+    team->arrive_and_drop();
 #ifdef MANYCL_TSAN
-  for (FiberRec &f : fibers) __tsan_destroy_fiber(f.tsan);
+  for (FiberRec &f : fibers)
+    __tsan_destroy_fiber(f.tsan);
 #endif
   return Status::success();
 }
@@ -444,14 +486,15 @@ extern "C" void manycl::compiler::detail::__manycl_barrier(WiCtx *ctx) {
 
 namespace manycl::compiler {
 
-Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_size,
-                        ExecMode mode, PeTeam *team) const {
-  if (!impl_) return Status::error(ErrorCode::Internal, "empty launch");
+Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_size, ExecMode mode,
+                        PeTeam *team) const {
+  if (!impl_)
+    return Status::error(ErrorCode::Internal, "empty launch");
   const Impl &L = *impl_;
   if (arena_size < L.total || (L.total && !arena))
     return Status::error(ErrorCode::OutOfResources,
-                         "__local memory: kernel needs " + std::to_string(L.total) + " bytes, arena has " +
-                             std::to_string(arena_size));
+                         "__local memory: kernel needs " + std::to_string(L.total) +
+                             " bytes, arena has " + std::to_string(arena_size));
   const NDRange &R = L.range;
   WiCtx ctx;
   std::memset(&ctx, 0, sizeof ctx);
@@ -499,7 +542,8 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
     std::vector<uint64_t> ownFrame;
     std::vector<uint64_t> &frameBuf = single ? tlsFrame : ownFrame;
     size_t words = static_cast<size_t>((total * k.info_.frame_size + 7) / 8) + 8;
-    if (frameBuf.size() < words) frameBuf.assign(words, 0);
+    if (frameBuf.size() < words)
+      frameBuf.assign(words, 0);
     auto frameAddr = (reinterpret_cast<uintptr_t>(frameBuf.data()) + 63) & ~uintptr_t(63);
     ctx.slot[SlotFrame] = frameAddr;
     if (single) {
@@ -529,7 +573,8 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
       int32_t next = 0;
       for (;;) {
         next = k.region(slots, &my, next, xa, xb, ra, rb);
-        if (next == kRegionExit) break;
+        if (next == kRegionExit)
+          break;
         barrier.arrive_and_wait();
       }
       barrier.arrive_and_drop();
@@ -539,9 +584,11 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
   // Barrier-free kernels with large private arrays: per-PE heap scratch.
   static thread_local std::vector<uint64_t> tlsScratch;
   auto scratchFor = [&](WiCtx &c) {
-    if (!k.wg || k.info_.frame_size == 0) return;
+    if (!k.wg || k.info_.frame_size == 0)
+      return;
     size_t words = static_cast<size_t>(k.info_.frame_size / 8) + 8;
-    if (tlsScratch.size() < words) tlsScratch.assign(words, 0);
+    if (tlsScratch.size() < words)
+      tlsScratch.assign(words, 0);
     c.slot[SlotFrame] = (reinterpret_cast<uintptr_t>(tlsScratch.data()) + 63) & ~uintptr_t(63);
   };
   if (single) {
@@ -561,7 +608,8 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
         k.wg(slots, &my, 0, ls[0], rows * pe / P, rows * (pe + 1) / P);
       } else {
         uint64_t a = ls[0] * pe / P, b = ls[0] * (pe + 1) / P;
-        if (a < b) k.wg(slots, &my, a, b, 0, rows);
+        if (a < b)
+          k.wg(slots, &my, a, b, 0, rows);
       }
     });
     return Status::success();
@@ -585,7 +633,8 @@ namespace {
 class ThreadPeTeam final : public PeTeam {
 public:
   explicit ThreadPeTeam(unsigned n) : n_(n ? n : 1) {
-    for (unsigned i = 1; i < n_; ++i) threads_.emplace_back([this, i] { loop(i); });
+    for (unsigned i = 1; i < n_; ++i)
+      threads_.emplace_back([this, i] { loop(i); });
   }
   ~ThreadPeTeam() override {
     {
@@ -594,7 +643,8 @@ public:
       ++gen_;
     }
     cv_.notify_all();
-    for (auto &t : threads_) t.join();
+    for (auto &t : threads_)
+      t.join();
   }
   unsigned size() const override { return n_; }
   void run(const std::function<void(unsigned)> &fn) override {
@@ -621,13 +671,15 @@ private:
         std::unique_lock<std::mutex> l(mu_);
         cv_.wait(l, [&] { return gen_ != seen; });
         seen = gen_;
-        if (stop_) return;
+        if (stop_)
+          return;
         fn = fn_;
       }
       (*fn)(idx);
       {
         std::lock_guard<std::mutex> l(mu_);
-        if (--pending_ == 0) doneCv_.notify_all();
+        if (--pending_ == 0)
+          doneCv_.notify_all();
       }
     }
   }
@@ -642,6 +694,8 @@ private:
 };
 } // namespace
 
-std::unique_ptr<PeTeam> makeThreadPeTeam(unsigned n) { return std::make_unique<ThreadPeTeam>(n); }
+std::unique_ptr<PeTeam> makeThreadPeTeam(unsigned n) {
+  return std::make_unique<ThreadPeTeam>(n);
+}
 
 } // namespace manycl::compiler

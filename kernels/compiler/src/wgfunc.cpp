@@ -9,8 +9,8 @@
 #include "frontend.h"
 
 #include <llvm/ADT/SmallPtrSet.h>
-#include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/Analysis/ValueTracking.h>
+#include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/DataLayout.h>
 #include <llvm/IR/IRBuilder.h>
@@ -58,14 +58,17 @@ void initLLVM() {
   });
 }
 
-std::string hostCpu() { return sys::getHostCPUName().str(); }
+std::string hostCpu() {
+  return sys::getHostCPUName().str();
+}
 
 std::string hostFeatures() {
   StringMap<bool> f;
   std::string s;
   if (sys::getHostCPUFeatures(f)) {
     for (auto &kv : f) {
-      if (!s.empty()) s += ',';
+      if (!s.empty())
+        s += ',';
       s += (kv.second ? "+" : "-") + kv.first().str();
     }
   }
@@ -74,26 +77,37 @@ std::string hostFeatures() {
 
 // ---------------------------------------------------------------- metadata
 static std::string mdString(MDNode *n, unsigned i) {
-  if (!n || i >= n->getNumOperands()) return {};
-  if (auto *s = dyn_cast_or_null<MDString>(n->getOperand(i).get())) return s->getString().str();
+  if (!n || i >= n->getNumOperands())
+    return {};
+  if (auto *s = dyn_cast_or_null<MDString>(n->getOperand(i).get()))
+    return s->getString().str();
   return {};
 }
 static int64_t mdInt(MDNode *n, unsigned i) {
-  if (!n || i >= n->getNumOperands()) return 0;
-  if (auto *c = mdconst::dyn_extract_or_null<ConstantInt>(n->getOperand(i))) return c->getSExtValue();
+  if (!n || i >= n->getNumOperands())
+    return 0;
+  if (auto *c = mdconst::dyn_extract_or_null<ConstantInt>(n->getOperand(i)))
+    return c->getSExtValue();
   return 0;
 }
 
 static std::string typeName(Type *t, bool isSigned) {
   if (auto *vt = dyn_cast<FixedVectorType>(t))
     return typeName(vt->getElementType(), isSigned) + std::to_string(vt->getNumElements());
-  if (t->isFloatTy()) return "float";
-  if (t->isDoubleTy()) return "double";
-  if (t->isHalfTy()) return "half";
-  if (t->isIntegerTy(8)) return isSigned ? "char" : "uchar";
-  if (t->isIntegerTy(16)) return isSigned ? "short" : "ushort";
-  if (t->isIntegerTy(32)) return isSigned ? "int" : "uint";
-  if (t->isIntegerTy(64)) return isSigned ? "long" : "ulong";
+  if (t->isFloatTy())
+    return "float";
+  if (t->isDoubleTy())
+    return "double";
+  if (t->isHalfTy())
+    return "half";
+  if (t->isIntegerTy(8))
+    return isSigned ? "char" : "uchar";
+  if (t->isIntegerTy(16))
+    return isSigned ? "short" : "ushort";
+  if (t->isIntegerTy(32))
+    return isSigned ? "int" : "uint";
+  if (t->isIntegerTy(64))
+    return isSigned ? "long" : "ulong";
   return "unknown";
 }
 
@@ -105,7 +119,8 @@ std::vector<KernelInfo> extractKernels(Module &M) {
   std::vector<KernelInfo> out;
   const DataLayout &DL = M.getDataLayout();
   for (Function &F : M) {
-    if (!isKernel(F)) continue;
+    if (!isKernel(F))
+      continue;
     KernelInfo k;
     k.name = F.getName().str();
     MDNode *as = F.getMetadata("kernel_arg_addr_space");
@@ -119,16 +134,20 @@ std::vector<KernelInfo> extractKernels(Module &M) {
       int64_t space = mdInt(as, i);
       a.address = space >= 0 && space <= 3 ? static_cast<AddressQual>(space) : AddressQual::Private;
       std::string accs = mdString(acc, i);
-      a.access = accs == "read_only" ? AccessQual::ReadOnly
+      a.access = accs == "read_only"    ? AccessQual::ReadOnly
                  : accs == "write_only" ? AccessQual::WriteOnly
                  : accs == "read_write" ? AccessQual::ReadWrite
                                         : AccessQual::None;
       a.type_name = mdString(ty, i);
       std::string q = mdString(tq, i);
-      if (q.find("const") != std::string::npos) a.type_qual |= TypeQualConst;
-      if (q.find("restrict") != std::string::npos) a.type_qual |= TypeQualRestrict;
-      if (q.find("volatile") != std::string::npos) a.type_qual |= TypeQualVolatile;
-      if (q.find("pipe") != std::string::npos) a.type_qual |= TypeQualPipe;
+      if (q.find("const") != std::string::npos)
+        a.type_qual |= TypeQualConst;
+      if (q.find("restrict") != std::string::npos)
+        a.type_qual |= TypeQualRestrict;
+      if (q.find("volatile") != std::string::npos)
+        a.type_qual |= TypeQualVolatile;
+      if (q.find("pipe") != std::string::npos)
+        a.type_qual |= TypeQualPipe;
       a.name = mdString(nm, i);
       Type *t = arg->getType();
       if (a.address != AddressQual::Private || (t->isPointerTy() && !arg->hasByValAttr())) {
@@ -147,14 +166,17 @@ std::vector<KernelInfo> extractKernels(Module &M) {
     }
     std::string attrs;
     if (MDNode *r = F.getMetadata("reqd_work_group_size")) {
-      for (int d = 0; d < 3; ++d) k.reqd_work_group_size[d] = static_cast<uint32_t>(mdInt(r, d));
+      for (int d = 0; d < 3; ++d)
+        k.reqd_work_group_size[d] = static_cast<uint32_t>(mdInt(r, d));
       attrs += "reqd_work_group_size(" + std::to_string(k.reqd_work_group_size[0]) + "," +
                std::to_string(k.reqd_work_group_size[1]) + "," +
                std::to_string(k.reqd_work_group_size[2]) + ")";
     }
     if (MDNode *h = F.getMetadata("work_group_size_hint")) {
-      for (int d = 0; d < 3; ++d) k.work_group_size_hint[d] = static_cast<uint32_t>(mdInt(h, d));
-      if (!attrs.empty()) attrs += ' ';
+      for (int d = 0; d < 3; ++d)
+        k.work_group_size_hint[d] = static_cast<uint32_t>(mdInt(h, d));
+      if (!attrs.empty())
+        attrs += ' ';
       attrs += "work_group_size_hint(" + std::to_string(k.work_group_size_hint[0]) + "," +
                std::to_string(k.work_group_size_hint[1]) + "," +
                std::to_string(k.work_group_size_hint[2]) + ")";
@@ -163,7 +185,8 @@ std::vector<KernelInfo> extractKernels(Module &M) {
       if (v->getNumOperands() >= 1) {
         if (auto *c = mdconst::dyn_extract_or_null<Constant>(v->getOperand(0))) {
           k.vec_type_hint = typeName(c->getType(), mdInt(v, 1) != 0);
-          if (!attrs.empty()) attrs += ' ';
+          if (!attrs.empty())
+            attrs += ' ';
           attrs += "vec_type_hint(" + k.vec_type_hint + ")";
         }
       }
@@ -180,7 +203,8 @@ static std::unique_ptr<TargetMachine> makeHostTM(CodeGenOpt::Level lvl) {
   std::string triple = sys::getProcessTriple();
   std::string err;
   const Target *T = TargetRegistry::lookupTarget(triple, err);
-  if (!T) return nullptr;
+  if (!T)
+    return nullptr;
   TargetOptions opts;
   return std::unique_ptr<TargetMachine>(T->createTargetMachine(
       triple, hostCpu(), hostFeatures(), opts, Reloc::PIC_, std::nullopt, lvl));
@@ -191,14 +215,17 @@ static std::unique_ptr<TargetMachine> makeHostTM(CodeGenOpt::Level lvl) {
 static void expandConstantUsers(Constant *G) {
   SmallVector<ConstantExpr *, 8> ces;
   for (User *U : G->users())
-    if (auto *ce = dyn_cast<ConstantExpr>(U)) ces.push_back(ce);
+    if (auto *ce = dyn_cast<ConstantExpr>(U))
+      ces.push_back(ce);
   for (ConstantExpr *ce : ces) {
     expandConstantUsers(ce);
     SmallVector<Use *, 8> uses;
-    for (Use &u : ce->uses()) uses.push_back(&u);
+    for (Use &u : ce->uses())
+      uses.push_back(&u);
     for (Use *u : uses) {
       auto *I = dyn_cast<Instruction>(u->getUser());
-      if (!I) continue;
+      if (!I)
+        continue;
       Instruction *ni = ce->getAsInstruction();
       if (auto *phi = dyn_cast<PHINode>(I))
         ni->insertBefore(phi->getIncomingBlock(*u)->getTerminator());
@@ -206,7 +233,8 @@ static void expandConstantUsers(Constant *G) {
         ni->insertBefore(I);
       u->set(ni);
     }
-    if (ce->use_empty()) ce->destroyConstant();
+    if (ce->use_empty())
+      ce->destroyConstant();
   }
 }
 
@@ -236,10 +264,14 @@ static Value *localId(IRBuilder<> &B, const WiArgs &w, Value *dim) {
   Value *d = B.CreateZExtOrTrunc(dim, B.getInt64Ty());
   if (auto *c = dyn_cast<ConstantInt>(d)) {
     switch (c->getZExtValue()) {
-    case 0: return w.x;
-    case 1: return w.y;
-    case 2: return w.z;
-    default: return B.getInt64(0);
+    case 0:
+      return w.x;
+    case 1:
+      return w.y;
+    case 2:
+      return w.z;
+    default:
+      return B.getInt64(0);
     }
   }
   Value *r = B.CreateSelect(B.CreateICmpEQ(d, B.getInt64(2)), w.z, B.getInt64(0));
@@ -261,21 +293,31 @@ static bool lowerWorkItemCalls(Function &F, const WiArgs &w, FunctionCallee barr
   std::vector<CallInst *> calls;
   for (Instruction &I : instructions(F))
     if (auto *ci = dyn_cast<CallInst>(&I))
-      if (Function *cf = ci->getCalledFunction(); cf && cf->isDeclaration()) calls.push_back(ci);
+      if (Function *cf = ci->getCalledFunction(); cf && cf->isDeclaration())
+        calls.push_back(ci);
   for (CallInst *ci : calls) {
     StringRef n = ci->getCalledFunction()->getName();
     IRBuilder<> B(ci);
     Value *r = nullptr;
     auto arg0 = [&]() { return ci->getArgOperand(0); };
-    if (n == "_Z12get_local_idj") r = localId(B, w, arg0());
-    else if (n == "_Z13get_global_idj") r = globalId(B, w, arg0());
-    else if (n == "_Z14get_local_sizej") r = loadDim(B, w.ctx, SlotLocalSize, arg0());
-    else if (n == "_Z23get_enqueued_local_sizej") r = loadDim(B, w.ctx, SlotEnqLocalSize, arg0());
-    else if (n == "_Z15get_global_sizej") r = loadDim(B, w.ctx, SlotGlobalSize, arg0());
-    else if (n == "_Z14get_num_groupsj") r = loadDim(B, w.ctx, SlotNumGroups, arg0());
-    else if (n == "_Z12get_group_idj") r = loadDim(B, w.ctx, SlotGroupId, arg0());
-    else if (n == "_Z17get_global_offsetj") r = loadDim(B, w.ctx, SlotGlobalOffset, arg0());
-    else if (n == "_Z12get_work_dimv") r = B.CreateTrunc(loadSlot(B, w.ctx, B.getInt64(SlotWorkDim)), B.getInt32Ty());
+    if (n == "_Z12get_local_idj")
+      r = localId(B, w, arg0());
+    else if (n == "_Z13get_global_idj")
+      r = globalId(B, w, arg0());
+    else if (n == "_Z14get_local_sizej")
+      r = loadDim(B, w.ctx, SlotLocalSize, arg0());
+    else if (n == "_Z23get_enqueued_local_sizej")
+      r = loadDim(B, w.ctx, SlotEnqLocalSize, arg0());
+    else if (n == "_Z15get_global_sizej")
+      r = loadDim(B, w.ctx, SlotGlobalSize, arg0());
+    else if (n == "_Z14get_num_groupsj")
+      r = loadDim(B, w.ctx, SlotNumGroups, arg0());
+    else if (n == "_Z12get_group_idj")
+      r = loadDim(B, w.ctx, SlotGroupId, arg0());
+    else if (n == "_Z17get_global_offsetj")
+      r = loadDim(B, w.ctx, SlotGlobalOffset, arg0());
+    else if (n == "_Z12get_work_dimv")
+      r = B.CreateTrunc(loadSlot(B, w.ctx, B.getInt64(SlotWorkDim)), B.getInt32Ty());
     else if (n == "_Z19get_local_linear_idv") {
       Value *l0 = loadSlot(B, w.ctx, B.getInt64(SlotLocalSize));
       Value *l1 = loadSlot(B, w.ctx, B.getInt64(SlotLocalSize + 1));
@@ -283,7 +325,8 @@ static bool lowerWorkItemCalls(Function &F, const WiArgs &w, FunctionCallee barr
     } else if (n == "_Z20get_global_linear_idv") {
       Value *g[3];
       for (unsigned d = 0; d < 3; ++d)
-        g[d] = B.CreateSub(globalId(B, w, B.getInt32(d)), loadSlot(B, w.ctx, B.getInt64(SlotGlobalOffset + d)));
+        g[d] = B.CreateSub(globalId(B, w, B.getInt32(d)),
+                           loadSlot(B, w.ctx, B.getInt64(SlotGlobalOffset + d)));
       Value *s0 = loadSlot(B, w.ctx, B.getInt64(SlotGlobalSize));
       Value *s1 = loadSlot(B, w.ctx, B.getInt64(SlotGlobalSize + 1));
       r = B.CreateAdd(B.CreateMul(B.CreateAdd(B.CreateMul(g[2], s1), g[1]), s0), g[0]);
@@ -301,7 +344,8 @@ static bool lowerWorkItemCalls(Function &F, const WiArgs &w, FunctionCallee barr
     } else {
       continue;
     }
-    if (r->getType() != ci->getType()) r = B.CreateZExtOrTrunc(r, ci->getType());
+    if (r->getType() != ci->getType())
+      r = B.CreateZExtOrTrunc(r, ci->getType());
     ci->replaceAllUsesWith(r);
     ci->eraseFromParent();
   }
@@ -314,10 +358,14 @@ static Status inlineAll(Function &F) {
     for (Instruction &I : instructions(F)) {
       if (auto *cb = dyn_cast<CallBase>(&I)) {
         Function *cf = cb->getCalledFunction();
-        if (cf && !cf->isDeclaration() && !cf->isIntrinsic()) { target = cb; break; }
+        if (cf && !cf->isDeclaration() && !cf->isIntrinsic()) {
+          target = cb;
+          break;
+        }
       }
     }
-    if (!target) return Status::success();
+    if (!target)
+      return Status::success();
     if (target->getCalledFunction() == &F)
       return Status::error(ErrorCode::BuildFailure, "recursion is not supported in OpenCL C");
     InlineFunctionInfo ifi;
@@ -334,7 +382,8 @@ static uint64_t allocaBytes(Function &F) {
   uint64_t total = 0;
   for (Instruction &I : instructions(F))
     if (auto *a = dyn_cast<AllocaInst>(&I))
-      if (auto sz = a->getAllocationSizeInBits(DL)) total += (*sz + 7) / 8;
+      if (auto sz = a->getAllocationSizeInBits(DL))
+        total += (*sz + 7) / 8;
   return total;
 }
 
@@ -355,8 +404,6 @@ static std::vector<Value *> unpackArgs(IRBuilder<> &B, Value *argv, Function *wi
   return vals;
 }
 
-
-
 /// Marks a work-item loop parallel: every simple load/store of the loop body
 /// (blocks reachable from `head` before `exit`) whose memory is not a
 /// private alloca joins one access group listed on the latch branch.
@@ -369,19 +416,24 @@ static void markParallel(LLVMContext &C, BasicBlock *head, BasicBlock *exit, Bra
     BasicBlock *b = work.back();
     work.pop_back();
     for (BasicBlock *sb : successors(b))
-      if (sb != exit && body.insert(sb).second) work.push_back(sb);
+      if (sb != exit && body.insert(sb).second)
+        work.push_back(sb);
   }
   bool any = false;
   for (BasicBlock *b : body)
     for (Instruction &I : *b) {
       Value *ptrOp = nullptr;
-      if (auto *ld = dyn_cast<LoadInst>(&I); ld && ld->isSimple()) ptrOp = ld->getPointerOperand();
-      else if (auto *st = dyn_cast<StoreInst>(&I); st && st->isSimple()) ptrOp = st->getPointerOperand();
-      if (!ptrOp || isa<AllocaInst>(getUnderlyingObject(ptrOp, 12))) continue;
+      if (auto *ld = dyn_cast<LoadInst>(&I); ld && ld->isSimple())
+        ptrOp = ld->getPointerOperand();
+      else if (auto *st = dyn_cast<StoreInst>(&I); st && st->isSimple())
+        ptrOp = st->getPointerOperand();
+      if (!ptrOp || isa<AllocaInst>(getUnderlyingObject(ptrOp, 12)))
+        continue;
       I.setMetadata(LLVMContext::MD_access_group, ag);
       any = true;
     }
-  if (!any) return;
+  if (!any)
+    return;
   MDNode *par = MDNode::get(C, {MDString::get(C, "llvm.loop.parallel_accesses"), ag});
   MDNode *loopId = MDNode::getDistinct(C, {nullptr, par});
   loopId->replaceOperandWith(0, loopId);
@@ -397,7 +449,8 @@ static void markParallel(LLVMContext &C, BasicBlock *head, BasicBlock *exit, Bra
 // (struct of arrays in a frame the executor provides through SlotFrame).
 static bool isBarrierCall(const Instruction &I) {
   if (auto *ci = dyn_cast<CallInst>(&I))
-    if (Function *f = ci->getCalledFunction()) return f->getName() == "__manycl_barrier";
+    if (Function *f = ci->getCalledFunction())
+      return f->getName() == "__manycl_barrier";
   return false;
 }
 
@@ -414,29 +467,34 @@ static Value *groupItems(IRBuilder<> &B, const WiArgs &w) {
   return B.CreateMul(B.CreateMul(l0, l1), l2);
 }
 
-
 /// A value that can be recomputed anywhere from the work-item function's
 /// arguments (kernel args, ctx, x, y, z), constants and invariant context
 /// loads: recomputed in each region instead of being stored per work-item.
 static bool recomputable(Value *v, int &budget) {
-  if (isa<Constant>(v) || isa<Argument>(v)) return true;
+  if (isa<Constant>(v) || isa<Argument>(v))
+    return true;
   auto *I = dyn_cast<Instruction>(v);
-  if (!I || --budget < 0) return false;
+  if (!I || --budget < 0)
+    return false;
   if (auto *L = dyn_cast<LoadInst>(I)) {
-    if (!L->getMetadata(LLVMContext::MD_invariant_load)) return false;
+    if (!L->getMetadata(LLVMContext::MD_invariant_load))
+      return false;
   } else if (!(isa<BinaryOperator>(I) || isa<CastInst>(I) || isa<GetElementPtrInst>(I) ||
                isa<CmpInst>(I) || isa<SelectInst>(I))) {
     return false;
   }
   for (Value *op : I->operands())
-    if (!recomputable(op, budget)) return false;
+    if (!recomputable(op, budget))
+      return false;
   return true;
 }
 
 static Value *rematerialize(Value *v, Instruction *before, DenseMap<Value *, Value *> &memo) {
   auto *I = dyn_cast<Instruction>(v);
-  if (!I) return v;
-  if (auto it = memo.find(v); it != memo.end()) return it->second;
+  if (!I)
+    return v;
+  if (auto it = memo.find(v); it != memo.end())
+    return it->second;
   Instruction *c = I->clone();
   for (unsigned i = 0; i < c->getNumOperands(); ++i)
     c->setOperand(i, rematerialize(c->getOperand(i), before, memo));
@@ -458,8 +516,12 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
   // 1. Each barrier alone in its block, followed by a fresh block.
   std::vector<CallInst *> barriers;
   for (Instruction &I : instructions(*wi))
-    if (isBarrierCall(I)) barriers.push_back(cast<CallInst>(&I));
-  if (barriers.empty()) { why = "no barriers"; return false; }
+    if (isBarrierCall(I))
+      barriers.push_back(cast<CallInst>(&I));
+  if (barriers.empty()) {
+    why = "no barriers";
+    return false;
+  }
   std::vector<BasicBlock *> barrierBlocks;
   for (CallInst *b : barriers) {
     BasicBlock *bb = b->getParent();
@@ -486,7 +548,8 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
       work.pop_back();
       regions[r].push_back(b);
       for (BasicBlock *s : successors(b))
-        if (!isBarrier.count(s) && seen.insert(s).second) work.push_back(s);
+        if (!isBarrier.count(s) && seen.insert(s).second)
+          work.push_back(s);
     }
   }
 
@@ -497,75 +560,105 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
     std::vector<Instruction *> demote;
     for (BasicBlock &BB : *wi) {
       for (Instruction &I : BB) {
-        if (I.getType()->isVoidTy() || isa<AllocaInst>(I)) continue;
+        if (I.getType()->isVoidTy() || isa<AllocaInst>(I))
+          continue;
         bool live = false;
         for (Use &U : I.uses()) {
           auto *user = cast<Instruction>(U.getUser());
           BasicBlock *start = user->getParent();
-          if (auto *phi = dyn_cast<PHINode>(user)) start = phi->getIncomingBlock(U);
-          else if (start == &BB) continue;
-          if (start == &BB) continue; // phi use at the end of the defining block
+          if (auto *phi = dyn_cast<PHINode>(user))
+            start = phi->getIncomingBlock(U);
+          else if (start == &BB)
+            continue;
+          if (start == &BB)
+            continue; // phi use at the end of the defining block
           SmallPtrSet<BasicBlock *, 32> seen;
           std::vector<BasicBlock *> work{start};
           seen.insert(start);
           while (!work.empty() && !live) {
             BasicBlock *b = work.back();
             work.pop_back();
-            if (isBarrier.count(b)) { live = true; break; }
+            if (isBarrier.count(b)) {
+              live = true;
+              break;
+            }
             for (BasicBlock *p : predecessors(b))
-              if (p != &BB && seen.insert(p).second) work.push_back(p);
+              if (p != &BB && seen.insert(p).second)
+                work.push_back(p);
           }
-          if (live) break;
+          if (live)
+            break;
         }
-        if (live) demote.push_back(&I);
+        if (live)
+          demote.push_back(&I);
       }
     }
-    if (demote.empty()) break;
-    if (iter > 20) { why = "cannot demote values live across barriers"; return false; }
+    if (demote.empty())
+      break;
+    if (iter > 20) {
+      why = "cannot demote values live across barriers";
+      return false;
+    }
     for (Instruction *I : demote) {
       int budget = 24;
       if (!isa<PHINode>(I) && recomputable(I, budget)) {
         std::vector<Use *> uses;
-        for (Use &U : I->uses()) uses.push_back(&U);
+        for (Use &U : I->uses())
+          uses.push_back(&U);
         for (Use *U : uses) {
           auto *user = cast<Instruction>(U->getUser());
           Instruction *at = user;
-          if (auto *phi = dyn_cast<PHINode>(user)) at = phi->getIncomingBlock(*U)->getTerminator();
-          else if (user->getParent() == I->getParent()) continue;
+          if (auto *phi = dyn_cast<PHINode>(user))
+            at = phi->getIncomingBlock(*U)->getTerminator();
+          else if (user->getParent() == I->getParent())
+            continue;
           DenseMap<Value *, Value *> memo;
           U->set(rematerialize(I, at, memo));
         }
         continue;
       }
-      if (auto *phi = dyn_cast<PHINode>(I)) DemotePHIToStack(phi, allocaPt);
-      else DemoteRegToStack(*I, false, allocaPt);
+      if (auto *phi = dyn_cast<PHINode>(I))
+        DemotePHIToStack(phi, allocaPt);
+      else
+        DemoteRegToStack(*I, false, allocaPt);
     }
   }
 
   // 3. All allocas -> context arrays: frame + L*offset + lin*size.
   std::vector<AllocaInst *> allocas;
   for (Instruction &I : instructions(*wi))
-    if (auto *a = dyn_cast<AllocaInst>(&I)) allocas.push_back(a);
+    if (auto *a = dyn_cast<AllocaInst>(&I))
+      allocas.push_back(a);
   uint64_t off = 0;
   Type *i64 = Type::getInt64Ty(C);
   for (AllocaInst *a : allocas) {
     auto bits = a->getAllocationSizeInBits(DL);
-    if (!bits) { why = "dynamic alloca"; return false; }
+    if (!bits) {
+      why = "dynamic alloca";
+      return false;
+    }
     uint64_t size = std::max<uint64_t>(1, (*bits + 7) / 8);
     // Natural sizes stay dense (unit stride across work-items: vectorizable).
-    uint64_t slot = (size == 1 || size == 2 || size == 4 || size == 8 || size == 16) ? size : (size + 7) / 8 * 8;
+    uint64_t slot = (size == 1 || size == 2 || size == 4 || size == 8 || size == 16)
+                        ? size
+                        : (size + 7) / 8 * 8;
     uint64_t al = std::min<uint64_t>(slot, 16);
     off = (off + al - 1) / al * al;
     uint64_t myOff = off;
     off += slot;
     std::vector<Use *> uses;
-    for (Use &u : a->uses()) uses.push_back(&u);
+    for (Use &u : a->uses())
+      uses.push_back(&u);
     for (Use *u : uses) {
       auto *user = cast<Instruction>(u->getUser());
       if (auto *ii = dyn_cast<IntrinsicInst>(user))
-        if (ii->isLifetimeStartOrEnd()) { ii->eraseFromParent(); continue; }
+        if (ii->isLifetimeStartOrEnd()) {
+          ii->eraseFromParent();
+          continue;
+        }
       Instruction *ip = user;
-      if (auto *phi = dyn_cast<PHINode>(user)) ip = phi->getIncomingBlock(*u)->getTerminator();
+      if (auto *phi = dyn_cast<PHINode>(user))
+        ip = phi->getIncomingBlock(*u)->getTerminator();
       IRBuilder<> B(ip);
       Value *frame = B.CreateIntToPtr(loadSlot(B, w.ctx, B.getInt64(SlotFrame)), B.getPtrTy());
       Value *L = groupItems(B, w);
@@ -574,7 +667,8 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
                                    B.CreateMul(lin, ConstantInt::get(i64, slot)));
       u->set(B.CreateInBoundsGEP(B.getInt8Ty(), frame, byteOff));
     }
-    if (a->use_empty()) a->eraseFromParent();
+    if (a->use_empty())
+      a->eraseFromParent();
   }
   frameSize = (off + 15) / 16 * 16;
 
@@ -585,7 +679,8 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
   Function *rf = Function::Create(ft, GlobalValue::ExternalLinkage, regionName(k.name), &M);
   rf->addFnAttr(Attribute::NoUnwind);
   for (const char *a : {"target-cpu", "target-features"})
-    if (wi->hasFnAttribute(a)) rf->addFnAttr(wi->getFnAttribute(a));
+    if (wi->hasFnAttribute(a))
+      rf->addFnAttr(wi->getFnAttribute(a));
   Argument *argv = rf->getArg(0), *ctx = rf->getArg(1), *rid = rf->getArg(2), *x0 = rf->getArg(3),
            *x1 = rf->getArg(4), *r0 = rf->getArg(5), *r1 = rf->getArg(6);
   BasicBlock *entry = BasicBlock::Create(C, "entry", rf);
@@ -624,7 +719,8 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
     Value *xv = P.CreateZExt(xv32, i64);
 
     ValueToValueMapTy vmap;
-    for (unsigned i = 0; i < nargs; ++i) vmap[wi->getArg(i)] = vals[i];
+    for (unsigned i = 0; i < nargs; ++i)
+      vmap[wi->getArg(i)] = vals[i];
     vmap[w.ctx] = ctx;
     vmap[w.x] = xv;
     vmap[w.y] = y;
@@ -641,7 +737,8 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
     std::vector<std::pair<BasicBlock *, int>> exitsTo; // (block, next region)
     auto stubFor = [&](BasicBlock *bar) {
       auto it = stubs.find(bar);
-      if (it != stubs.end()) return it->second;
+      if (it != stubs.end())
+        return it->second;
       BasicBlock *s = BasicBlock::Create(C, "to.region", rf, xlatch);
       IRBuilder<> SB(s);
       SB.CreateBr(xlatch);
@@ -667,15 +764,18 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
       }
       for (unsigned si = 0; si < term->getNumSuccessors(); ++si) {
         BasicBlock *succ = term->getSuccessor(si);
-        if (isBarrier.count(succ)) term->setSuccessor(si, stubFor(succ));
+        if (isBarrier.count(succ))
+          term->setSuccessor(si, stubFor(succ));
       }
     }
     for (BasicBlock *cb : clones)
-      for (Instruction &I : *cb) RemapInstruction(&I, vmap, RF_NoModuleLevelChanges | RF_IgnoreMissingLocals);
+      for (Instruction &I : *cb)
+        RemapInstruction(&I, vmap, RF_NoModuleLevelChanges | RF_IgnoreMissingLocals);
     P.CreateBr(cast<BasicBlock>(vmap[entries[r]]));
     P.SetInsertPoint(xlatch);
     PHINode *nextPhi = P.CreatePHI(i32, static_cast<unsigned>(exitsTo.size()), "next.wi");
-    for (auto &e : exitsTo) nextPhi->addIncoming(ConstantInt::get(i32, e.second), e.first);
+    for (auto &e : exitsTo)
+      nextPhi->addIncoming(ConstantInt::get(i32, e.second), e.first);
     Value *xn = P.CreateAdd(xv32, P.getInt32(1), "x.next", true, true);
     xv32->addIncoming(xn, xlatch);
     BranchInst *latch = P.CreateCondBr(P.CreateICmpULT(xn, x1_32), xhead, xexit);
@@ -690,7 +790,11 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
     Value *rn = P.CreateAdd(rv, P.getInt64(1), "r.next", true, true);
     rv->addIncoming(rn, xexit);
     P.CreateBr(rhead);
-    if (exitsTo.empty()) { why = "region without exit"; rf->eraseFromParent(); return false; }
+    if (exitsTo.empty()) {
+      why = "region without exit";
+      rf->eraseFromParent();
+      return false;
+    }
     markParallel(C, xhead, xexit, latch);
   }
   B.SetInsertPoint(done);
@@ -700,8 +804,10 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
   for (Instruction &I : instructions(*rf)) {
     bool bad = isBarrierCall(I);
     for (Value *op : I.operands()) {
-      if (auto *oi = dyn_cast<Instruction>(op); oi && oi->getFunction() != rf) bad = true;
-      if (auto *oa = dyn_cast<Argument>(op); oa && oa->getParent() != rf) bad = true;
+      if (auto *oi = dyn_cast<Instruction>(op); oi && oi->getFunction() != rf)
+        bad = true;
+      if (auto *oa = dyn_cast<Argument>(op); oa && oa->getParent() != rf)
+        bad = true;
     }
     if (bad) {
       why = "unsupported barrier placement";
@@ -732,16 +838,19 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
   const bool timing = std::getenv("MANYCL_TIMING") != nullptr;
   auto t0 = std::chrono::steady_clock::now();
   auto phase = [&](const char *what) {
-    if (!timing) return;
+    if (!timing)
+      return;
     auto t1 = std::chrono::steady_clock::now();
-    fprintf(stderr, "manycl: %s %.1f ms\n", what, std::chrono::duration<double, std::milli>(t1 - t0).count());
+    fprintf(stderr, "manycl: %s %.1f ms\n", what,
+            std::chrono::duration<double, std::milli>(t1 - t0).count());
     t0 = t1;
   };
 
   // 1. Builtin library: only what is used.
   {
     size_t n = static_cast<size_t>(manycl_builtins_bc_end - manycl_builtins_bc);
-    auto buf = MemoryBuffer::getMemBuffer(StringRef(manycl_builtins_bc, n), "manycl-builtins", false);
+    auto buf =
+        MemoryBuffer::getMemBuffer(StringRef(manycl_builtins_bc, n), "manycl-builtins", false);
     auto lib = getOwningLazyBitcodeModule(std::move(buf), C);
     if (!lib) {
       std::string e = toString(lib.takeError());
@@ -762,7 +871,8 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
     F.removeFnAttr("tune-cpu");
     if (!F.isDeclaration()) {
       F.addFnAttr("target-cpu", cpu);
-      if (!features.empty()) F.addFnAttr("target-features", features);
+      if (!features.empty())
+        F.addFnAttr("target-features", features);
     }
   }
 
@@ -780,18 +890,29 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
   if (Function *pf = M.getFunction("printf")) {
     std::vector<CallInst *> calls;
     for (User *U : pf->users())
-      if (auto *ci = dyn_cast<CallInst>(U)) calls.push_back(ci);
+      if (auto *ci = dyn_cast<CallInst>(U))
+        calls.push_back(ci);
     FunctionCallee hp = M.getOrInsertFunction(
-        "__manycl_printf", FunctionType::get(Type::getInt32Ty(C), {PointerType::get(C, 0), PointerType::get(C, 0)}, true));
+        "__manycl_printf",
+        FunctionType::get(Type::getInt32Ty(C), {PointerType::get(C, 0), PointerType::get(C, 0)},
+                          true));
     auto code = [](Type *t) -> char {
-      if (t->isIntegerTy(8)) return 'c';
-      if (t->isIntegerTy(16)) return 's';
-      if (t->isIntegerTy(32)) return 'i';
-      if (t->isIntegerTy(64)) return 'l';
-      if (t->isHalfTy()) return 'h';
-      if (t->isFloatTy()) return 'f';
-      if (t->isDoubleTy()) return 'd';
-      if (t->isPointerTy()) return 'p';
+      if (t->isIntegerTy(8))
+        return 'c';
+      if (t->isIntegerTy(16))
+        return 's';
+      if (t->isIntegerTy(32))
+        return 'i';
+      if (t->isIntegerTy(64))
+        return 'l';
+      if (t->isHalfTy())
+        return 'h';
+      if (t->isFloatTy())
+        return 'f';
+      if (t->isDoubleTy())
+        return 'd';
+      if (t->isPointerTy())
+        return 'p';
       return '?';
     };
     for (CallInst *ci : calls) {
@@ -832,7 +953,8 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
     Function *K = M.getFunction(k.name);
     origKernels.push_back(K);
     std::vector<Type *> params;
-    for (Argument &a : K->args()) params.push_back(a.getType());
+    for (Argument &a : K->args())
+      params.push_back(a.getType());
     params.push_back(ptr);
     params.push_back(i64);
     params.push_back(i64);
@@ -858,14 +980,16 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
 
   // 3. Everything else internal and inlinable.
   for (Function &F : M) {
-    if (F.isDeclaration()) continue;
+    if (F.isDeclaration())
+      continue;
     F.setLinkage(GlobalValue::InternalLinkage);
     F.removeFnAttr(Attribute::NoInline);
     F.removeFnAttr(Attribute::OptimizeNone);
     F.addFnAttr(Attribute::AlwaysInline);
   }
   for (GlobalVariable &G : M.globals())
-    if (!G.isDeclaration()) G.setLinkage(GlobalValue::InternalLinkage);
+    if (!G.isDeclaration())
+      G.setLinkage(GlobalValue::InternalLinkage);
 
   // 4. Inline everything into the work-item functions.
   for (Function *wi : wis) {
@@ -882,7 +1006,8 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
     if (!G.isDeclaration() && G.hasLocalLinkage() && G.hasInitializer() &&
         isa<UndefValue>(G.getInitializer()))
       locals.push_back(&G);
-  for (GlobalVariable *G : locals) expandConstantUsers(G);
+  for (GlobalVariable *G : locals)
+    expandConstantUsers(G);
 
   const DataLayout &DL = M.getDataLayout();
   for (size_t ki = 0; ki < kernels.size(); ++ki) {
@@ -909,8 +1034,10 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
         off += DL.getTypeAllocSize(G->getValueType());
         std::vector<Use *> uses;
         for (Use &u : G->uses())
-          if (auto *I = dyn_cast<Instruction>(u.getUser()); I && I->getFunction() == wi) uses.push_back(&u);
-        for (Use *u : uses) u->set(p);
+          if (auto *I = dyn_cast<Instruction>(u.getUser()); I && I->getFunction() == wi)
+            uses.push_back(&u);
+        for (Use *u : uses)
+          u->set(p);
       }
     }
     kernels[ki].static_local_size = (off + 63) / 64 * 64;
@@ -959,7 +1086,8 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
       Function *f = Function::Create(ft, GlobalValue::ExternalLinkage, fiberName(k.name), &M);
       f->addFnAttr(Attribute::NoUnwind);
       f->addFnAttr("target-cpu", cpu);
-      if (!features.empty()) f->addFnAttr("target-features", features);
+      if (!features.empty())
+        f->addFnAttr("target-features", features);
       BasicBlock *bb = BasicBlock::Create(C, "entry", f);
       IRBuilder<> B(bb);
       auto vals = unpackArgs(B, f->getArg(0), wi, k);
@@ -977,24 +1105,29 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
         const DataLayout &DLs = M.getDataLayout();
         std::vector<AllocaInst *> as;
         for (Instruction &I : instructions(*wi))
-          if (auto *a = dyn_cast<AllocaInst>(&I)) as.push_back(a);
+          if (auto *a = dyn_cast<AllocaInst>(&I))
+            as.push_back(a);
         uint64_t soff = 0;
         Argument *wctx = wi->getArg(static_cast<unsigned>(k.args.size()));
         Instruction *ip = &*wi->getEntryBlock().getFirstInsertionPt();
-        while (isa<AllocaInst>(ip)) ip = ip->getNextNode();
+        while (isa<AllocaInst>(ip))
+          ip = ip->getNextNode();
         IRBuilder<> SB(ip);
         Value *scratch = SB.CreateIntToPtr(loadSlot(SB, wctx, SB.getInt64(SlotFrame)), ptr);
         for (AllocaInst *a : as) {
           auto bits = a->getAllocationSizeInBits(DLs);
-          if (!bits || a->getParent() != &wi->getEntryBlock()) continue;
+          if (!bits || a->getParent() != &wi->getEntryBlock())
+            continue;
           uint64_t al = std::max<uint64_t>(16, a->getAlign().value());
           soff = (soff + al - 1) / al * al;
           Value *p = SB.CreateInBoundsGEP(SB.getInt8Ty(), scratch, SB.getInt64(soff));
           soff += (*bits + 7) / 8;
           std::vector<IntrinsicInst *> lts;
           for (User *u : a->users())
-            if (auto *ii = dyn_cast<IntrinsicInst>(u); ii && ii->isLifetimeStartOrEnd()) lts.push_back(ii);
-          for (IntrinsicInst *ii : lts) ii->eraseFromParent();
+            if (auto *ii = dyn_cast<IntrinsicInst>(u); ii && ii->isLifetimeStartOrEnd())
+              lts.push_back(ii);
+          for (IntrinsicInst *ii : lts)
+            ii->eraseFromParent();
           a->replaceAllUsesWith(p);
           a->eraseFromParent();
         }
@@ -1004,7 +1137,8 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
       Function *f = Function::Create(ft, GlobalValue::ExternalLinkage, wgName(k.name), &M);
       f->addFnAttr(Attribute::NoUnwind);
       f->addFnAttr("target-cpu", cpu);
-      if (!features.empty()) f->addFnAttr("target-features", features);
+      if (!features.empty())
+        f->addFnAttr("target-features", features);
       Argument *argv = f->getArg(0), *ctx = f->getArg(1), *x0 = f->getArg(2), *x1 = f->getArg(3),
                *r0 = f->getArg(4), *r1 = f->getArg(5);
       BasicBlock *entry = BasicBlock::Create(C, "entry", f);
@@ -1058,19 +1192,27 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
   // 7. Remove the original kernels and anything now unused.
   for (Function *K : origKernels) {
     K->setLinkage(GlobalValue::InternalLinkage);
-    if (K->use_empty()) K->eraseFromParent();
-    else K->deleteBody(); // only calls remained from other (inlined) kernels
+    if (K->use_empty())
+      K->eraseFromParent();
+    else
+      K->deleteBody(); // only calls remained from other (inlined) kernels
   }
   bool changed = true;
   while (changed) {
     changed = false;
     for (auto it = M.begin(); it != M.end();) {
       Function &F = *it++;
-      if (F.hasLocalLinkage() && F.use_empty()) { F.eraseFromParent(); changed = true; }
+      if (F.hasLocalLinkage() && F.use_empty()) {
+        F.eraseFromParent();
+        changed = true;
+      }
     }
     for (auto it = M.global_begin(); it != M.global_end();) {
       GlobalVariable &G = *it++;
-      if (G.hasLocalLinkage() && G.use_empty()) { G.eraseFromParent(); changed = true; }
+      if (G.hasLocalLinkage() && G.use_empty()) {
+        G.eraseFromParent();
+        changed = true;
+      }
     }
   }
 
@@ -1088,7 +1230,8 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
   if (const char *d = std::getenv("MANYCL_DUMP_IR_PRE"); d && *d) {
     std::error_code ec;
     raw_fd_ostream os(d, ec);
-    if (!ec) M.print(os, nullptr);
+    if (!ec)
+      M.print(os, nullptr);
   }
   // 8. Optimize for the host CPU.
   {
@@ -1106,8 +1249,8 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
     PB.registerFunctionAnalyses(FAM);
     PB.registerLoopAnalyses(LAM);
     PB.crossRegisterProxies(LAM, FAM, CGAM, MAM);
-    ModulePassManager MPM =
-        PB.buildPerModuleDefaultPipeline(po.opt_disable ? OptimizationLevel::O1 : OptimizationLevel::O3);
+    ModulePassManager MPM = PB.buildPerModuleDefaultPipeline(
+        po.opt_disable ? OptimizationLevel::O1 : OptimizationLevel::O3);
     MPM.run(M, MAM);
   }
 
@@ -1115,16 +1258,20 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
   // 9. Every remaining external must be known (host symbol or native).
   std::string unresolved;
   for (Function &F : M) {
-    if (!F.isDeclaration() || F.isIntrinsic() || F.use_empty()) continue;
+    if (!F.isDeclaration() || F.isIntrinsic() || F.use_empty())
+      continue;
     std::string n = F.getName().str();
-    if (knownRuntimeSymbols().count(n) || lookupHostSymbol(n)) continue;
-    if (resolveNative(n)) continue;
+    if (knownRuntimeSymbols().count(n) || lookupHostSymbol(n))
+      continue;
+    if (resolveNative(n))
+      continue;
     unresolved += "error: unresolved external function '" + n +
                   "' (not a builtin, and no registered native library provides this "
                   "__attribute__((mppa_native)) function)\n";
   }
   for (GlobalVariable &G : M.globals()) {
-    if (!G.isDeclaration() || G.use_empty()) continue;
+    if (!G.isDeclaration() || G.use_empty())
+      continue;
     unresolved += "error: unresolved external variable '" + G.getName().str() + "'\n";
   }
   if (!unresolved.empty()) {

@@ -37,14 +37,15 @@ struct DeviceDesc {
 
 enum class ErrorCode : uint8_t {
   Ok = 0,
-  InvalidOptions,   ///< CL_INVALID_BUILD_OPTIONS / CL_INVALID_COMPILER_OPTIONS / CL_INVALID_LINKER_OPTIONS
-  BuildFailure,     ///< CL_BUILD_PROGRAM_FAILURE / CL_COMPILE_PROGRAM_FAILURE
-  LinkFailure,      ///< CL_LINK_PROGRAM_FAILURE
-  InvalidBinary,    ///< CL_INVALID_BINARY
-  InvalidKernelName,///< CL_INVALID_KERNEL_NAME
-  InvalidArgs,      ///< CL_INVALID_KERNEL_ARGS / CL_INVALID_ARG_SIZE
-  InvalidWorkGroup, ///< CL_INVALID_WORK_GROUP_SIZE
-  OutOfResources,   ///< CL_OUT_OF_RESOURCES (e.g. __local memory does not fit)
+  InvalidOptions,    ///< CL_INVALID_BUILD_OPTIONS / CL_INVALID_COMPILER_OPTIONS /
+                     ///< CL_INVALID_LINKER_OPTIONS
+  BuildFailure,      ///< CL_BUILD_PROGRAM_FAILURE / CL_COMPILE_PROGRAM_FAILURE
+  LinkFailure,       ///< CL_LINK_PROGRAM_FAILURE
+  InvalidBinary,     ///< CL_INVALID_BINARY
+  InvalidKernelName, ///< CL_INVALID_KERNEL_NAME
+  InvalidArgs,       ///< CL_INVALID_KERNEL_ARGS / CL_INVALID_ARG_SIZE
+  InvalidWorkGroup,  ///< CL_INVALID_WORK_GROUP_SIZE
+  OutOfResources,    ///< CL_OUT_OF_RESOURCES (e.g. __local memory does not fit)
   Internal,
 };
 
@@ -78,14 +79,20 @@ private:
 /// Address qualifier values are the OpenCL SPIR numbering.
 enum class AddressQual : uint8_t { Private = 0, Global = 1, Constant = 2, Local = 3 };
 enum class AccessQual : uint8_t { None = 0, ReadOnly, WriteOnly, ReadWrite };
-enum TypeQual : uint32_t { TypeQualNone = 0, TypeQualConst = 1, TypeQualRestrict = 2, TypeQualVolatile = 4, TypeQualPipe = 8 };
+enum TypeQual : uint32_t {
+  TypeQualNone = 0,
+  TypeQualConst = 1,
+  TypeQualRestrict = 2,
+  TypeQualVolatile = 4,
+  TypeQualPipe = 8
+};
 
 struct KernelArgInfo {
   AddressQual address = AddressQual::Private;
   AccessQual access = AccessQual::None;
   std::string type_name; ///< e.g. "float*", "int4", "struct S"
   uint32_t type_qual = TypeQualNone;
-  std::string name;      ///< only with -cl-kernel-arg-info (else empty)
+  std::string name;        ///< only with -cl-kernel-arg-info (else empty)
   bool is_pointer = false; ///< global/constant/local pointer (set with a buffer / local size)
   uint32_t size = 0;       ///< by-value args: sizeof(type); pointers: 8
   uint32_t align = 0;      ///< by-value args: alignment of type
@@ -97,7 +104,7 @@ struct KernelInfo {
   uint32_t reqd_work_group_size[3] = {0, 0, 0}; ///< all 0 when absent
   uint32_t work_group_size_hint[3] = {0, 0, 0};
   std::string vec_type_hint;
-  std::string attributes;        ///< CL_KERNEL_ATTRIBUTES text
+  std::string attributes;         ///< CL_KERNEL_ATTRIBUTES text
   uint64_t static_local_size = 0; ///< kernel-scope __local variables (bytes)
   uint64_t private_size = 0;      ///< estimate of per-work-item private memory
   bool uses_barriers = false;
@@ -112,8 +119,8 @@ enum class BinaryKind : uint8_t { None = 0, Executable = 1, Object = 2, Library 
 /// Result of build / compile / link.
 struct BuildResult {
   Status status;
-  std::string log;              ///< Clang's diagnostics and our own messages
-  std::vector<uint8_t> binary;  ///< self-contained program binary (CL_PROGRAM_BINARIES)
+  std::string log;             ///< Clang's diagnostics and our own messages
+  std::vector<uint8_t> binary; ///< self-contained program binary (CL_PROGRAM_BINARIES)
   BinaryKind kind = BinaryKind::None;
   std::vector<KernelInfo> kernels; ///< only for executables
   bool from_cache = false;
@@ -127,16 +134,14 @@ struct HeaderSource {
 };
 
 /// clBuildProgram: source -> executable binary (uses the on-disk cache).
-BuildResult build(std::string_view source, std::string_view options,
-                  const DeviceDesc &dev);
+BuildResult build(std::string_view source, std::string_view options, const DeviceDesc &dev);
 /// clCompileProgram: source -> compiled object binary.
-BuildResult compile(std::string_view source, std::string_view options,
-                    const DeviceDesc &dev,
+BuildResult compile(std::string_view source, std::string_view options, const DeviceDesc &dev,
                     std::span<const HeaderSource> headers = {});
 /// clLinkProgram: objects / libraries -> executable (or library with
 /// -create-library).
-BuildResult link(std::span<const std::span<const uint8_t>> inputs,
-                 std::string_view options, const DeviceDesc &dev);
+BuildResult link(std::span<const std::span<const uint8_t>> inputs, std::string_view options,
+                 const DeviceDesc &dev);
 
 /// What a binary holds, without JIT compiling it (never trusts the bytes).
 struct BinaryInfo {
@@ -185,17 +190,28 @@ public:
 struct ArgValue {
   enum class Kind : uint8_t { Unset, Pointer, Bytes, Local };
   Kind kind = Kind::Unset;
-  void *ptr = nullptr;          ///< Pointer: host address of the buffer (may be null)
-  std::vector<uint8_t> bytes;   ///< Bytes: by-value argument contents
-  size_t local_size = 0;        ///< Local: bytes of __local memory
-  static ArgValue pointer(void *p) { ArgValue a; a.kind = Kind::Pointer; a.ptr = p; return a; }
+  void *ptr = nullptr;        ///< Pointer: host address of the buffer (may be null)
+  std::vector<uint8_t> bytes; ///< Bytes: by-value argument contents
+  size_t local_size = 0;      ///< Local: bytes of __local memory
+  static ArgValue pointer(void *p) {
+    ArgValue a;
+    a.kind = Kind::Pointer;
+    a.ptr = p;
+    return a;
+  }
   static ArgValue value(const void *p, size_t n) {
-    ArgValue a; a.kind = Kind::Bytes;
+    ArgValue a;
+    a.kind = Kind::Bytes;
     a.bytes.assign(static_cast<const uint8_t *>(p), static_cast<const uint8_t *>(p) + n);
     return a;
   }
   template <class T> static ArgValue of(const T &v) { return value(&v, sizeof(T)); }
-  static ArgValue local(size_t n) { ArgValue a; a.kind = Kind::Local; a.local_size = n; return a; }
+  static ArgValue local(size_t n) {
+    ArgValue a;
+    a.kind = Kind::Local;
+    a.local_size = n;
+    return a;
+  }
 };
 
 struct NDRange {
@@ -222,8 +238,7 @@ public:
 /// and written at dst + i*dst_stride (strides in elements). Called once per
 /// work-group (by the work-item with local linear id 0); wait_group_events
 /// is a work-group barrier. Default: plain memcpy loops.
-using AsyncCopyHook = void (*)(void *user, void *dst, const void *src,
-                               size_t elem_size, size_t num,
+using AsyncCopyHook = void (*)(void *user, void *dst, const void *src, size_t elem_size, size_t num,
                                size_t src_stride, size_t dst_stride);
 
 /// A kernel + arguments + NDRange, prepared once per enqueue; runGroup() may
@@ -237,8 +252,8 @@ public:
   uint64_t localMemSize() const;
   /// Runs work-group `group_id`. `arena` (64-byte aligned, >= localMemSize()
   /// bytes) is the cluster's SPM slice. SPMD needs a team (else LWI is used).
-  Status runGroup(const uint64_t group_id[3], void *arena, size_t arena_size,
-                  ExecMode mode, PeTeam *team = nullptr) const;
+  Status runGroup(const uint64_t group_id[3], void *arena, size_t arena_size, ExecMode mode,
+                  PeTeam *team = nullptr) const;
   void setAsyncCopyHook(AsyncCopyHook hook, void *user);
 
   Launch();

@@ -66,8 +66,10 @@ bool HostPlacement::bind_current_thread(unsigned cluster, unsigned clusters) con
 }
 
 const HostPlacement &HostPlacement::host() {
-  static HostPlacement placement;
-  return placement;
+  // Never destroyed: cluster threads are never joined and may still be starting (and
+  // binding themselves) while exit() runs static destructors.
+  static const HostPlacement *placement = new HostPlacement();
+  return *placement;
 }
 
 } // namespace manycl::device

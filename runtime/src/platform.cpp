@@ -35,19 +35,6 @@ Platform::Platform() {
     hardware_.push_back(std::make_unique<device::Device>(config));
     roots_.push_back(new Device(*hardware_.back()));
   }
-  // Every cluster's control thread starts by binding itself to host PUs through the
-  // process-wide HostPlacement, a static that exit() destroys. Wait until each has run a
-  // first job, so that no thread is still reading it when a process that only enumerated
-  // platforms exits.
-  std::vector<std::future<void>> started;
-  for (auto &hardware : hardware_)
-    for (unsigned c = 0; c < hardware->cluster_count(); ++c) {
-      auto promise = std::make_shared<std::promise<void>>();
-      started.push_back(promise->get_future());
-      hardware->cluster(c).submit([promise] { promise->set_value(); });
-    }
-  for (auto &f : started)
-    f.wait();
 }
 
 void Platform::set_dispatch_data(void *data) {

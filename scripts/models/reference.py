@@ -137,7 +137,7 @@ def main():
             t = time.perf_counter()
             sess.run(None, feed(0))
             times.append(time.perf_counter() - t)
-        print(f"reference.py: latency mean {1e3 * np.mean(times):.3f} ms, min "
+        print(f"reference.py: latency median {1e3 * np.median(times):.3f} ms, mean {1e3 * np.mean(times):.3f} ms, min "
               f"{1e3 * np.min(times):.3f} ms over {args.iterations} runs, {args.threads} "
               f"thread(s), onnxruntime {ort.__version__}")
 

@@ -7,6 +7,8 @@ namespace manycl::icd {
 void *vendor_extension_function(std::string_view name) {
   if (name == "clGetDeviceConfigMCL")
     return reinterpret_cast<void *>(&manycl::api::clGetDeviceConfigMCL);
+  if (name == "clAddNativeLibraryMCL")
+    return reinterpret_cast<void *>(&manycl::api::clAddNativeLibraryMCL);
   return nullptr;
 }
 

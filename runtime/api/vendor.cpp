@@ -20,4 +20,13 @@ cl_int CL_API_CALL clGetDeviceConfigMCL(cl_device_id device, size_t size, char *
   return rt::InfoWriter(size, value, size_ret).string(j.dump());
 }
 
+cl_int CL_API_CALL clAddNativeLibraryMCL(cl_platform_id platform, const char *path) {
+  Platform *p = Platform::from(platform);
+  if (!p)
+    return CL_INVALID_PLATFORM;
+  if (!path || !*path)
+    return CL_INVALID_VALUE;
+  return p->add_native_library(path);
+}
+
 } // namespace manycl::api

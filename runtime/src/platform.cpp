@@ -1,6 +1,9 @@
 #include "manycl/runtime/platform.h"
 
 #include <atomic>
+#include <cstdlib>
+
+#include "manycl/compiler/compiler.h"
 #include <future>
 
 #include "manycl/runtime/device.h"
@@ -35,6 +38,30 @@ Platform::Platform() {
     hardware_.push_back(std::make_unique<device::Device>(config));
     roots_.push_back(new Device(*hardware_.back()));
   }
+  // Native libraries whose functions OpenCL C code may call through mppa_native.
+  if (const char *paths = std::getenv("MANYCL_NATIVE_PATH"); paths && *paths) {
+    std::string list = paths;
+    size_t start = 0;
+    while (start <= list.size()) {
+      size_t end = list.find(':', start);
+      std::string path = list.substr(start, end == std::string::npos ? std::string::npos : end - start);
+      if (!path.empty())
+        add_native_library(path);
+      if (end == std::string::npos)
+        break;
+      start = end + 1;
+    }
+  }
+}
+
+cl_int Platform::add_native_library(const std::string &path) {
+  auto status = compiler::addNativeLibrary(path);
+  if (!status.ok()) {
+    std::lock_guard lock(native_mutex_);
+    native_errors_ += path + ": " + status.message + "\n";
+    return CL_INVALID_VALUE;
+  }
+  return CL_SUCCESS;
 }
 
 void Platform::set_dispatch_data(void *data) {
@@ -56,7 +83,7 @@ cl_int Platform::info(cl_platform_info param, size_t size, void *value, size_t *
   case CL_PLATFORM_VENDOR:
     return out.string(kPlatformVendor);
   case CL_PLATFORM_EXTENSIONS:
-    return out.string("cl_khr_icd cl_manycl_device_config cl_manycl_command_stats");
+    return out.string("cl_khr_icd cl_manycl_device_config cl_manycl_command_stats cl_manycl_native_library");
   case CL_PLATFORM_ICD_SUFFIX_KHR:
     return out.string(kIcdSuffix);
   default:

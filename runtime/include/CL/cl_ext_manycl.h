@@ -30,6 +30,14 @@ typedef cl_int(CL_API_CALL *clGetDeviceConfigMCL_fn)(cl_device_id device, size_t
 #define CL_PROFILING_MODELED_START_MCL 0x4D430010
 #define CL_PROFILING_MODELED_END_MCL 0x4D430011
 
+/* cl_manycl_native_library: registers a shared library (dlopen'ed once) whose exported C
+ * functions OpenCL C programs may declare with __attribute__((mppa_native)) and call; builds
+ * that call a function no registered library exports fail with a build-log line naming it.
+ * MANYCL_NATIVE_PATH=lib1.so:lib2.so does the same at start-up. CL_INVALID_VALUE when the
+ * library cannot be loaded, CL_INVALID_PLATFORM for a bad platform. */
+#define cl_manycl_native_library 1
+typedef cl_int(CL_API_CALL *clAddNativeLibraryMCL_fn)(cl_platform_id platform, const char *path);
+
 #ifdef __cplusplus
 }
 #endif

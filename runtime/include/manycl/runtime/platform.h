@@ -3,6 +3,7 @@
 #pragma once
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -28,6 +29,10 @@ public:
 
   cl_int info(cl_platform_info param, size_t size, void *value, size_t *size_ret);
 
+  // Registers a shared library whose exported functions OpenCL C code may declare with
+  // __attribute__((mppa_native)) and call (MANYCL_NATIVE_PATH, clAddNativeLibraryMCL).
+  cl_int add_native_library(const std::string &path);
+
   // cl_khr_icd 2.0: the loader's dispatch data, copied into every object created after.
   void set_dispatch_data(void *data);
 
@@ -36,6 +41,8 @@ private:
   std::vector<std::unique_ptr<device::Device>> hardware_;
   std::vector<Device *> roots_;
   std::string init_error_;
+  std::mutex native_mutex_;
+  std::string native_errors_;
 };
 
 } // namespace manycl::rt

@@ -94,9 +94,10 @@ bool rects_overlap(const size_t *a, const size_t *b, const size_t *region, size_
 
 } // namespace
 
-cl_int CL_API_CALL clEnqueueReadBuffer(cl_command_queue queue, cl_mem buffer, cl_bool blocking, size_t offset,
-                                       size_t size, void *ptr, cl_uint num_events, const cl_event *wait_list,
-                                       cl_event *event) {
+namespace {
+// clEnqueueReadBuffer and clEnqueueWriteBuffer: the same checks, opposite directions.
+cl_int enqueue_host_transfer(cl_command_queue queue, cl_mem buffer, cl_bool blocking, size_t offset, size_t size,
+                             void *ptr, cl_uint num_events, const cl_event *wait_list, cl_event *event, bool is_read) {
   Queue *q;
   std::vector<Event *> waits;
   Memory *m;
@@ -106,38 +107,37 @@ cl_int CL_API_CALL clEnqueueReadBuffer(cl_command_queue queue, cl_mem buffer, cl
     return e;
   if (!ptr || size == 0 || !m->in_bounds(offset, size))
     return CL_INVALID_VALUE;
-  if (!m->host_can_read())
+  if (is_read ? !m->host_can_read() : !m->host_can_write())
     return CL_INVALID_OPERATION;
   Ref<Memory> keep(m);
-  Event *ev = q->enqueue(CL_COMMAND_READ_BUFFER, [keep, offset, size, ptr] {
-    std::memcpy(ptr, keep->data() + offset, size);
-    account_ddr(size, 0);
-    return CL_SUCCESS;
-  }, waits);
+  auto *host = static_cast<std::byte *>(ptr);
+  Event *ev = q->enqueue(is_read ? CL_COMMAND_READ_BUFFER : CL_COMMAND_WRITE_BUFFER,
+                         [keep, offset, size, host, is_read] {
+                           if (is_read) {
+                             std::memcpy(host, keep->data() + offset, size);
+                             account_ddr(size, 0);
+                           } else {
+                             std::memcpy(keep->data() + offset, host, size);
+                             account_ddr(0, size);
+                           }
+                           return CL_SUCCESS;
+                         },
+                         waits);
   return finish(ev, blocking, event);
+}
+} // namespace
+
+cl_int CL_API_CALL clEnqueueReadBuffer(cl_command_queue queue, cl_mem buffer, cl_bool blocking, size_t offset,
+                                       size_t size, void *ptr, cl_uint num_events, const cl_event *wait_list,
+                                       cl_event *event) {
+  return enqueue_host_transfer(queue, buffer, blocking, offset, size, ptr, num_events, wait_list, event, true);
 }
 
 cl_int CL_API_CALL clEnqueueWriteBuffer(cl_command_queue queue, cl_mem buffer, cl_bool blocking, size_t offset,
                                         size_t size, const void *ptr, cl_uint num_events,
                                         const cl_event *wait_list, cl_event *event) {
-  Queue *q;
-  std::vector<Event *> waits;
-  Memory *m;
-  if (cl_int e = begin(queue, num_events, wait_list, q, waits); e != CL_SUCCESS)
-    return e;
-  if (cl_int e = check_buffer(q, buffer, m); e != CL_SUCCESS)
-    return e;
-  if (!ptr || size == 0 || !m->in_bounds(offset, size))
-    return CL_INVALID_VALUE;
-  if (!m->host_can_write())
-    return CL_INVALID_OPERATION;
-  Ref<Memory> keep(m);
-  Event *ev = q->enqueue(CL_COMMAND_WRITE_BUFFER, [keep, offset, size, ptr] {
-    std::memcpy(keep->data() + offset, ptr, size);
-    account_ddr(0, size);
-    return CL_SUCCESS;
-  }, waits);
-  return finish(ev, blocking, event);
+  return enqueue_host_transfer(queue, buffer, blocking, offset, size, const_cast<void *>(ptr), num_events, wait_list,
+                               event, false);
 }
 
 cl_int CL_API_CALL clEnqueueCopyBuffer(cl_command_queue queue, cl_mem src_buffer, cl_mem dst_buffer,

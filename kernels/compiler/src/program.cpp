@@ -486,6 +486,51 @@ extern "C" void manycl::compiler::detail::__manycl_barrier(WiCtx *ctx) {
 
 namespace manycl::compiler {
 
+namespace {
+// Per-PE-thread scratch of barrier-free kernels whose private arrays are too large for a PE
+// thread's stack. A thread_local owner frees it when the thread exits; every live block is
+// also listed in a process-wide registry because device PE threads live until the process
+// ends and leak checkers do not always see a live thread's static TLS (LSan of GCC 12 with
+// glibc >= 2.34 reports such blocks as leaks).
+class PeScratch {
+public:
+  static uint64_t *get(size_t words) {
+    thread_local PeScratch mine;
+    if (mine.words_ < words)
+      mine.resize(words);
+    return mine.block_;
+  }
+  ~PeScratch() { resize(0); }
+
+private:
+  struct Registry {
+    std::mutex mu;
+    std::vector<uint64_t *> blocks;
+  };
+  static Registry &registry() {
+    static auto *r = new Registry; // never destroyed: PE threads may exit after static dtors
+    return *r;
+  }
+  void resize(size_t words) {
+    Registry &r = registry();
+    std::lock_guard<std::mutex> l(r.mu);
+    if (block_) {
+      std::erase(r.blocks, block_);
+      delete[] block_;
+      block_ = nullptr;
+      words_ = 0;
+    }
+    if (words) {
+      block_ = new uint64_t[words]();
+      words_ = words;
+      r.blocks.push_back(block_);
+    }
+  }
+  uint64_t *block_ = nullptr;
+  size_t words_ = 0;
+};
+} // namespace
+
 Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_size, ExecMode mode,
                         PeTeam *team) const {
   if (!impl_)
@@ -582,14 +627,11 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
     return Status::success();
   }
   // Barrier-free kernels with large private arrays: per-PE heap scratch.
-  static thread_local std::vector<uint64_t> tlsScratch;
   auto scratchFor = [&](WiCtx &c) {
     if (!k.wg || k.info_.frame_size == 0)
       return;
     size_t words = static_cast<size_t>(k.info_.frame_size / 8) + 8;
-    if (tlsScratch.size() < words)
-      tlsScratch.assign(words, 0);
-    c.slot[SlotFrame] = (reinterpret_cast<uintptr_t>(tlsScratch.data()) + 63) & ~uintptr_t(63);
+    c.slot[SlotFrame] = (reinterpret_cast<uintptr_t>(PeScratch::get(words)) + 63) & ~uintptr_t(63);
   };
   if (single) {
     if (k.wg) {

@@ -94,7 +94,8 @@ ConvCase random_case(std::mt19937 &rng, bool transposed, bool depthwise) {
 }
 
 // Runs one case; checks every output element against the reference.
-void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, bool use_table = true) {
+enum class Table { Stored, None, Implicit };
+void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = Table::Stored) {
   SCOPED_TRACE(c.describe() + " isa=" + mcl_native_isa() + " threads=" + std::to_string(threads));
   std::mt19937 rng(seed);
   Spm spm(4u << 20, threads);
@@ -192,12 +193,12 @@ void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, bool use_table
   }
   const uint32_t fn = c.transposed ? MCL_NATIVE_FN_CONV_TRANSPOSE2D : MCL_NATIVE_FN_CONV2D;
   a.pad_row_offset = spm.alloc((uint64_t)c.cin * esize(c.dtype));
-  if (use_table) {
+  if (table == Table::Stored) {
     const size_t entries = mcl_native_conv_table_size(&a);
     a.table_offset = spm.alloc(entries * 4);
     ASSERT_EQ(mcl_native_plan_conv(fn, &a, spm.at<int32_t>(a.table_offset), entries), MCL_NATIVE_OK);
   } else {
-    a.flags = MCL_CONV_NO_TABLE;
+    a.flags = table == Table::None ? MCL_CONV_NO_TABLE : MCL_CONV_IMPLICIT_TABLE;
   }
   const size_t psize = mcl_native_conv_params_size(fn, &a);
   a.params_offset = spm.alloc(psize);
@@ -366,7 +367,22 @@ TEST_P(ConvRandom, NoTableValidInterior) {
       c.dtype = MCL_DTYPE_U8;
       c.out_dtype = MCL_DTYPE_S8;
     }
-    run_case(c, 700 + i, 2, false);
+    run_case(c, 700 + i, 2, Table::None);
+  }
+}
+
+TEST_P(ConvRandom, ImplicitTableMatchesReference) {
+  // The call derives the table (padding, borders, strides, dilation, transposed) itself.
+  std::mt19937 rng(4242);
+  for (int i = 0; i < 24; ++i) {
+    ConvCase c = random_case(rng, i % 4 == 3, i % 5 == 0);
+    if (i % 3 == 1)
+      c.dtype = c.out_dtype = MCL_DTYPE_F16;
+    if (i % 6 == 2) {
+      c.dtype = MCL_DTYPE_S8;
+      c.out_dtype = MCL_DTYPE_U8;
+    }
+    run_case(c, 800 + i, 1 + i % 2, Table::Implicit);
   }
 }
 

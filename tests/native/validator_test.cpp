@@ -36,6 +36,11 @@ template <class T> int check(uint32_t fn, const T &a, uint64_t spm = kSpm) {
 TEST(NativeValidator, AcceptsWellFormedConv) {
   EXPECT_EQ(check(MCL_NATIVE_FN_CONV2D, good_conv()), MCL_NATIVE_OK);
   EXPECT_EQ(check(MCL_NATIVE_FN_CONV_TRANSPOSE2D, good_conv()), MCL_NATIVE_OK);
+  // An implicit table takes no SPM: table_offset is not checked, even far outside.
+  mcl_conv_args implicit = good_conv();
+  implicit.flags = MCL_CONV_IMPLICIT_TABLE;
+  implicit.table_offset = 0xfffffff0u;
+  EXPECT_EQ(check(MCL_NATIVE_FN_CONV2D, implicit), MCL_NATIVE_OK);
 }
 
 TEST(NativeValidator, RejectsBadSizeAndUnknownIds) {
@@ -71,6 +76,12 @@ TEST(NativeValidator, RejectsMalformedConvFields) {
       {"params beyond spm", [](mcl_conv_args &a) { a.params_offset = kSpm - 4; }, MCL_NATIVE_ERR_OUT_OF_RANGE},
       {"table beyond spm", [](mcl_conv_args &a) { a.table_offset = kSpm - 8; }, MCL_NATIVE_ERR_OUT_OF_RANGE},
       {"pad row beyond spm", [](mcl_conv_args &a) { a.pad_row_offset = kSpm - 4; }, MCL_NATIVE_ERR_OUT_OF_RANGE},
+      {"implicit table, pad row beyond spm",
+       [](mcl_conv_args &a) {
+         a.flags = MCL_CONV_IMPLICIT_TABLE;
+         a.pad_row_offset = kSpm - 4;
+       },
+       MCL_NATIVE_ERR_OUT_OF_RANGE},
       {"misaligned input", [](mcl_conv_args &a) { a.input.offset = 2; }, MCL_NATIVE_ERR_BAD_ARGS},
       {"misaligned table", [](mcl_conv_args &a) { a.table_offset += 2; }, MCL_NATIVE_ERR_BAD_ARGS},
       {"zero height", [](mcl_conv_args &a) { a.input.h = 0; }, MCL_NATIVE_ERR_BAD_ARGS},
@@ -94,6 +105,8 @@ TEST(NativeValidator, RejectsMalformedConvFields) {
       {"no table past the bottom", [](mcl_conv_args &a) { a.flags = MCL_CONV_NO_TABLE; a.origin_y = a.origin_x = 0; },
        MCL_NATIVE_ERR_BAD_ARGS},
       {"output overlaps table", [](mcl_conv_args &a) { a.output.offset = a.table_offset - 64; }, MCL_NATIVE_ERR_BAD_ARGS},
+      {"both table flags", [](mcl_conv_args &a) { a.flags = MCL_CONV_NO_TABLE | MCL_CONV_IMPLICIT_TABLE; },
+       MCL_NATIVE_ERR_BAD_ARGS},
       {"kernel too large", [](mcl_conv_args &a) { a.kernel_h = a.kernel_w = 0xffff; }, MCL_NATIVE_ERR_BAD_ARGS},
   };
   for (const auto &m : cases) {

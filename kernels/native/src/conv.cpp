@@ -241,8 +241,15 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
       std::memset(pad, (uint8_t)a.input_zero_point, a.input.c);
     else
       std::memset(pad, 0, (size_t)a.input.c * esize);
-    j.table = reinterpret_cast<const int32_t *>(spm + a.table_offset);
-    if (exec.flags & MCL_NATIVE_EXEC_CHECKED) {
+    if (a.flags & MCL_CONV_IMPLICIT_TABLE) {
+      // Derived from the validated geometry: every entry is inside the tile or the pad row.
+      local_table.resize((size_t)m_total * l.taps);
+      fill_table(fn, a, pad_row_delta(a), 0, m_total, local_table.data());
+      j.table = local_table.data();
+    } else {
+      j.table = reinterpret_cast<const int32_t *>(spm + a.table_offset);
+    }
+    if (!(a.flags & MCL_CONV_IMPLICIT_TABLE) && (exec.flags & MCL_NATIVE_EXEC_CHECKED)) {
       // Every entry must address input.c elements inside the SPM.
       const int64_t lo = -(int64_t)(a.input.offset / esize);
       const int64_t hi = (int64_t)((exec.spm_size - a.input.offset) / esize) - a.input.c;

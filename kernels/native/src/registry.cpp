@@ -117,7 +117,8 @@ void check_conv(Checker &ck, uint32_t fn, const mcl_conv_args &a, bool from_gemm
   ck.require(a.kernel_h >= 1 && a.kernel_w >= 1 && a.stride_h >= 1 && a.stride_w >= 1 &&
                  a.dilation_h >= 1 && a.dilation_w >= 1,
              std::string(what) + ": kernel, stride and dilation must be >= 1");
-  ck.require((a.flags & ~(uint32_t)MCL_CONV_NO_TABLE) == 0 && a.reserved0 == 0,
+  const uint32_t known_flags = MCL_CONV_NO_TABLE | MCL_CONV_IMPLICIT_TABLE;
+  ck.require((a.flags & ~known_flags) == 0 && a.flags != known_flags && a.reserved0 == 0,
              std::string(what) + ": unknown flags");
   ck.activation(a.act);
   if (!ck.ok())
@@ -135,8 +136,10 @@ void check_conv(Checker &ck, uint32_t fn, const mcl_conv_args &a, bool from_gemm
   const uint64_t m = (uint64_t)a.output.h * a.output.w;
   const uint64_t cin_g = a.input.c / a.groups;
   ck.require(taps * cin_g * 32 <= 0xffffffffull, "conv: kernel too large");
-  // The address table (stored, or built per call) must fit in the SPM.
-  if (!ck.ok() || !ck.range("address table", a.table_offset, (u128)m * taps * 4, 4))
+  // A stored address table must fit in the SPM (the other modes build it per call).
+  const bool stored_table = (a.flags & (MCL_CONV_NO_TABLE | MCL_CONV_IMPLICIT_TABLE)) == 0;
+  if (!ck.ok() ||
+      (stored_table && !ck.range("address table", a.table_offset, (u128)m * taps * 4, 4)))
     return;
   // Packed parameters: compute the size only once its factors are known to be small.
   if (!ck.range("params", a.params_offset, conv_params_size(fn, a), 4))
@@ -152,6 +155,8 @@ void check_conv(Checker &ck, uint32_t fn, const mcl_conv_args &a, bool from_gemm
   } else {
     const uint32_t es = dtype_size(in);
     ck.range("pad row", a.pad_row_offset, (u128)a.input.c * es, es);
+    if (!stored_table)
+      return;
     // The table is the one operand whose content decides addresses: an output overlapping it
     // would rewrite it while other PEs read it (and after checked mode looked at it).
     const u128 out_begin = a.output.offset;

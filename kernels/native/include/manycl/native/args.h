@@ -102,7 +102,10 @@ typedef struct mcl_activation {
  * S8 weights, INT32 accumulation and requantization. Weights, bias and requantization
  * multipliers live in one packed parameter block made by mcl_native_pack_conv. */
 enum mcl_conv_flags {
-  MCL_CONV_NO_TABLE = 1u << 0 /* no address table: every tap must lie inside the input tile */
+  MCL_CONV_NO_TABLE = 1u << 0, /* no address table: every tap must lie inside the input tile */
+  /* The call derives the address table from the geometry (what mcl_native_plan_conv would
+   * store): nothing is read at table_offset, taps outside the input read the pad row. */
+  MCL_CONV_IMPLICIT_TABLE = 1u << 1
 };
 
 typedef struct mcl_conv_args {

@@ -53,7 +53,9 @@ const std::set<std::string> kSupported = {"Conv",
                                           "Cast",
                                           "Constant",
                                           "QuantizeLinear",
-                                          "DequantizeLinear"};
+                                          "DequantizeLinear",
+                                          "QLinearConv",
+                                          "QLinearMatMul"};
 
 std::string where(const Node &n) {
   return "node '" + n.name + "' (" + n.op + ")";
@@ -124,6 +126,155 @@ Result<Tensor> convert_initializer(const onnx::TensorProto &t) {
     return r.error();
   return out;
 }
+
+// QLinearConv / QLinearMatMul (ONNX opset 10+) become the QDQ form ONNX Runtime's quantizer
+// writes: DequantizeLinear(x) -> Conv / Gemm(transB) with weights and bias folded from
+// DequantizeLinear of their integer constants -> QuantizeLinear. lower_qdq_to_int8 then
+// makes them the same INT8 kernels as quantize_static models (INT32 accumulation, one FP32
+// requantization), so both spellings of a quantized network take one path.
+class QLinearExpander {
+public:
+  QLinearExpander(Graph &graph, const Node &node) : g_(graph), n_(node) {}
+
+  Result<void> expand(const std::string &output) {
+    const bool conv = n_.op == "QLinearConv";
+    if (n_.inputs.size() < 8)
+      return make_error(where(n_) + ": needs 8 inputs (x, scale, zero point of x, w and y)");
+    for (size_t i = 0; i < n_.inputs.size(); ++i) {
+      if (i == 0)
+        continue;
+      const int t = n_.inputs[i];
+      if (t < 0 && i != 8)
+        return make_error(where(n_) + ": input " + std::to_string(i) + " is required");
+      if (t >= 0 && !g_.tensors[t].is_const)
+        return make_error(where(n_) + ": input '" + g_.tensors[t].name +
+                          "' must be a constant (initializer)");
+    }
+    if (n_.inputs[0] < 0)
+      return make_error(where(n_) + ": missing input");
+    const Tensor &w = g_.tensors[n_.inputs[3]];
+    const Tensor &w_scale = g_.tensors[n_.inputs[4]];
+    const Tensor &w_zero = g_.tensors[n_.inputs[5]];
+    if (w.dtype != DType::S8 && w.dtype != DType::U8)
+      return make_error(where(n_) + ": weights must be int8 or uint8");
+    if (w_scale.dtype != DType::F32 || w_scale.elements() < 1 ||
+        (w_zero.dtype != DType::S8 && w_zero.dtype != DType::U8))
+      return make_error(where(n_) + ": weight scale must be float, zero point int8 or uint8");
+    if (conv ? w.shape.size() != 4 : w.shape.size() != 2)
+      return make_error(where(n_) + (conv ? ": weights must be [M, C/group, kH, kW]"
+                                          : ": the second operand must be a [K, N] matrix"));
+    const int64_t channels = conv ? w.shape[0] : w.shape[1];
+    const int64_t scales = w_scale.elements();
+    if ((scales != 1 && scales != channels) ||
+        (w_zero.elements() != 1 && w_zero.elements() != scales))
+      return make_error(where(n_) + ": weight scales must be per tensor or per output channel");
+
+    // Weights: [M,...] for Conv, B^T [N,K] for the Gemm; uint8 weights are shifted by -128
+    // (values and zero point) so the packers' int8 range holds them, w - w_zp unchanged.
+    const bool shift = w.dtype == DType::U8;
+    Tensor wq;
+    wq.name = n_.name + ".weights";
+    wq.is_const = true;
+    wq.dtype = DType::S8;
+    if (conv) {
+      wq.shape = w.shape;
+      wq.data = w.data;
+    } else {
+      const int64_t k = w.shape[0], n = w.shape[1];
+      wq.shape = {n, k};
+      wq.data.resize(w.data.size());
+      for (int64_t r = 0; r < k; ++r)
+        for (int64_t c = 0; c < n; ++c)
+          wq.data[size_t(c * k + r)] = w.data[size_t(r * n + c)];
+    }
+    Tensor zq;
+    zq.name = n_.name + ".weight_zero_point";
+    zq.is_const = true;
+    zq.dtype = DType::S8;
+    zq.shape = {scales};
+    for (int64_t c = 0; c < scales; ++c)
+      zq.data.push_back(w_zero.data[w_zero.elements() == 1 ? 0 : size_t(c)]);
+    if (shift) {
+      for (float &v : wq.data)
+        v -= 128.0f;
+      for (float &v : zq.data)
+        v -= 128.0f;
+    }
+    Tensor sq;
+    sq.name = n_.name + ".weight_scale";
+    sq.is_const = true;
+    sq.shape = {scales};
+    sq.data = w_scale.data;
+    const std::vector<float> weight_scales = w_scale.data; // tensors may move below
+    const int wq_t = g_.add_tensor(std::move(wq));
+    const int zq_t = g_.add_tensor(std::move(zq));
+    const int sq_t = g_.add_tensor(std::move(sq));
+
+    Node dq_w = part("DequantizeLinear", "weights_float", {wq_t, sq_t, zq_t});
+    if (scales > 1)
+      dq_w.ints["axis"] = {0};
+    const int w_float = emit(std::move(dq_w), n_.name + ".weights_float");
+
+    int b_float = -1;
+    if (conv && n_.inputs.size() > 8 && n_.inputs[8] >= 0) {
+      // Bias: int32 in units of x_scale * w_scale[c] (zero point 0).
+      const Tensor &x_scale = g_.tensors[n_.inputs[1]]; // no tensor added while in use
+      if (x_scale.dtype != DType::F32 || x_scale.elements() != 1)
+        return make_error(where(n_) + ": x_scale must be a float scalar");
+      if (g_.tensors[n_.inputs[8]].elements() != channels)
+        return make_error(where(n_) + ": bias must have one value per output channel");
+      Tensor bs;
+      bs.name = n_.name + ".bias_scale";
+      bs.is_const = true;
+      bs.shape = {scales};
+      for (int64_t c = 0; c < scales; ++c)
+        bs.data.push_back(x_scale.data[0] * weight_scales[size_t(c)]);
+      const int bs_t = g_.add_tensor(std::move(bs));
+      Node dq_b = part("DequantizeLinear", "bias_float", {n_.inputs[8], bs_t});
+      if (scales > 1)
+        dq_b.ints["axis"] = {0};
+      b_float = emit(std::move(dq_b), n_.name + ".bias_float");
+    }
+
+    const int x_float =
+        emit(part("DequantizeLinear", "input_float", {n_.inputs[0], n_.inputs[1], n_.inputs[2]}),
+             n_.name + ".input_float");
+    Node op = part(conv ? "Conv" : "Gemm", "", {x_float, w_float});
+    op.name = n_.name;
+    if (conv) {
+      op.ints = n_.ints;
+      op.strings = n_.strings;
+      if (b_float >= 0)
+        op.inputs.push_back(b_float);
+    } else {
+      op.ints["transB"] = {1};
+    }
+    const int y_float = emit(std::move(op), n_.name + ".output_float");
+    emit(part("QuantizeLinear", "output", {y_float, n_.inputs[6], n_.inputs[7]}), output);
+    return {};
+  }
+
+private:
+  Node part(const std::string &op, const std::string &suffix, std::vector<int> inputs) const {
+    Node p;
+    p.op = op;
+    p.name = n_.name + (suffix.empty() ? "" : "." + suffix);
+    p.inputs = std::move(inputs);
+    return p;
+  }
+  int emit(Node node, const std::string &output) {
+    Tensor t;
+    t.name = output;
+    t.producer = static_cast<int>(g_.nodes.size());
+    node.outputs.push_back(g_.add_tensor(std::move(t)));
+    const int out = node.outputs.back();
+    g_.nodes.push_back(std::move(node));
+    return out;
+  }
+
+  Graph &g_;
+  const Node &n_;
+};
 
 Result<Graph> convert(const onnx::ModelProto &model) {
   int64_t opset = 0;
@@ -217,6 +368,15 @@ Result<Graph> convert(const onnx::ModelProto &model) {
       if (t < 0)
         return make_error(where(n) + ": input '" + name + "' is not defined before use");
       n.inputs.push_back(t);
+    }
+    if (n.op == "QLinearConv" || n.op == "QLinearMatMul") {
+      if (np.output_size() != 1 || np.output(0).empty())
+        return make_error(where(n) + ": needs one output");
+      if (graph.find(np.output(0)) >= 0)
+        return make_error(where(n) + ": output '" + np.output(0) + "' defined twice");
+      if (auto r = QLinearExpander(graph, n).expand(np.output(0)); !r)
+        return r.error();
+      continue;
     }
     for (const auto &name : np.output()) {
       if (graph.find(name) >= 0)

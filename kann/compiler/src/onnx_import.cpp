@@ -788,6 +788,15 @@ Result<void> infer_node(Graph &g, Node &n) {
     const std::string mode = n.strings.count("mode") ? n.strings["mode"] : "nearest";
     if (mode != "nearest" && mode != "linear")
       return make_error(where(n) + ": mode '" + mode + "' is not supported");
+    // The native resize knows these four; tf_half_pixel_for_nn and tf_crop_and_resize (roi)
+    // must not silently run as half_pixel.
+    const std::string coord = n.strings.count("coordinate_transformation_mode")
+                                  ? n.strings["coordinate_transformation_mode"]
+                                  : "half_pixel";
+    if (coord != "half_pixel" && coord != "asymmetric" && coord != "align_corners" &&
+        coord != "pytorch_half_pixel")
+      return make_error(where(n) + ": coordinate_transformation_mode '" + coord +
+                        "' is not supported");
     std::vector<float> scales;
     if (has(2) && in(2).is_const && in(2).elements() == 4)
       scales = in(2).data;

@@ -1,11 +1,13 @@
 // kann: the model compiler's command-line tool.
 //   kann compile model.onnx -o model.kbin [--clusters N] [--precision fp32|fp16|int8]
+//                [--calibration inputs.npy ...] [--calibration-percentile P]
 //                [--device-config preset|file.json] [--report report.html] [--report-json f]
 //   kann inspect model.kbin [--records]
 //   kann simulate model.kbin --input x.npy [--output-dir DIR] [--device-config spec]
 //                (runs the records on a simulated device directly, without OpenCL)
 //   kann run ...  (through OpenCL: provided by the host library when linked in)
 // Errors are one line on stderr and a non-zero exit code.
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -20,6 +22,7 @@
 #include "kann/format.h"
 #include "kann/onnx_import.h"
 #include "kann/passes.h"
+#include "kann/quantize.h"
 #include "manycl/device/config.h"
 #include "manycl/kbin_runner.h"
 #include "npy.h"
@@ -37,6 +40,7 @@ int usage() {
   std::fprintf(stderr,
                "usage:\n"
                "  kann compile MODEL.onnx -o OUT.kbin [--clusters N] [--precision fp32|fp16|int8]\n"
+               "               [--calibration INPUTS.npy ...] [--calibration-percentile P]\n"
                "               [--device-config PRESET|FILE.json] [--report REPORT.html]\n"
                "               [--report-json FILE] [--dump-ir]\n"
                "  kann inspect MODEL.kbin [--records]\n"
@@ -99,11 +103,65 @@ manycl::Result<std::vector<uint8_t>> read_file(const std::string &path) {
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
 }
 
+// --precision int8 on a float model: calibrate on the samples of the --calibration files
+// (each a .npy of N samples stacked on the batch axis) and quantize the graph.
+manycl::Result<void> quantize_if_asked(kann::ir::Graph &graph, const kann::CompileOptions &options,
+                                       const std::vector<std::string> &files,
+                                       const std::string &percentile_text) {
+  const bool quantized = std::any_of(graph.nodes.begin(), graph.nodes.end(),
+                                     [](const auto &n) { return !n.dead && n.ints.count("int8"); });
+  if (options.precision != "int8" || quantized) {
+    if (!files.empty())
+      return manycl::make_error(
+          quantized ? "--calibration: the model is already quantized (QDQ / QLinear)"
+                    : "--calibration is only used with --precision int8");
+    return {};
+  }
+  if (files.empty())
+    return manycl::make_error("--precision int8 on a float model needs calibration data: "
+                              "--calibration inputs.npy (samples stacked on the batch axis)");
+  if (graph.inputs.size() != 1)
+    return manycl::make_error("--calibration: only single-input models can be calibrated");
+  kann::quantize::CalibrationOptions calibration;
+  try {
+    size_t used = 0;
+    calibration.percentile = std::stod(percentile_text, &used);
+    if (used != percentile_text.size())
+      throw std::invalid_argument(percentile_text);
+  } catch (...) {
+    return manycl::make_error("--calibration-percentile needs a number");
+  }
+  const int64_t per_sample = graph.tensors[graph.inputs[0]].elements();
+  std::vector<std::vector<std::vector<float>>> samples;
+  for (const auto &file : files) {
+    auto arr = kann::npy::read(file);
+    if (!arr)
+      return arr.error();
+    const auto &data = arr.value().data;
+    if (data.empty() || data.size() % size_t(per_sample))
+      return manycl::make_error(file + ": " + std::to_string(data.size()) +
+                                " values is not a whole number of samples of " +
+                                std::to_string(per_sample));
+    for (size_t at = 0; at < data.size(); at += size_t(per_sample))
+      samples.push_back({std::vector<float>(data.begin() + ptrdiff_t(at),
+                                            data.begin() + ptrdiff_t(at + per_sample))});
+  }
+  std::fprintf(stderr, "kann: calibrating on %zu samples\n", samples.size());
+  auto ranges = kann::quantize::calibrate(graph, options, samples, calibration);
+  if (!ranges)
+    return ranges.error();
+  auto count = kann::quantize::quantize_int8(graph, ranges.value());
+  if (!count)
+    return count.error();
+  std::fprintf(stderr, "kann: %d INT8 operators\n", count.value());
+  return {};
+}
+
 int compile(int argc, char **argv) {
-  Args a =
-      parse(argc, argv,
-            {"-o", "--clusters", "--precision", "--device-config", "--report", "--report-json"},
-            {"--dump-ir"});
+  Args a = parse(argc, argv,
+                 {"-o", "--clusters", "--precision", "--device-config", "--report", "--report-json",
+                  "--calibration", "--calibration-percentile"},
+                 {"--dump-ir"});
   if (!a.error.empty())
     return fail(a.error);
   if (a.positional.size() != 1 || a.get("-o").empty())
@@ -128,6 +186,14 @@ int compile(int argc, char **argv) {
   if (!graph)
     return fail(graph.error().message);
   if (auto r = kann::passes::optimize(graph.value()); !r)
+    return fail(r.error().message);
+  std::vector<std::string> calibration_files;
+  for (const auto &[key, value] : a.options)
+    if (key == "--calibration")
+      calibration_files.push_back(value);
+  if (auto r = quantize_if_asked(graph.value(), options, calibration_files,
+                                 a.get("--calibration-percentile", "100"));
+      !r)
     return fail(r.error().message);
   if (a.has("--dump-ir"))
     std::fputs(graph.value().dump().c_str(), stderr);

@@ -301,17 +301,95 @@ int convert_to_fp16(Graph &g) {
   return count;
 }
 
-int lower_qdq_to_int8(Graph &g) {
+namespace {
+
+bool same_quantization(const Tensor &a, const Tensor &b) {
+  return a.dtype == b.dtype && a.scale == b.scale && a.zero_point == b.zero_point;
+}
+
+// A view (Flatten / Reshape) between DequantizeLinear(q) and a QuantizeLinear of the same
+// scale and zero point views q itself: no dequantize / quantize copies.
+int views_on_int8(Graph &g) {
   int count = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node &v = g.nodes[i];
+    if (v.dead || (v.op != "Flatten" && v.op != "Reshape"))
+      continue;
+    const int xd = v.inputs[0];
+    const int dq = g.tensors[xd].producer;
+    if (dq < 0 || g.nodes[dq].op != "DequantizeLinear")
+      continue;
+    const int q = only_consumer(g, v.outputs[0]);
+    if (q < 0 || g.nodes[q].op != "QuantizeLinear" || g.nodes[q].inputs[0] != v.outputs[0])
+      continue;
+    const int xq = g.nodes[dq].inputs[0], yq = g.nodes[q].outputs[0];
+    if (!same_quantization(g.tensors[xq], g.tensors[yq]))
+      continue;
+    v.inputs[0] = xq;
+    v.outputs[0] = yq;
+    g.tensors[yq].producer = int(i);
+    g.nodes[q].dead = true;
+    if (g.consumers(xd).empty() && !g.is_output(xd))
+      g.nodes[dq].dead = true;
+    ++count;
+  }
+  g.compact();
+  return count;
+}
+
+} // namespace
+
+int lower_qdq_to_int8(Graph &g) {
+  int count = views_on_int8(g);
   auto is_int8 = [&](int t) {
     return t >= 0 && (g.tensors[t].dtype == ir::DType::S8 || g.tensors[t].dtype == ir::DType::U8);
+  };
+  // The quantized tensor a DequantizeLinear output comes from, or -1.
+  auto dequantized = [&](int t) {
+    const int dq = t >= 0 ? g.tensors[t].producer : -1;
+    if (dq < 0 || g.nodes[dq].op != "DequantizeLinear" || !is_int8(g.nodes[dq].inputs[0]))
+      return -1;
+    return g.nodes[dq].inputs[0];
   };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node &n = g.nodes[i];
     if (n.dead)
       continue;
+    // Element-wise Add and channel Concat of dequantized tensors: requantizing kernels on the
+    // INT8 operands (each input with its own scale and zero point).
+    const bool add = n.op == "Add" && n.inputs.size() == 2, concat = n.op == "Concat";
+    if (add || concat) {
+      const int y = n.outputs[0];
+      const int q = only_consumer(g, y);
+      if (q < 0 || g.nodes[q].op != "QuantizeLinear" || g.nodes[q].inputs[0] != y)
+        continue;
+      const int yq = g.nodes[q].outputs[0];
+      std::vector<int> sources;
+      for (int x : n.inputs) {
+        const int xq = dequantized(x);
+        if (xq < 0 || g.tensors[xq].dtype != g.tensors[yq].dtype ||
+            g.tensors[x].shape != g.tensors[xq].shape)
+          break;
+        sources.push_back(xq);
+      }
+      if (sources.size() != n.inputs.size() ||
+          (add && g.tensors[n.inputs[0]].shape != g.tensors[n.inputs[1]].shape))
+        continue;
+      const std::vector<int> dequantized_inputs = n.inputs;
+      n.inputs = sources;
+      n.outputs[0] = yq;
+      g.tensors[yq].producer = int(i);
+      g.nodes[q].dead = true;
+      n.ints["int8"] = {1};
+      for (int xd : dequantized_inputs)
+        if (g.consumers(xd).empty() && !g.is_output(xd))
+          g.nodes[g.tensors[xd].producer].dead = true;
+      ++count;
+      continue;
+    }
     const bool conv = n.op == "Conv", gemm = n.op == "Gemm" && n.attr("transB", 0) == 1,
-               pool = n.op == "MaxPool" || n.op == "AveragePool";
+               pool = n.op == "MaxPool" || n.op == "AveragePool" || n.op == "GlobalAveragePool" ||
+                      n.op == "GlobalMaxPool";
     if (!conv && !gemm && !pool)
       continue;
     if (n.act.kind != MCL_ACT_NONE && n.act.kind != MCL_ACT_RELU && n.act.kind != MCL_ACT_CLIP)
@@ -331,7 +409,7 @@ int lower_qdq_to_int8(Graph &g) {
       continue;
     const int yq = g.nodes[q].outputs[0];
     const int xq = g.nodes[dq].inputs[0];
-    if (pool && n.op == "MaxPool" &&
+    if (pool && (n.op == "MaxPool" || n.op == "GlobalMaxPool") &&
         (g.tensors[xq].scale != g.tensors[yq].scale ||
          g.tensors[xq].zero_point != g.tensors[yq].zero_point ||
          g.tensors[xq].dtype != g.tensors[yq].dtype))

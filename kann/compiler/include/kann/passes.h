@@ -23,7 +23,10 @@ manycl::Result<void> optimize(ir::Graph &g);
 // QDQ models: a Conv / Gemm (transB) / pooling whose input is DequantizeLinear(q) and whose
 // only reader is QuantizeLinear reads q and writes the quantized tensor directly: an INT8
 // kernel (INT32 accumulation, requantization with the folded weights' integer values and
-// scales). Marks those nodes with ints["int8"]. Run by optimize().
+// scales). Global pooling likewise; an Add of two dequantized tensors and a channel Concat of
+// dequantized tensors become requantizing INT8 operators (each input with its own scale and
+// zero point); a Flatten / Reshape between DequantizeLinear and QuantizeLinear of the same
+// quantization views the INT8 tensor. Marks those nodes with ints["int8"]. Run by optimize().
 int lower_qdq_to_int8(ir::Graph &g);
 
 // --precision fp16: every activation becomes F16 (weights are packed as binary16 by the

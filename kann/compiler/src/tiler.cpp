@@ -206,7 +206,9 @@ struct Compiler {
         ok = ok && x.producer >= 0 && !x.is_const && !g.is_output(t) && !seen.count(t) &&
              !chan_offset.count(t) && !eliminated.count(x.producer) &&
              producers.count(g.nodes[x.producer].op) && g.consumers(t).size() == 1 &&
-             !nodes.count(x.producer) && x.dtype == g.tensors[n.outputs[0]].dtype;
+             !nodes.count(x.producer) && x.dtype == g.tensors[n.outputs[0]].dtype &&
+             x.scale == g.tensors[n.outputs[0]].scale && // INT8: no requantization needed
+             x.zero_point == g.tensors[n.outputs[0]].zero_point;
         seen.insert(t);
         if (x.producer >= 0)
           nodes.insert(x.producer);
@@ -1113,6 +1115,12 @@ struct Compiler {
                              : MCL_ELTWISE_DIV;
       a.act = n.act;
       a.a_quant = a.b_quant = a.out_quant = {1.0f, 0};
+      if (n.ints.count("int8")) { // requantizing INT8 add: each operand its own quantization
+        const Act &xb = acts[op.ins[1]];
+        a.a_quant = {x.scale, x.zero_point};
+        a.b_quant = {xb.scale, xb.zero_point};
+        a.out_quant = {y.scale, y.zero_point};
+      }
       add(MCL_NATIVE_FN_ELTWISE, a);
       break;
     }
@@ -1182,6 +1190,8 @@ struct Compiler {
         a.output.offset += uint32_t(ch * y.es);
         a.output.c = uint32_t(xi.C);
         a.in_quant = a.out_quant = {1.0f, 0};
+        if (n.ints.count("int8")) // INT8 inputs of other scales are requantized
+          a.in_quant = {xi.scale, xi.zero_point}, a.out_quant = {y.scale, y.zero_point};
         ch += xi.C;
         add(MCL_NATIVE_FN_COPY, a);
       }
@@ -1614,9 +1624,15 @@ Result<CompileOutput> compile_graph(const Graph &graph, const CompileOptions &op
     converted = graph;
     passes::convert_to_fp16(converted);
     input = &converted;
+  } else if (options.precision == "int8") {
+    // INT8 kernels come from the graph (QDQ / QLinear models, or quantize::quantize_int8 on a
+    // calibrated float model): a float graph here has not been quantized.
+    if (std::none_of(graph.nodes.begin(), graph.nodes.end(),
+                     [](const Node &n) { return !n.dead && n.ints.count("int8"); }))
+      return make_error("--precision int8: the model is float; calibration data is needed to "
+                        "quantize it (kann compile --calibration inputs.npy)");
   } else if (options.precision != "fp32") {
-    return make_error("--precision " + options.precision +
-                      " is not implemented yet (fp32 and fp16 are)");
+    return make_error("--precision " + options.precision + " is not supported (fp32, fp16, int8)");
   }
   // Try the all-in-SPM layout first; when it does not fit, tile operators inside the
   // clusters and, as a last resort, spill activations to DDR, until it fits.

@@ -136,17 +136,109 @@ TEST(Tiler, ChannelSplitChosenForSmallSpatialLayersAndExact) {
     ASSERT_NEAR(got[i], yr.v[i], 1e-3f) << i;
 }
 
-TEST(Tiler, WeightsLargerThanTheSpmAreAClearError) {
+// Bytes of parameters (PARAMS space) the program reads from DDR, and whether every load
+// of parameters that is not the prologue's prefetch is awaited through a weight signal.
+uint64_t param_ddr_bytes(const format::Program &p) {
+  uint64_t bytes = 0;
+  for (const auto &s : p.streams)
+    for (const auto &r : s) {
+      kbin_dma_args d;
+      if (r.function_id == KBIN_FN_DMA && r.decode(d) && d.ddr.space == KBIN_DDR_PARAMS)
+        bytes += d.shape.row_bytes * d.shape.rows * d.shape.planes;
+    }
+  return bytes;
+}
+int wait_signals(const format::Program &p) {
+  int n = 0;
+  for (const auto &s : p.streams)
+    for (const auto &r : s)
+      n += r.function_id == KBIN_FN_WAIT_SIGNAL;
+  return n;
+}
+
+manycl::Result<manycl::interp::KbinRunResult> run_on(const char *preset, const format::Program &p,
+                                                     const std::vector<float> &x) {
+  manycl::device::Device device(manycl::device::preset(preset).value());
+  return manycl::interp::run_kbin(device, p, {test::as_bytes(x), {}});
+}
+
+// 400 KiB of Gemm weights for a 256 KiB SPM: streamed in output-channel slices (double
+// buffered, each awaited by a signal), every parameter byte read once.
+TEST(Tiler, GemmWeightsLargerThanTheSpmStreamInOutputChannelSlices) {
   test::OnnxBuilder b;
   b.input("x", {1, 512});
-  b.weight("w", {512, 200}, 0.01f); // 400 KiB of weights for a 256 KiB SPM
+  auto w = b.weight("w", {512, 200}, 0.01f);
   b.node("MatMul", {"x", "w"}, {"y"});
   b.output("y");
-  auto out = compile_bytes(b.bytes(), "small", 1);
-  ASSERT_FALSE(out.ok());
-  EXPECT_NE(out.error().message.find("does not fit"), std::string::npos) << out.error().message;
-  // Two clusters hold half the weights each: it compiles.
-  EXPECT_TRUE(compile_bytes(b.bytes(), "small", 2).ok());
+  std::vector<float> x(512), wt(200 * 512);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = std::cos(0.1f * float(i));
+  for (int k = 0; k < 512; ++k)
+    for (int n = 0; n < 200; ++n)
+      wt[size_t(n) * 512 + k] = w[size_t(k) * 200 + n];
+  const auto want = test::ref::gemm(x, wt, std::vector<float>(200, 0.0f), 200);
+  for (unsigned clusters : {1u, 2u}) {
+    auto out = compile_bytes(b.bytes(), "small", clusters);
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    const auto &o = out.value();
+    if (clusters == 1) {
+      EXPECT_NE(o.ops[0].split.find(" w"), std::string::npos) << o.report_text();
+      EXPECT_GT(wait_signals(o.program), 0);
+    }
+    EXPECT_TRUE(o.spilled.empty());
+    EXPECT_LE(param_ddr_bytes(o.program), uint64_t(512 * 200 * 4 * 1.05));
+    auto run = run_on("small", o.program, x);
+    ASSERT_TRUE(run.ok()) << run.error().message;
+    auto got = test::as_floats(run.value().outputs[1]);
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want[i], 1e-4f) << i;
+  }
+}
+
+// A row-split 3x3 convolution with 1.2 MB of weights on 256 KiB SPMs: the slices are
+// multicast once each (the clusters meet between slices), results exact in FP32 and close in
+// FP16.
+TEST(Tiler, ConvWeightsLargerThanTheSpmStreamInMulticastSlices) {
+  test::OnnxBuilder b;
+  b.input("x", {1, 64, 8, 8});
+  auto w = b.weight("w", {512, 64, 3, 3}, 0.02f);
+  auto bias = b.weight("b", {512}, 0.1f);
+  auto &conv = b.node("Conv", {"x", "w", "b"}, {"y"});
+  test::OnnxBuilder::ints(conv, "pads", {1, 1, 1, 1});
+  b.output("y");
+  test::ref::T x = test::ref::make(64, 8, 8);
+  for (size_t i = 0; i < x.v.size(); ++i)
+    x.v[i] = std::sin(0.03f * float(i));
+  const auto want = test::ref::conv(x, w, bias, 512, 3, 1, 1);
+  for (const char *precision : {"fp32", "fp16"}) {
+    SCOPED_TRACE(precision);
+    auto g = import_onnx_bytes(b.bytes());
+    ASSERT_TRUE(g.ok());
+    ASSERT_TRUE(passes::optimize(g.value()).ok());
+    CompileOptions opt;
+    opt.device = manycl::device::preset("small").value();
+    opt.clusters = 2;
+    opt.precision = precision;
+    auto out = compile_graph(g.value(), opt);
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    const auto &o = out.value();
+    const auto conv_op =
+        *std::find_if(o.ops.begin(), o.ops.end(), [](const OpReport &r) { return r.op == "Conv"; });
+    EXPECT_EQ(conv_op.split.rfind("rows", 0), 0u) << o.report_text();
+    EXPECT_NE(conv_op.split.find(" w"), std::string::npos) << o.report_text();
+    EXPECT_TRUE(o.spilled.empty()) << o.report_text();
+    const uint64_t es = std::string(precision) == "fp16" ? 2 : 4;
+    EXPECT_LE(param_ddr_bytes(o.program), uint64_t(double(w.size() * es + 512 * 4) * 1.05));
+    EXPECT_GT(count(o.program).multicast, 2);
+    auto run = run_on("small", o.program, x.v);
+    ASSERT_TRUE(run.ok()) << run.error().message;
+    auto got = test::as_floats(run.value().outputs[1]);
+    ASSERT_EQ(got.size(), want.v.size());
+    const float tol = es == 2 ? 3e-2f : 1e-4f;
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want.v[i], tol * (1.0f + std::fabs(want.v[i]))) << i;
+  }
 }
 
 TEST(Tiler, BadClusterCountAndPrecisionAreRejected) {

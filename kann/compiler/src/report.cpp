@@ -28,6 +28,12 @@ std::string CompileOutput::report_text() const {
   o << "clusters " << program.cluster_count << ", SPM required " << program.spm_required << " of "
     << program.spm_bytes << " B, parameters " << params_bytes << " B, modeled cycles "
     << total_cycles << "\n";
+  if (!spilled.empty()) {
+    o << "spilled to DDR:";
+    for (const std::string &t : spilled)
+      o << " " << t;
+    o << "\n";
+  }
   return o.str();
 }
 
@@ -39,6 +45,7 @@ std::string CompileOutput::report_json() const {
   j["spm_required"] = program.spm_required;
   j["params_bytes"] = params_bytes;
   j["modeled_cycles"] = total_cycles;
+  j["spilled"] = spilled;
   j["ops"] = nlohmann::json::array();
   for (const OpReport &r : ops)
     j["ops"].push_back({{"name", r.name},

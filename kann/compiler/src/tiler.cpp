@@ -1,6 +1,6 @@
 // Tile compiler and record emitter. Three phases:
 //   plan      per operator: split, the box of output each cluster owns, the input boxes it
-//             needs, the SPM buffers (activations, parameters, address tables) with lifetimes
+//             needs, the SPM buffers (activations, parameters, staging) with lifetimes
 //   allocate  one SPM offset per buffer, identical on every cluster (multicast needs it),
 //             placed greedily (largest first, lowest free offset among overlapping lifetimes)
 //   emit      parameter blob and per-cluster record streams, step by step
@@ -29,6 +29,8 @@ using manycl::Result;
 namespace {
 
 constexpr uint64_t kAlign = 64;
+constexpr uint32_t kWeightSignal = 0; // counts parameter slices arrived in a cluster's SPM
+constexpr int64_t kPanel = 16;        // output channels per packed weight panel (the native format)
 uint64_t align_up(uint64_t v, uint64_t a = kAlign) {
   return (v + a - 1) / a * a;
 }
@@ -59,6 +61,7 @@ struct SpmBuffer {
   int act = -1;        // activation it holds, or -1
   int op = -1;         // operator whose staging buffer it is, or -1
   int prefetched = -1; // operator whose parameters it prefetches, or -1
+  int weights_of = -1; // operator whose (sliced) parameters it holds, or -1
   uint64_t size() const { return *std::max_element(bytes.begin(), bytes.end()); }
 };
 
@@ -98,11 +101,28 @@ enum class Kind {
   Resize
 };
 
+// Packed parameters of a range of output channels (the operator's own numbering).
+struct ParamSlice {
+  Box box;
+  std::vector<uint8_t> bytes;
+  uint64_t blob_offset = 0;
+};
+
+// An operator's parameters: per slot (one shared slot, multicast to every cluster with work,
+// or one slot per cluster) the output-channel slices, streamed one after the other when
+// they do not fit at once. Slice 0 goes to `buffer` (prefetched during the previous step),
+// then slices alternate between `buffer2` and `buffer` (double buffering).
 struct ParamBlock {
-  bool shared = false; // one block for every cluster: read once, multicast
-  std::vector<std::vector<uint8_t>> per_cluster; // shared: one entry
+  bool shared = false;
+  std::vector<std::vector<ParamSlice>> slots;
   int buffer = -1;
-  std::vector<uint64_t> blob_offset;
+  int buffer2 = -1;
+  size_t slices() const {
+    size_t n = 0;
+    for (const auto &s : slots)
+      n = std::max(n, s.size());
+    return n;
+  }
 };
 
 struct Op {
@@ -114,11 +134,11 @@ struct Op {
   std::vector<Box> out_box;             // per cluster
   std::vector<std::vector<Box>> in_box; // [input][cluster] for the whole out_box
   int chunks = 1;                       // intra-cluster tiles (bands of output rows)
+  int wslices = 1; // output-channel slices of the parameters, streamed inside the step
   // Conv/pool geometry
   int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
   int64_t groups = 1;
   ParamBlock params;         // packed weights (conv: shared; gemm: per cluster)
-  int table = -1;            // SpmBuffer: conv address table
   int pad_row = -1;          // SpmBuffer: conv pad row
   std::vector<int> stage_in; // per input: SpmBuffer staging a DDR-homed input, or -1
   int stage_out = -1;        // SpmBuffer staging a DDR-homed output, or -1
@@ -129,6 +149,7 @@ struct Op {
 struct Policy {
   std::set<int> spilled;     // tensors (storage owners) homed in DDR
   std::map<int, int> chunks; // node -> intra-cluster tiles
+  std::map<int, int> wslices; // node -> output-channel slices of its parameters
   std::set<int> no_prefetch; // nodes whose parameters load in their own step
 };
 
@@ -152,6 +173,7 @@ struct Compiler {
   CompileOutput out;
   AllocFailure failure;
   std::map<int, uint32_t> input_arg, output_arg; // tensor -> kernel argument
+  std::vector<uint64_t> weight_signals;          // per cluster: notifications sent so far
   // Concat elimination: a concat input written straight into the concat output's storage
   // at this channel offset (tensor -> offset); the eliminated Concat nodes.
   std::map<int, int64_t> chan_offset;
@@ -284,10 +306,33 @@ struct Compiler {
       v[k] = {H * k / K, H * (k + 1) / K, 0, C};
     return v;
   }
-  std::vector<Box> split_channels(int64_t H, int64_t C) const {
+  // Channel slices; with `granule` (the packing's panel width for weights) the boundaries
+  // fall on whole panels when there are enough, so no slice packs padding channels.
+  std::vector<Box> split_channels(int64_t H, int64_t C, int64_t granule = 1) const {
     std::vector<Box> v(K);
+    const int64_t units = (C + granule - 1) / granule;
+    if (units < int64_t(K))
+      granule = 1;
+    const int64_t n = (C + granule - 1) / granule;
     for (unsigned k = 0; k < K; ++k)
-      v[k] = {0, H, C * k / K, C * (k + 1) / K};
+      v[k] = {0, H, std::min(C, n * k / K * granule), std::min(C, n * (k + 1) / K * granule)};
+    return v;
+  }
+
+  // The output-channel slices of an operator's parameters on a cluster whose output box is
+  // `b`: op.wslices parts of whole packing panels.
+  std::vector<Box> weight_slices(const Op &op, const Box &b) const {
+    std::vector<Box> v;
+    if (b.empty())
+      return v;
+    const int64_t panels = (b.chans() + kPanel - 1) / kPanel;
+    const int64_t n = std::clamp<int64_t>(op.wslices, 1, panels);
+    for (int64_t j = 0; j < n; ++j) {
+      Box x = b;
+      x.c0 = b.c0 + panels * j / n * kPanel;
+      x.c1 = std::min(b.c1, b.c0 + panels * (j + 1) / n * kPanel);
+      v.push_back(x);
+    }
     return v;
   }
 
@@ -450,6 +495,9 @@ struct Compiler {
       auto ch = policy.chunks.find(int(ni));
       if (ch != policy.chunks.end())
         op.chunks = ch->second;
+      auto ws = policy.wslices.find(int(ni));
+      if (ws != policy.wslices.end() && (op.kind == Kind::Conv || op.kind == Kind::Gemm))
+        op.wslices = ws->second;
       if (auto r = plan_op(op, n); !r)
         return r;
       ops.push_back(std::move(op));
@@ -506,13 +554,13 @@ struct Compiler {
       op.groups = n.attr("group", 1);
       op.out_box = split_rows(y.H, yc);
       if (op.kind == Kind::Conv && K > 1 && choose_channel_split(op))
-        op.split = "channels", op.out_box = split_channels(y.H, yc);
+        op.split = "channels", op.out_box = split_channels(y.H, yc, kPanel);
       break;
     }
     case Kind::GlobalPool:
     case Kind::Gemm:
       op.split = "channels";
-      op.out_box = split_channels(1, yc);
+      op.out_box = split_channels(1, yc, op.kind == Kind::Gemm ? kPanel : 1);
       op.chunks = 1;
       break;
     case Kind::Softmax:
@@ -649,7 +697,7 @@ struct Compiler {
     return a;
   }
 
-  // Parameter, table and staging buffers (sizes; contents are packed after allocation).
+  // Parameter and staging buffers (sizes; contents are packed after allocation).
   Result<void> plan_params() {
     for (size_t s = 0; s < ops.size(); ++s) {
       Op &op = ops[s];
@@ -658,35 +706,39 @@ struct Compiler {
       const Act &x = acts[op.ins[0]];
       const Act &y = acts[op.out];
       // Parameters load during the previous step (double buffering) unless the SPM cannot
-      // hold two operators' parameters at once; a chunked op loads its tables per chunk.
+      // hold two operators' parameters at once.
       const bool prefetch = !policy.no_prefetch.count(op.node);
       const int params_first = prefetch ? step - 1 : step;
-      const int table_first = op.chunks > 1 ? step : params_first;
+      size_t slices = 1;
       if (op.kind == Kind::Conv) {
         op.params.buffer = new_buffer(n.name + ".params", params_first, step);
-        op.table = new_buffer(n.name + ".table", table_first, step);
-        buffers[op.table].op = int(s); // tiling the operator shrinks its table
         op.pad_row = new_buffer(n.name + ".pad", step, step);
-        for (unsigned c = 0; c < K; ++c)
-          for (const Box &ob : chunk_boxes(op, c)) {
-            mcl_conv_args a = conv_args_shape(op, need_for(op, 0, ob), ob);
-            auto &p = buffers[op.params.buffer].bytes[c];
-            p = std::max<uint64_t>(p, mcl_native_conv_params_size(MCL_NATIVE_FN_CONV2D, &a));
-            auto &t = buffers[op.table].bytes[c];
-            t = std::max<uint64_t>(t, mcl_native_conv_table_size(&a) * 4);
-            buffers[op.pad_row].bytes[c] = align_up(x.C * x.es, 16);
-          }
+        for (unsigned c = 0; c < K; ++c) {
+          const auto parts = weight_slices(op, op.out_box[c]);
+          slices = std::max(slices, parts.size());
+          for (const Box &part : parts)
+            for (Box ob : chunk_boxes(op, c)) {
+              ob.c0 = part.c0, ob.c1 = part.c1;
+              mcl_conv_args a = conv_args_shape(op, need_for(op, 0, ob), ob);
+              auto &p = buffers[op.params.buffer].bytes[c];
+              p = std::max<uint64_t>(p, mcl_native_conv_params_size(MCL_NATIVE_FN_CONV2D, &a));
+              buffers[op.pad_row].bytes[c] = align_up(x.C * x.es, 16);
+            }
+        }
       } else if (op.kind == Kind::Gemm) {
         op.params.buffer = new_buffer(n.name + ".params", params_first, step);
         for (unsigned c = 0; c < K; ++c) {
-          if (op.out_box[c].empty())
-            continue;
-          mcl_gemm_args a{};
-          a.input = {0, 1, 1, uint32_t(x.H * x.W * x.C), 0, 0, 1, x.dtype};
-          a.input.row_stride = a.input.pixel_stride = a.input.c;
-          a.output = {0, 1, 1, uint32_t(op.out_box[c].chans()), 0, 0, 1, y.dtype};
-          a.output.row_stride = a.output.pixel_stride = a.output.c;
-          buffers[op.params.buffer].bytes[c] = mcl_native_gemm_params_size(&a);
+          const auto parts = weight_slices(op, op.out_box[c]);
+          slices = std::max(slices, parts.size());
+          for (const Box &part : parts) {
+            mcl_gemm_args a{};
+            a.input = {0, 1, 1, uint32_t(x.H * x.W * x.C), 0, 0, 1, x.dtype};
+            a.input.row_stride = a.input.pixel_stride = a.input.c;
+            a.output = {0, 1, 1, uint32_t(part.chans()), 0, 0, 1, y.dtype};
+            a.output.row_stride = a.output.pixel_stride = a.output.c;
+            auto &p = buffers[op.params.buffer].bytes[c];
+            p = std::max<uint64_t>(p, mcl_native_gemm_params_size(&a));
+          }
         }
       } else if (op.kind == Kind::ScaleShift) {
         op.params.buffer = new_buffer(n.name + ".params", params_first, step);
@@ -696,8 +748,13 @@ struct Compiler {
       }
       if (prefetch && op.params.buffer >= 0)
         buffers[op.params.buffer].prefetched = int(s);
-      if (prefetch && op.table >= 0 && op.chunks == 1)
-        buffers[op.table].prefetched = int(s);
+      if (op.params.buffer >= 0)
+        buffers[op.params.buffer].weights_of = int(s);
+      if (slices > 1) { // streamed slices: the second buffer of the pair
+        op.params.buffer2 = new_buffer(n.name + ".params2", step, step);
+        buffers[op.params.buffer2].bytes = buffers[op.params.buffer].bytes;
+        buffers[op.params.buffer2].weights_of = int(s);
+      }
       // Staging for DDR-homed operands: one chunk's worth.
       op.stage_in.assign(op.ins.size(), -1);
       for (size_t i = 0; i < op.ins.size(); ++i) {
@@ -819,122 +876,33 @@ struct Compiler {
     for (size_t s = 0; s < ops.size(); ++s) {
       Op &op = ops[s];
       const Node &n = g.nodes[op.node];
-      const Act &x = acts[op.ins[0]];
-      const Act &y = acts[op.out];
-      op.params.blob_offset.assign(K, 0);
       if (op.kind == Kind::Conv) {
-        // Spatial split: one block multicast to all. Channel split: each cluster's slice of
-        // output channels ([cout][cin/groups][kh][kw] rows are contiguous in ONNX order).
-        const Tensor &w = g.tensors[n.inputs[1]];
-        std::vector<float> bias(out_c(op), 0.0f);
-        if (n.inputs.size() > 2 && n.inputs[2] >= 0)
-          bias = g.tensors[n.inputs[2]].data;
-        const size_t per_out = w.data.size() / size_t(out_c(op));
+        // Spatial split: one set of slices multicast to all. Channel split: each cluster's
+        // slice of output channels ([cout][cin/groups][kh][kw] rows are contiguous).
         op.params.shared = op.split == "rows";
-        op.params.per_cluster.resize(op.params.shared ? 1 : K);
+        op.params.slots.assign(op.params.shared ? 1 : K, {});
         for (unsigned c = 0; c < K; ++c) {
-          if (op.out_box[c].empty() || (op.params.shared && !op.params.per_cluster[0].empty()))
+          auto &slot = op.params.slots[op.params.shared ? 0 : c];
+          if (op.out_box[c].empty() || !slot.empty())
             continue;
-          const Box ob = chunk_boxes(op, c)[0];
-          mcl_conv_args a = conv_args_shape(op, need_for(op, 0, ob), ob);
-          std::vector<uint8_t> packed(mcl_native_conv_params_size(MCL_NATIVE_FN_CONV2D, &a));
-          const float *wslice = w.data.data() + size_t(ob.c0) * per_out;
-          std::vector<uint16_t> half;
-          const void *weights = wslice;
-          const void *bias_ptr = bias.data() + ob.c0;
-          const mcl_weight_quant *quant = nullptr;
-          Int8Weights q8;
-          if (x.dtype == MCL_DTYPE_F16) {
-            for (size_t i = 0; i < size_t(ob.chans()) * per_out; ++i)
-              half.push_back(passes::float_to_half(wslice[i]));
-            weights = half.data();
-          } else if (n.ints.count("int8")) {
-            q8 = int8_weights(n, x, y, ob.c0, ob.c1, nullptr);
-            weights = q8.values.data();
-            bias_ptr = q8.bias.data();
-            quant = &q8.quant;
+          for (const Box &part : weight_slices(op, op.out_box[c])) {
+            auto packed = pack_conv_slice(op, n, c, part);
+            if (!packed)
+              return packed.error();
+            slot.push_back({part, std::move(packed.value()), 0});
           }
-          if (mcl_native_pack_conv(MCL_NATIVE_FN_CONV2D, &a, weights, bias_ptr, quant,
-                                   packed.data(), packed.size()) != MCL_NATIVE_OK)
-            return make_error(where(n) + ": packing the weights failed");
-          const unsigned slot = op.params.shared ? 0 : c;
-          op.params.per_cluster[slot] = std::move(packed);
-          const uint64_t at = add_blob(op.params.per_cluster[slot]);
-          if (op.params.shared)
-            op.params.blob_offset.assign(K, at);
-          else
-            op.params.blob_offset[c] = at;
         }
       } else if (op.kind == Kind::Gemm) {
-        op.params.per_cluster.resize(K);
-        const uint32_t k_total = uint32_t(x.H * x.W * x.C);
-        for (unsigned c = 0; c < K; ++c) {
-          const Box &ob = op.out_box[c];
-          if (ob.empty())
-            continue;
-          mcl_gemm_args a{};
-          a.input = {0, 1, 1, k_total, k_total, k_total, 1, x.dtype};
-          a.output = {
-              0, 1,      1, uint32_t(ob.chans()), uint32_t(ob.chans()), uint32_t(ob.chans()),
-              1, y.dtype};
-          // B slice as [n][k] in the SPM order of the input (HWC for a flattened image).
-          const Tensor &b = g.tensors[n.inputs[1]];
-          const bool tb = n.op == "Gemm" && n.attr("transB", 0) != 0;
-          const float alpha = n.op == "Gemm" ? n.attrf("alpha", 1.0f) : 1.0f;
-          const float beta = n.op == "Gemm" ? n.attrf("beta", 1.0f) : 1.0f;
-          const int64_t N = y.C;
-          std::vector<float> bt(size_t(ob.chans()) * k_total), bias(ob.chans(), 0.0f);
-          auto it = view_src_shape.find(n.inputs[0]);
-          for (int64_t j = 0; j < ob.chans(); ++j) {
-            const int64_t nn = ob.c0 + j;
-            for (int64_t m = 0; m < k_total; ++m) {
-              int64_t kk = m;
-              if (it != view_src_shape.end()) {
-                const int64_t C = it->second[0], H = it->second[1], W = it->second[2];
-                const int64_t ch = m % C, pix = m / C;
-                kk = ch * H * W + (pix / W) * W + pix % W;
-              }
-              bt[j * k_total + m] = alpha * b.data[tb ? nn * k_total + kk : kk * N + nn];
-            }
-            if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
-              const auto &cd = g.tensors[n.inputs[2]].data;
-              bias[j] = beta * cd[cd.size() == 1 ? 0 : nn];
-            }
+        op.params.slots.assign(K, {});
+        for (unsigned c = 0; c < K; ++c)
+          for (const Box &part : weight_slices(op, op.out_box[c])) {
+            auto packed = pack_gemm_slice(op, n, part);
+            if (!packed)
+              return packed.error();
+            op.params.slots[c].push_back({part, std::move(packed.value()), 0});
           }
-          std::vector<uint8_t> packed(mcl_native_gemm_params_size(&a));
-          std::vector<uint16_t> half;
-          const void *bmat = bt.data();
-          const void *bias_ptr = bias.data();
-          const mcl_weight_quant *quant = nullptr;
-          Int8Weights q8;
-          if (x.dtype == MCL_DTYPE_F16) {
-            for (float v : bt)
-              half.push_back(passes::float_to_half(v));
-            bmat = half.data();
-          } else if (n.ints.count("int8")) {
-            std::vector<int64_t> order(k_total);
-            for (int64_t m = 0; m < k_total; ++m) {
-              int64_t kk = m;
-              if (it != view_src_shape.end()) {
-                const int64_t C = it->second[0], H = it->second[1], W = it->second[2];
-                const int64_t ch = m % C, pix = m / C;
-                kk = ch * H * W + (pix / W) * W + pix % W;
-              }
-              order[m] = kk;
-            }
-            q8 = int8_weights(n, x, y, ob.c0, ob.c1, &order);
-            bmat = q8.values.data();
-            bias_ptr = q8.bias.data();
-            quant = &q8.quant;
-          }
-          if (mcl_native_pack_gemm(&a, bmat, 1, bias_ptr, quant, packed.data(), packed.size()) !=
-              MCL_NATIVE_OK)
-            return make_error(where(n) + ": packing the weights failed");
-          op.params.blob_offset[c] = add_blob(packed);
-          op.params.per_cluster[c] = std::move(packed);
-        }
       } else if (op.kind == Kind::ScaleShift) {
-        op.params.per_cluster.resize(K);
+        op.params.slots.assign(K, {});
         const auto &sc = g.tensors[n.inputs[1]].data, &sh = g.tensors[n.inputs[2]].data;
         for (unsigned c = 0; c < K; ++c) {
           const Box &ob = op.out_box[c];
@@ -942,12 +910,113 @@ struct Compiler {
             continue;
           std::vector<float> p(sc.begin() + ob.c0, sc.begin() + ob.c1);
           p.insert(p.end(), sh.begin() + ob.c0, sh.begin() + ob.c1);
-          op.params.per_cluster[c] = to_bytes(p.data(), p.size());
-          op.params.blob_offset[c] = add_blob(op.params.per_cluster[c]);
+          op.params.slots[c].push_back({ob, to_bytes(p.data(), p.size()), 0});
         }
       }
+      for (auto &slot : op.params.slots)
+        for (ParamSlice &ps : slot)
+          ps.blob_offset = add_blob(ps.bytes);
     }
     return {};
+  }
+
+  // Packed parameters of output channels `part` of a convolution (geometry of cluster c).
+  Result<std::vector<uint8_t>> pack_conv_slice(const Op &op, const Node &n, unsigned c,
+                                               const Box &part) const {
+    const Act &x = acts[op.ins[0]];
+    const Act &y = acts[op.out];
+    const Tensor &w = g.tensors[n.inputs[1]];
+    std::vector<float> bias(out_c(op), 0.0f);
+    if (n.inputs.size() > 2 && n.inputs[2] >= 0)
+      bias = g.tensors[n.inputs[2]].data;
+    const size_t per_out = w.data.size() / size_t(out_c(op));
+    Box ob = chunk_boxes(op, c)[0];
+    ob.c0 = part.c0, ob.c1 = part.c1;
+    mcl_conv_args a = conv_args_shape(op, need_for(op, 0, ob), ob);
+    std::vector<uint8_t> packed(mcl_native_conv_params_size(MCL_NATIVE_FN_CONV2D, &a));
+    const float *wslice = w.data.data() + size_t(ob.c0) * per_out;
+    std::vector<uint16_t> half;
+    const void *weights = wslice;
+    const void *bias_ptr = bias.data() + ob.c0;
+    const mcl_weight_quant *quant = nullptr;
+    Int8Weights q8;
+    if (x.dtype == MCL_DTYPE_F16) {
+      for (size_t i = 0; i < size_t(ob.chans()) * per_out; ++i)
+        half.push_back(passes::float_to_half(wslice[i]));
+      weights = half.data();
+    } else if (n.ints.count("int8")) {
+      q8 = int8_weights(n, x, y, ob.c0, ob.c1, nullptr);
+      weights = q8.values.data();
+      bias_ptr = q8.bias.data();
+      quant = &q8.quant;
+    }
+    if (mcl_native_pack_conv(MCL_NATIVE_FN_CONV2D, &a, weights, bias_ptr, quant, packed.data(),
+                             packed.size()) != MCL_NATIVE_OK)
+      return make_error(where(n) + ": packing the weights failed");
+    return packed;
+  }
+
+  // Packed B slice (output channels `part`) of a Gemm / MatMul, as [n][k] in the SPM order
+  // of the input (HWC for a flattened image).
+  Result<std::vector<uint8_t>> pack_gemm_slice(const Op &op, const Node &n, const Box &ob) const {
+    const Act &x = acts[op.ins[0]];
+    const Act &y = acts[op.out];
+    const uint32_t k_total = uint32_t(x.H * x.W * x.C);
+    mcl_gemm_args a{};
+    a.input = {0, 1, 1, k_total, k_total, k_total, 1, x.dtype};
+    a.output = {0, 1,      1, uint32_t(ob.chans()), uint32_t(ob.chans()), uint32_t(ob.chans()),
+                1, y.dtype};
+    const Tensor &b = g.tensors[n.inputs[1]];
+    const bool tb = n.op == "Gemm" && n.attr("transB", 0) != 0;
+    const float alpha = n.op == "Gemm" ? n.attrf("alpha", 1.0f) : 1.0f;
+    const float beta = n.op == "Gemm" ? n.attrf("beta", 1.0f) : 1.0f;
+    const int64_t N = y.C;
+    std::vector<int64_t> order(k_total); // SPM position -> ONNX K index
+    auto it = view_src_shape.find(n.inputs[0]);
+    for (int64_t m = 0; m < k_total; ++m) {
+      order[m] = m;
+      if (it != view_src_shape.end()) {
+        const int64_t C = it->second[0], H = it->second[1], W = it->second[2];
+        const int64_t ch = m % C, pix = m / C;
+        order[m] = ch * H * W + (pix / W) * W + pix % W;
+      }
+    }
+    std::vector<uint8_t> packed(mcl_native_gemm_params_size(&a));
+    std::vector<float> bt, bias(ob.chans(), 0.0f);
+    std::vector<uint16_t> half;
+    const void *bmat = nullptr;
+    const void *bias_ptr = bias.data();
+    const mcl_weight_quant *quant = nullptr;
+    Int8Weights q8;
+    if (n.ints.count("int8")) {
+      q8 = int8_weights(n, x, y, ob.c0, ob.c1, &order);
+      bmat = q8.values.data();
+      bias_ptr = q8.bias.data();
+      quant = &q8.quant;
+    } else {
+      bt.resize(size_t(ob.chans()) * k_total);
+      for (int64_t j = 0; j < ob.chans(); ++j) {
+        const int64_t nn = ob.c0 + j;
+        for (int64_t m = 0; m < k_total; ++m) {
+          const int64_t kk = order[m];
+          bt[j * k_total + m] = alpha * b.data[tb ? nn * k_total + kk : kk * N + nn];
+        }
+        if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
+          const auto &cd = g.tensors[n.inputs[2]].data;
+          bias[j] = beta * cd[cd.size() == 1 ? 0 : nn];
+        }
+      }
+      bmat = bt.data();
+      if (x.dtype == MCL_DTYPE_F16) {
+        for (float v : bt)
+          half.push_back(passes::float_to_half(v));
+        bmat = half.data();
+      }
+    }
+    if (mcl_native_pack_gemm(&a, bmat, 1, bias_ptr, quant, packed.data(), packed.size()) !=
+        MCL_NATIVE_OK)
+      return make_error(where(n) + ": packing the weights failed");
+    return packed;
   }
 
   // INT8 output clamp of a fused activation, in the output's quantized domain.
@@ -1003,14 +1072,14 @@ struct Compiler {
     return r;
   }
 
-  // One compute call: argument blocks (several for Concat) and the conv table content.
+  // One compute call: argument blocks (several for Concat).
   struct Call {
     std::vector<format::Record> records;
-    std::vector<uint8_t> table;
     uint64_t cost = 0;
   };
 
-  Result<Call> make_call(const Op &op, unsigned c, const Box &ob) const {
+  // `params_spm`: where the parameters (of ob's output channels) are in the SPM.
+  Result<Call> make_call(const Op &op, unsigned c, const Box &ob, uint64_t params_spm) const {
     const Node &n = g.nodes[op.node];
     const Act &x = acts[op.ins[0]];
     const Act &y = acts[op.out];
@@ -1027,8 +1096,7 @@ struct Compiler {
       mcl_conv_args a = conv_args_shape(op, ib, ob);
       a.input = in0;
       a.output = out_tile;
-      a.params_offset = uint32_t(buffers[op.params.buffer].offset);
-      a.table_offset = uint32_t(buffers[op.table].offset);
+      a.params_offset = uint32_t(params_spm);
       a.pad_row_offset = uint32_t(buffers[op.pad_row].offset);
       a.act = n.act;
       if (n.ints.count("int8")) {
@@ -1037,8 +1105,8 @@ struct Compiler {
         int8_clamp(y, n.act, a.output_min, a.output_max);
         a.act = {MCL_ACT_NONE, 0.0f, 0.0f};
       }
-      // A tile whose taps all lie inside its input (1x1 convolutions, unpadded interiors)
-      // needs no address table: no table bytes in the blob and no DMA for them.
+      // No address table is stored (no blob bytes, no DMA, no SPM): the call derives it from
+      // the geometry; only tiles with taps in the padding need the pad row for that.
       const int64_t last_y = int64_t(a.origin_y) + int64_t(a.output.h - 1) * a.stride_h +
                              int64_t(a.kernel_h - 1) * a.dilation_h;
       const int64_t last_x = int64_t(a.origin_x) + int64_t(a.output.w - 1) * a.stride_w +
@@ -1047,11 +1115,7 @@ struct Compiler {
           last_x < int64_t(a.input.w)) {
         a.flags = MCL_CONV_NO_TABLE;
       } else {
-        std::vector<int32_t> table(mcl_native_conv_table_size(&a));
-        if (mcl_native_plan_conv(MCL_NATIVE_FN_CONV2D, &a, table.data(), table.size()) !=
-            MCL_NATIVE_OK)
-          return make_error(where(n) + ": planning the address table failed");
-        call.table = to_bytes(table.data(), table.size());
+        a.flags = MCL_CONV_IMPLICIT_TABLE;
       }
       add(MCL_NATIVE_FN_CONV2D, a);
       break;
@@ -1093,7 +1157,7 @@ struct Compiler {
       a.input.c = k_total;
       a.input.row_stride = a.input.pixel_stride = k_total;
       a.output = out_tile;
-      a.params_offset = uint32_t(buffers[op.params.buffer].offset);
+      a.params_offset = uint32_t(params_spm);
       a.act = n.act;
       if (n.ints.count("int8")) {
         a.input_zero_point = x.zero_point;
@@ -1130,7 +1194,7 @@ struct Compiler {
       a.output = out_tile;
       a.act = n.act;
       a.in_quant = a.out_quant = {1.0f, 0};
-      a.params_offset = uint32_t(buffers[op.params.buffer].offset);
+      a.params_offset = uint32_t(params_spm);
       add(MCL_NATIVE_FN_SCALE_SHIFT, a);
       break;
     }
@@ -1299,56 +1363,54 @@ struct Compiler {
     prog.streams[c].push_back(format::Record::make(KBIN_FN_WAIT_DMA, kbin_wait_dma_args{0, 0}));
   }
 
-  // Loads the parameters of op s (issued during step s, used in step s + 1), and its
-  // address table when it runs as one tile.
-  Result<void> emit_param_loads(size_t s, std::vector<uint64_t> &ddr) {
-    Op &op = ops[s];
-    ParamBlock &pb = op.params;
-    if (pb.buffer >= 0 && !pb.per_cluster.empty()) {
-      const uint64_t spm = buffers[pb.buffer].offset;
-      if (pb.shared) { // one DDR read, delivered to every cluster with work
-        uint32_t mask = 0;
+  // Loads slice j of op s's parameters into the SPM at `spm`: one multicast (shared
+  // parameters; the issuing cluster rotates between operators to spread the RDMA work) or
+  // one load per cluster. With `notify`, each destination's weight signal counts the arrival.
+  void emit_slice_load(size_t s, size_t j, uint64_t spm, bool notify, std::vector<uint64_t> &ddr) {
+    const Op &op = ops[s];
+    const ParamBlock &pb = op.params;
+    auto load = [&](unsigned issuer, const ParamSlice &ps, uint32_t mask) {
+      kbin_dma_args d = dma(mask ? KBIN_DMA_MULTICAST : KBIN_DMA_LOAD);
+      d.cluster_mask = mask;
+      d.ddr = {KBIN_DDR_PARAMS, 0, ps.blob_offset};
+      d.spm_offset = spm;
+      d.shape = linear(ps.bytes.size());
+      if (notify)
+        d.notify_signal = kWeightSignal;
+      push(issuer, d);
+      ddr[issuer] += ps.bytes.size();
+    };
+    if (pb.shared) {
+      if (pb.slots.empty() || pb.slots[0].size() <= j)
+        return;
+      uint32_t mask = 0;
+      for (unsigned c = 0; c < K; ++c)
+        if (!op.out_box[c].empty())
+          mask |= 1u << c;
+      load(unsigned(s % K), pb.slots[0][j], mask);
+      if (notify)
         for (unsigned c = 0; c < K; ++c)
-          if (!op.out_box[c].empty())
-            mask |= 1u << c;
-        kbin_dma_args d = dma(KBIN_DMA_MULTICAST);
-        d.cluster_mask = mask;
-        d.ddr = {KBIN_DDR_PARAMS, 0, pb.blob_offset[0]};
-        d.spm_offset = spm;
-        d.shape = linear(pb.per_cluster[0].size());
-        const unsigned issuer = unsigned(s % K); // spread the issuing over the RDMA engines
-        push(issuer, d);
-        ddr[issuer] += pb.per_cluster[0].size();
-      } else {
-        for (unsigned c = 0; c < K; ++c) {
-          if (pb.per_cluster[c].empty())
-            continue;
-          kbin_dma_args d = dma(KBIN_DMA_LOAD);
-          d.ddr = {KBIN_DDR_PARAMS, 0, pb.blob_offset[c]};
-          d.spm_offset = spm;
-          d.shape = linear(pb.per_cluster[c].size());
-          push(c, d);
-          ddr[c] += pb.per_cluster[c].size();
-        }
-      }
+          if (mask & (1u << c))
+            ++weight_signals[c];
+      return;
     }
-    if (op.kind == Kind::Conv && op.chunks == 1)
-      for (unsigned c = 0; c < K; ++c) {
-        if (op.out_box[c].empty())
-          continue;
-        auto call = make_call(op, c, op.out_box[c]);
-        if (!call)
-          return call.error();
-        if (call.value().table.empty())
-          continue;
-        kbin_dma_args d = dma(KBIN_DMA_LOAD);
-        d.ddr = {KBIN_DDR_PARAMS, 0, add_blob(call.value().table)};
-        d.spm_offset = buffers[op.table].offset;
-        d.shape = linear(call.value().table.size());
-        push(c, d);
-        ddr[c] += call.value().table.size();
+    for (unsigned c = 0; c < K && c < pb.slots.size(); ++c)
+      if (pb.slots[c].size() > j) {
+        load(c, pb.slots[c][j], 0);
+        if (notify)
+          ++weight_signals[c];
       }
-    return {};
+  }
+
+  // Slice 0 of op s's parameters (issued during step s, used in step s + 1).
+  void emit_param_loads(size_t s, std::vector<uint64_t> &ddr) {
+    if (ops[s].params.buffer >= 0)
+      emit_slice_load(s, 0, buffers[ops[s].params.buffer].offset, false, ddr);
+  }
+
+  // SPM offset of the buffer holding slice j of op's parameters.
+  uint64_t slice_spm(const Op &op, size_t j) const {
+    return buffers[j % 2 == 0 ? op.params.buffer : op.params.buffer2].offset;
   }
 
   void end_step() {
@@ -1361,6 +1423,7 @@ struct Compiler {
 
   Result<void> emit() {
     prog.streams.assign(K, {});
+    weight_signals.assign(K, 0);
     const auto &dev = opt.device;
     // Kernel arguments: inputs, then outputs.
     auto describe = [&](int t, uint32_t role, uint32_t index) {
@@ -1398,8 +1461,7 @@ struct Compiler {
       }
     }
     if (!ops.empty() && !policy.no_prefetch.count(ops[0].node))
-      if (auto r = emit_param_loads(0, ddr); !r)
-        return r;
+      emit_param_loads(0, ddr);
     end_step();
     uint64_t clock = dma_cycles(*std::max_element(ddr.begin(), ddr.end()), true);
     uint64_t input_bytes = std::accumulate(ddr.begin(), ddr.end(), uint64_t{0});
@@ -1411,14 +1473,14 @@ struct Compiler {
       OpReport rep;
       rep.name = n.name;
       rep.op = n.op + (n.act.kind != MCL_ACT_NONE ? "+act" : "");
-      rep.split = op.split + (op.chunks > 1 ? " x" + std::to_string(op.chunks) : "");
+      rep.split = op.split + (op.chunks > 1 ? " x" + std::to_string(op.chunks) : "") +
+                  (op.params.slices() > 1 ? " w" + std::to_string(op.params.slices()) : "");
       rep.start_cycle = clock;
       std::vector<uint64_t> pddr(K, 0), stream_ddr(K, 0), compute(K, 0);
-      uint64_t own_load_cycles = 0;
+      uint64_t own_load_cycles = 0, slice_barriers = 0;
       if (policy.no_prefetch.count(op.node)) { // load own parameters first, then meet
         std::vector<uint64_t> own(K, 0);
-        if (auto r = emit_param_loads(s, own); !r)
-          return r;
+        emit_param_loads(s, own);
         end_step();
         own_load_cycles = dma_cycles(*std::max_element(own.begin(), own.end()), true) +
                           (K > 1 ? dev.barrier_latency_cycles : 0);
@@ -1426,49 +1488,67 @@ struct Compiler {
           pddr[c] += own[c];
       }
       if (s + 1 < ops.size() && !policy.no_prefetch.count(ops[s + 1].node))
-        if (auto r = emit_param_loads(s + 1, pddr); !r)
-          return r;
-      for (unsigned c = 0; c < K; ++c) {
-        auto chunks = chunk_boxes(op, c);
-        if (!chunks.empty())
-          ++rep.tiles;
-        for (const Box &ob : chunks) {
-          auto call = make_call(op, c, ob);
-          if (!call)
-            return call.error();
-          // Streamed operands and the chunk's table come in first.
-          bool loaded = false;
-          for (size_t i = 0; i < op.ins.size(); ++i) {
-            const Act &x = acts[op.ins[i]];
-            if (!x.in_ddr)
-              continue;
-            const Box ib = need_for(op, i, ob);
-            kbin_dma_args d = ddr_transfer(x, x.home, x.onnx_layout, ib,
-                                           buffers[op.stage_in[i]].offset, ib.chans(), true);
-            push(c, d);
-            stream_ddr[c] += bytes_of(d);
-            loaded = true;
+        emit_param_loads(s + 1, pddr);
+      // Parameters streamed in output-channel slices: slice j+1 loads while slice j computes;
+      // slice j+2 reuses slice j's buffer once every cluster is past slice j (a barrier for
+      // multicast slices; program order for a cluster's own loads).
+      const size_t nslices = op.params.buffer2 >= 0 ? op.params.slices() : 1;
+      std::vector<std::vector<uint64_t>> arrival(nslices, std::vector<uint64_t>(K, 0));
+      std::vector<std::vector<Box>> staged(op.ins.size(), std::vector<Box>(K, Box{}));
+      for (unsigned c = 0; c < K; ++c)
+        rep.tiles += !op.out_box[c].empty();
+      for (size_t j = 0; j < nslices; ++j) {
+        if (j + 1 < nslices) {
+          emit_slice_load(s, j + 1, slice_spm(op, j + 1), true, pddr);
+          arrival[j + 1] = weight_signals;
+        }
+        for (unsigned c = 0; c < K; ++c) {
+          std::vector<Box> parts = {op.out_box[c]};
+          if (nslices > 1)
+            parts = weight_slices(op, op.out_box[c]);
+          if (op.out_box[c].empty() || j >= parts.size())
+            continue;
+          if (j > 0) {
+            kbin_wait_signal_args w{kWeightSignal, 0, arrival[j][c]};
+            prog.streams[c].push_back(format::Record::make(KBIN_FN_WAIT_SIGNAL, w));
           }
-          if (op.kind == Kind::Conv && op.chunks > 1 && !call.value().table.empty()) {
-            kbin_dma_args d = dma(KBIN_DMA_LOAD);
-            d.ddr = {KBIN_DDR_PARAMS, 0, add_blob(call.value().table)};
-            d.spm_offset = buffers[op.table].offset;
-            d.shape = linear(call.value().table.size());
-            push(c, d);
-            stream_ddr[c] += call.value().table.size();
-            loaded = true;
+          for (Box ob : chunk_boxes(op, c)) {
+            ob.c0 = parts[j].c0, ob.c1 = parts[j].c1;
+            auto call = make_call(op, c, ob, op.params.buffer >= 0 ? slice_spm(op, j) : 0);
+            if (!call)
+              return call.error();
+            // Streamed operands come in first (once when the box they need is the same).
+            bool loaded = false;
+            for (size_t i = 0; i < op.ins.size(); ++i) {
+              const Act &x = acts[op.ins[i]];
+              const Box ib = need_for(op, i, ob);
+              if (!x.in_ddr || (staged[i][c].y0 == ib.y0 && staged[i][c].y1 == ib.y1 &&
+                                staged[i][c].c0 == ib.c0 && staged[i][c].c1 == ib.c1))
+                continue;
+              kbin_dma_args d = ddr_transfer(x, x.home, x.onnx_layout, ib,
+                                             buffers[op.stage_in[i]].offset, ib.chans(), true);
+              push(c, d);
+              stream_ddr[c] += bytes_of(d);
+              staged[i][c] = ib;
+              loaded = true;
+            }
+            if (loaded || y.in_ddr)
+              wait(c); // operands in place, and the previous chunk's store has left staging
+            for (auto &r : call.value().records)
+              prog.streams[c].push_back(r);
+            compute[c] += call.value().cost;
+            if (y.in_ddr) {
+              kbin_dma_args d = ddr_transfer(y, y.home, y.onnx_layout, stored(op, ob),
+                                             buffers[op.stage_out].offset, ob.chans(), false);
+              push(c, d);
+              stream_ddr[c] += bytes_of(d);
+            }
           }
-          if (loaded || y.in_ddr)
-            wait(c); // operands in place, and the previous chunk's store has left staging
-          for (auto &r : call.value().records)
-            prog.streams[c].push_back(r);
-          compute[c] += call.value().cost;
-          if (y.in_ddr) {
-            kbin_dma_args d = ddr_transfer(y, y.home, y.onnx_layout, stored(op, ob),
-                                           buffers[op.stage_out].offset, ob.chans(), false);
-            push(c, d);
-            stream_ddr[c] += bytes_of(d);
-          }
+        }
+        if (op.params.shared && j + 2 < nslices && K > 1) {
+          for (unsigned c = 0; c < K; ++c)
+            prog.streams[c].push_back(format::Record{KBIN_FN_BARRIER, {}});
+          slice_barriers += 1;
         }
       }
       rep.compute_cycles = *std::max_element(compute.begin(), compute.end());
@@ -1516,7 +1596,8 @@ struct Compiler {
                       std::accumulate(stream_ddr.begin(), stream_ddr.end(), uint64_t{0}) +
                       (s == 0 ? input_bytes : 0);
       rep.dma_cycles = dma_cycles(pmax, true) + dma_cycles(nmax, false);
-      rep.cycles = own_load_cycles + step_cycles + (K > 1 ? dev.barrier_latency_cycles : 0);
+      rep.cycles = own_load_cycles + step_cycles +
+                   (K > 1 ? (1 + slice_barriers) * dev.barrier_latency_cycles : 0);
       clock += rep.cycles;
       rep.spm_peak.assign(K, 0);
       for (const SpmBuffer &b : buffers)
@@ -1589,6 +1670,21 @@ bool relax(const Compiler &c, Policy &policy) {
         policy.chunks[op.node] = int(std::min<int64_t>(rows, op.chunks * 2));
         return true;
       }
+    }
+  }
+  // Then stream large parameters in output-channel slices (no extra DDR traffic: a barrier
+  // per slice at most), the largest first.
+  for (int i : cands) {
+    const SpmBuffer &b = c.buffers[i];
+    if (b.weights_of < 0 || b.size() < c.opt.device.spm_bytes / 64)
+      continue;
+    const Op &op = c.ops[b.weights_of];
+    int64_t widest = 0;
+    for (const Box &x : op.out_box)
+      widest = std::max(widest, (x.chans() + kPanel - 1) / kPanel);
+    if (op.wslices < widest) {
+      policy.wslices[op.node] = int(std::min<int64_t>(widest, std::max(4, op.wslices * 2)));
+      return true;
     }
   }
   // Then give up double buffering of the largest prefetched parameters.

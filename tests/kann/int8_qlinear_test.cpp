@@ -183,6 +183,53 @@ TEST(QLinearMatMul, MatchesOnnxFormulaBitExact) {
   }
 }
 
+// A QLinearConv model through `kann compile` and `kann simulate`: the same quantized output
+// as the in-process run checked bit-exact above.
+TEST(QLinear, ThroughKannSimulate) {
+  OnnxBuilder b;
+  b.input("x", {1, 3, 6, 5});
+  b.weight("x_scale", {}, 0.0f, {0.02f});
+  int_initializer(b, "x_zp", onnx::TensorProto::UINT8, {}, {128});
+  std::vector<int32_t> w(4 * 3 * 3 * 3);
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = int32_t((i * 59) % 255) - 127;
+  int_initializer(b, "w", onnx::TensorProto::INT8, {4, 3, 3, 3}, w);
+  b.weight("w_scale", {4}, 0.0f, {0.003f, 0.004f, 0.005f, 0.002f});
+  int_initializer(b, "w_zp", onnx::TensorProto::INT8, {4}, {0, 0, 0, 0});
+  b.weight("y_scale", {}, 0.0f, {0.06f});
+  int_initializer(b, "y_zp", onnx::TensorProto::UINT8, {}, {100});
+  b.node("QuantizeLinear", {"x", "x_scale", "x_zp"}, {"xq"});
+  auto &conv = b.node("QLinearConv",
+                      {"xq", "x_scale", "x_zp", "w", "w_scale", "w_zp", "y_scale", "y_zp"}, {"yq"});
+  OnnxBuilder::ints(conv, "pads", {1, 1, 1, 1});
+  b.node("DequantizeLinear", {"yq", "y_scale", "y_zp"}, {"y"});
+  b.output("y");
+  std::vector<float> x(3 * 6 * 5);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = 2.0f * std::sin(0.5f * float(i));
+  CompileOptions options;
+  options.device = manycl::device::preset("mppa3").value();
+  auto want = test::compile_and_run(b.bytes(), x, options);
+  ASSERT_EQ(want.size(), 4u * 6 * 5);
+
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path() / ("kann_qlinear_" + std::to_string(::getpid()));
+  fs::create_directories(dir);
+  std::ofstream((dir / "q.onnx").string(), std::ios::binary) << b.bytes();
+  test::write_npy((dir / "x.npy").string(), {1, 3, 6, 5}, x);
+  const std::string tool = KANN_TOOL_PATH;
+  const std::string cmd =
+      tool + " compile " + (dir / "q.onnx").string() + " -o " + (dir / "q.kbin").string() +
+      " > /dev/null 2>&1 && " + tool + " simulate " + (dir / "q.kbin").string() + " --input " +
+      (dir / "x.npy").string() + " --output-dir " + dir.string() + " > /dev/null 2>&1";
+  ASSERT_EQ(std::system(cmd.c_str()), 0) << cmd;
+  auto got = test::read_npy_tail((dir / "y.npy").string(), want.size());
+  fs::remove_all(dir);
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_EQ(got[i], want[i]) << i;
+}
+
 TEST(QLinear, MalformedNodesAreErrors) {
   OnnxBuilder b;
   b.input("x", {1, 2, 4, 4});

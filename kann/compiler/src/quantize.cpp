@@ -72,12 +72,20 @@ Result<std::vector<Range>> calibrate(const Graph &g, const CompileOptions &optio
     return make_error("calibration: the percentile must be in (50, 100]");
   // Every float activation an operator writes becomes a network output (views share their
   // source's storage and so its range).
+  // A view's source whose view is a network output is measured through the view (one
+  // storage cannot be two outputs).
   Graph probe = g;
+  std::set<int> measured_by_view;
+  for (auto it = probe.nodes.rbegin(); it != probe.nodes.rend(); ++it)
+    if (!it->dead && is_view(*it) &&
+        (probe.is_output(it->outputs[0]) || measured_by_view.count(it->outputs[0])))
+      measured_by_view.insert(it->inputs[0]);
   for (const Node &n : probe.nodes) {
     if (n.dead || is_view(n))
       continue;
     for (int o : n.outputs)
-      if (is_float_activation(probe.tensors[o]) && !probe.is_output(o))
+      if (is_float_activation(probe.tensors[o]) && !probe.is_output(o) &&
+          !measured_by_view.count(o))
         probe.outputs.push_back(o);
   }
   CompileOptions float_options = options;
@@ -130,6 +138,9 @@ Result<std::vector<Range>> calibrate(const Graph &g, const CompileOptions &optio
   std::vector<Range> ranges(g.tensors.size());
   for (size_t t = 0; t < ranges.size(); ++t)
     ranges[t] = collect[t].result();
+  for (auto it = g.nodes.rbegin(); it != g.nodes.rend(); ++it) // sources measured by views
+    if (!it->dead && is_view(*it) && measured_by_view.count(it->inputs[0]))
+      ranges[size_t(it->inputs[0])] = ranges[size_t(it->outputs[0])];
   for (const Node &n : g.nodes) // nodes are in topological order
     if (!n.dead && is_view(n))
       ranges[size_t(n.outputs[0])] = ranges[size_t(n.inputs[0])];

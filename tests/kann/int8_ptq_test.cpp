@@ -1,0 +1,268 @@
+// Post-training INT8 quantization (--precision int8 --calibration): calibration ranges
+// measured on the simulated device, the quantized graph's operators, accuracy on the small CNN
+// and on the bundled digits model (in-process and through `kann compile` / `kann simulate`),
+// and the errors without calibration data.
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <map>
+
+#include "int8_common.h"
+#include "kann/quantize.h"
+#include "small_cnn.h"
+
+namespace {
+
+using namespace kann;
+namespace fs = std::filesystem;
+
+ir::Graph optimized(const std::string &onnx) {
+  auto g = import_onnx_bytes(onnx);
+  EXPECT_TRUE(g.ok()) << g.error().message;
+  EXPECT_TRUE(passes::optimize(g.value()).ok());
+  return g.ok() ? std::move(g.value()) : ir::Graph{};
+}
+
+CompileOptions small_options(unsigned clusters = 2) {
+  CompileOptions options;
+  options.device = manycl::device::preset("small").value();
+  options.clusters = clusters;
+  return options;
+}
+
+// Runs a compiled graph; outputs by name.
+std::map<std::string, std::vector<float>> run(const ir::Graph &g, const CompileOptions &options,
+                                              const std::vector<float> &input) {
+  auto out = compile_graph(g, options);
+  EXPECT_TRUE(out.ok()) << out.error().message;
+  if (!out.ok())
+    return {};
+  const auto &prog = out.value().program;
+  manycl::device::Device device(options.device);
+  std::vector<std::vector<uint8_t>> args(prog.arg_count);
+  args[0] = test::float_bytes(input);
+  auto r = manycl::interp::run_kbin(device, prog, args);
+  EXPECT_TRUE(r.ok()) << r.error().message;
+  std::map<std::string, std::vector<float>> outputs;
+  for (const auto &t : prog.tensors)
+    if (r.ok() && t.role == KBIN_ROLE_OUTPUT)
+      outputs[t.name] = test::bytes_floats(r.value().outputs[t.arg_index]);
+  return outputs;
+}
+
+std::vector<std::vector<std::vector<float>>> small_cnn_samples(const std::vector<float> &base,
+                                                               int count) {
+  std::vector<std::vector<std::vector<float>>> samples;
+  for (int s = 0; s < count; ++s) {
+    std::vector<float> x = base;
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = x[i] * (0.8f + 0.1f * float(s)) + 0.2f * std::sin(0.05f * float(i * (s + 1)));
+    samples.push_back({x});
+  }
+  return samples;
+}
+
+TEST(Calibration, RangesAreTheFloatGraphsMinMax) {
+  auto m = test::make_small_cnn();
+  auto g = optimized(m.onnx);
+  auto ranges = quantize::calibrate(g, small_options(), {{m.input}});
+  ASSERT_TRUE(ranges.ok()) << ranges.error().message;
+  auto expect_range = [&](const char *name, const std::vector<float> &values) {
+    const int t = g.find(name);
+    ASSERT_GE(t, 0) << name;
+    const auto &r = ranges.value()[size_t(t)];
+    ASSERT_TRUE(r.seen) << name;
+    EXPECT_NEAR(r.min, *std::min_element(values.begin(), values.end()), 1e-4f) << name;
+    EXPECT_NEAR(r.max, *std::max_element(values.begin(), values.end()), 1e-4f) << name;
+  };
+  expect_range("image", m.input);
+  expect_range("features", m.features); // an average pool inside the network
+  expect_range("pooled", m.pooled);
+  // Percentiles narrow the range to the bulk of the values.
+  quantize::CalibrationOptions p;
+  p.percentile = 90.0;
+  auto narrow = quantize::calibrate(g, small_options(), {{m.input}}, p);
+  ASSERT_TRUE(narrow.ok()) << narrow.error().message;
+  const int image = g.find("image");
+  EXPECT_GT(narrow.value()[size_t(image)].min, ranges.value()[size_t(image)].min);
+  EXPECT_LT(narrow.value()[size_t(image)].max, ranges.value()[size_t(image)].max);
+  // Samples that do not fit the model are an error, not a crash.
+  auto bad = quantize::calibrate(g, small_options(), {{std::vector<float>(5, 0.0f)}});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("needs"), std::string::npos) << bad.error().message;
+}
+
+TEST(Quantize, SmallCnnRunsInt8CloseToFloat) {
+  auto m = test::make_small_cnn();
+  auto g = optimized(m.onnx);
+  auto ranges = quantize::calibrate(g, small_options(), small_cnn_samples(m.input, 6));
+  ASSERT_TRUE(ranges.ok()) << ranges.error().message;
+  auto count = quantize::quantize_int8(g, ranges.value());
+  ASSERT_TRUE(count.ok()) << count.error().message;
+  std::map<std::string, int> int8_ops;
+  for (const auto &n : g.nodes)
+    if (!n.dead && n.ints.count("int8"))
+      ++int8_ops[n.op];
+  // Conv x3 (BatchNorm folded), MaxPool, the residual Add, AveragePool, GlobalAveragePool, Gemm.
+  EXPECT_EQ(count.value(), 8) << g.dump();
+  EXPECT_EQ(int8_ops["Conv"], 3);
+  EXPECT_EQ(int8_ops["Add"], 1);
+  EXPECT_EQ(int8_ops["Gemm"], 1);
+  EXPECT_EQ(int8_ops["GlobalAveragePool"], 1);
+  for (const auto &n : g.nodes) // weights: per-output-channel symmetric int8
+    if (!n.dead && n.op == "Conv") {
+      const auto &w = g.tensors[n.inputs[1]];
+      EXPECT_EQ(w.qscales.size(), size_t(w.shape[0]));
+      EXPECT_EQ(*std::max_element(w.qvalues.begin(), w.qvalues.end(),
+                                  [](int a, int b) { return std::abs(a) < std::abs(b); }) == 127 ||
+                    *std::min_element(w.qvalues.begin(), w.qvalues.end()) == -127,
+                true);
+    }
+  auto options = small_options();
+  options.precision = "int8";
+  auto out = run(g, options, m.input);
+  ASSERT_EQ(out["probs"].size(), 10u);
+  ASSERT_EQ(out["features"].size(), m.features.size());
+  const float feature_span = *std::max_element(m.features.begin(), m.features.end()) -
+                             *std::min_element(m.features.begin(), m.features.end());
+  double err = 0.0, norm = 0.0;
+  for (size_t i = 0; i < m.features.size(); ++i) {
+    err += std::pow(double(out["features"][i] - m.features[i]), 2);
+    norm += std::pow(double(m.features[i]), 2);
+    EXPECT_NEAR(out["features"][i], m.features[i], 0.06f * feature_span) << i;
+  }
+  EXPECT_LT(std::sqrt(err / norm), 0.03);
+  for (int i = 0; i < 10; ++i)
+    EXPECT_NEAR(out["probs"][i], m.probs[i], 0.02f) << i;
+}
+
+TEST(Quantize, FloatGraphWithoutCalibrationIsAnError) {
+  auto m = test::make_small_cnn();
+  auto g = optimized(m.onnx);
+  auto options = small_options();
+  options.precision = "int8";
+  auto out = compile_graph(g, options);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.error().message.find("calibration data is needed"), std::string::npos)
+      << out.error().message;
+  // A QDQ model is already quantized: quantizing it again is refused.
+  auto digits =
+      import_onnx_file(std::string(KANN_SOURCE_DIR) + "/examples/models/digits/model_int8.onnx");
+  ASSERT_TRUE(digits.ok()) << digits.error().message;
+  ASSERT_TRUE(passes::optimize(digits.value()).ok());
+  std::vector<quantize::Range> none(digits.value().tensors.size());
+  EXPECT_FALSE(quantize::quantize_int8(digits.value(), none).ok());
+}
+
+// .npy arrays of the bundled data (float32 or int64, C order).
+template <class T> std::vector<T> read_npy(const std::string &path) {
+  std::ifstream f(path, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), {});
+  if (bytes.size() < 10)
+    return {};
+  const size_t header = size_t(uint8_t(bytes[8]) | uint8_t(bytes[9]) << 8);
+  std::vector<T> v((bytes.size() - 10 - header) / sizeof(T));
+  std::memcpy(v.data(), bytes.data() + 10 + header, v.size() * sizeof(T));
+  return v;
+}
+
+// The bundled digits classifier quantized from its float model, calibrated on the first 64
+// test samples: accuracy on all 360 within 1 % of FP32's 98.33 %.
+TEST(QuantizeDigits, AccuracyWithinOnePercentOfFloat) {
+  const std::string dir = std::string(KANN_SOURCE_DIR) + "/examples/models/digits/";
+  auto inputs = read_npy<float>(dir + "test_inputs.npy");
+  auto labels = read_npy<int64_t>(dir + "test_labels.npy");
+  ASSERT_EQ(inputs.size(), 360u * 64);
+  ASSERT_EQ(labels.size(), 360u);
+  auto graph = import_onnx_file(dir + "model.onnx");
+  ASSERT_TRUE(graph.ok()) << graph.error().message;
+  ASSERT_TRUE(passes::optimize(graph.value()).ok());
+  auto &g = graph.value();
+  std::vector<std::vector<std::vector<float>>> samples;
+  for (size_t s = 0; s < 64; ++s)
+    samples.push_back({std::vector<float>(inputs.begin() + ptrdiff_t(s * 64),
+                                          inputs.begin() + ptrdiff_t(s * 64 + 64))});
+  auto options = small_options(1);
+  auto ranges = quantize::calibrate(g, options, samples);
+  ASSERT_TRUE(ranges.ok()) << ranges.error().message;
+  auto count = quantize::quantize_int8(g, ranges.value());
+  ASSERT_TRUE(count.ok()) << count.error().message;
+  EXPECT_EQ(count.value(), 5); // 2 Conv, MaxPool, 2 Gemm
+  options.precision = "int8";
+  auto out = compile_graph(g, options);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  const auto &prog = out.value().program;
+  manycl::device::Device device(options.device);
+  int correct = 0;
+  for (size_t s = 0; s < 360; ++s) {
+    std::vector<float> x(inputs.begin() + ptrdiff_t(s * 64),
+                         inputs.begin() + ptrdiff_t(s * 64 + 64));
+    auto r = manycl::interp::run_kbin(device, prog, {test::float_bytes(x), {}});
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    auto logits = test::bytes_floats(r.value().outputs[1]);
+    ASSERT_EQ(logits.size(), 10u);
+    correct += std::max_element(logits.begin(), logits.end()) - logits.begin() == labels[s];
+  }
+  EXPECT_GE(correct, 351) << "FP32: 354/360"; // 97.5 %
+}
+
+// The same through the tool: `kann compile --precision int8 --calibration` then `kann
+// simulate`; a float model without --calibration is a one-line error.
+TEST(QuantizeDigits, ToolCompileAndSimulate) {
+  const std::string dir = std::string(KANN_SOURCE_DIR) + "/examples/models/digits/";
+  const fs::path tmp = fs::temp_directory_path() / ("kann_int8_" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  auto sh = [](const std::string &cmd, std::string *output = nullptr) {
+    FILE *p = popen((cmd + " 2>&1").c_str(), "r");
+    std::string out;
+    char buf[4096];
+    while (p && fgets(buf, sizeof buf, p))
+      out += buf;
+    const int st = p ? pclose(p) : -1;
+    if (output)
+      *output = out;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  };
+  const std::string tool = KANN_TOOL_PATH;
+  const std::string kbin = (tmp / "d8.kbin").string();
+  std::string log;
+  EXPECT_EQ(sh(tool + " compile " + dir + "model.onnx -o " + kbin +
+                   " --precision int8 --clusters 2 --calibration " + dir + "test_inputs.npy",
+               &log),
+            0)
+      << log;
+  EXPECT_NE(log.find("calibrating on 360 samples"), std::string::npos) << log;
+  EXPECT_NE(log.find("5 INT8 operators"), std::string::npos) << log;
+  EXPECT_EQ(sh(tool + " simulate " + kbin + " --input " + dir + "sample_input.npy --output-dir " +
+                   tmp.string(),
+               &log),
+            0)
+      << log;
+  auto logits = test::read_npy_tail((tmp / "logits.npy").string(), 10);
+  auto reference = read_npy<float>(dir + "reference_logits.npy"); // FP32, row 0 = the sample
+  ASSERT_EQ(logits.size(), 10u);
+  ASSERT_GE(reference.size(), 10u);
+  auto argmax = [](const float *v) { return std::max_element(v, v + 10) - v; };
+  EXPECT_EQ(argmax(logits.data()), argmax(reference.data()));
+  for (int i = 0; i < 10; ++i)
+    EXPECT_NEAR(logits[i], reference[i], 1.0f) << i;
+  EXPECT_NE(sh(tool + " compile " + dir + "model.onnx -o " + kbin + " --precision int8", &log), 0);
+  EXPECT_NE(log.find("kann: --precision int8 on a float model needs calibration data"),
+            std::string::npos)
+      << log;
+  EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 2) << log; // "importing", the error
+  EXPECT_NE(sh(tool + " compile " + dir + "model_int8.onnx -o " + kbin +
+                   " --precision int8 --calibration " + dir + "test_inputs.npy",
+               &log),
+            0);
+  EXPECT_NE(log.find("already quantized"), std::string::npos) << log;
+  EXPECT_NE(sh(tool + " compile " + dir + "model.onnx -o " + kbin +
+                   " --precision int8 --calibration " + dir + "test_labels.npy",
+               &log),
+            0);
+  EXPECT_NE(log.find("kann: "), std::string::npos) << log;
+  fs::remove_all(tmp);
+}
+
+} // namespace

@@ -3,7 +3,9 @@
 // OCL_ICD_VENDORS=<build>/bench-vendors to see exactly ManyCL and PoCL. Each kernel's result
 // is verified. Times are host wall time (ManyCL's modeled device time is reported elsewhere).
 //
-//   ocl_peer_bench [--repeats N] [--quick]
+//   ocl_peer_bench [--repeats N] [--quick] [--only GROUP[,GROUP...]]
+//
+// GROUP is one of latency (null kernel and 10,000 kernels), vadd, sgemm, reduce, build.
 #include <CL/cl.h>
 
 #include <algorithm>
@@ -24,13 +26,15 @@ namespace {
   do {                                                                                             \
     cl_int err_ = (call);                                                                          \
     if (err_ != CL_SUCCESS) {                                                                      \
-      std::fprintf(stderr, "%s failed: %d (line %d)\n", #call, err_, __LINE__);                   \
+      std::fprintf(stderr, "%s failed: %d (line %d)\n", #call, err_, __LINE__);                    \
       std::exit(1);                                                                                \
     }                                                                                              \
   } while (0)
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t) { return std::chrono::duration<double>(Clock::now() - t).count(); }
+double seconds_since(Clock::time_point t) {
+  return std::chrono::duration<double>(Clock::now() - t).count();
+}
 
 double median(std::vector<double> v) {
   std::sort(v.begin(), v.end());
@@ -135,8 +139,8 @@ cl_kernel kernel(Platform &p, const char *name) {
 
 cl_mem buffer(Platform &p, size_t bytes, const void *data = nullptr) {
   cl_int err;
-  cl_mem m = clCreateBuffer(p.context, data ? CL_MEM_COPY_HOST_PTR : CL_MEM_READ_WRITE, bytes, const_cast<void *>(data),
-                            &err);
+  cl_mem m = clCreateBuffer(p.context, data ? CL_MEM_COPY_HOST_PTR : CL_MEM_READ_WRITE, bytes,
+                            const_cast<void *>(data), &err);
   CHECK(err);
   return m;
 }
@@ -159,12 +163,27 @@ void fail_verify(const std::string &platform, const char *what) {
 int main(int argc, char **argv) {
   int repeats = 5;
   bool quick = false;
+  std::string only; // comma-separated groups; empty: all
   for (int i = 1; i < argc; ++i) {
     if (!std::strcmp(argv[i], "--repeats") && i + 1 < argc)
       repeats = std::atoi(argv[++i]);
     else if (!std::strcmp(argv[i], "--quick"))
       quick = true;
+    else if (!std::strcmp(argv[i], "--only") && i + 1 < argc)
+      only = argv[++i];
+    else {
+      std::fprintf(stderr,
+                   "usage: %s [--repeats N] [--quick] [--only latency,vadd,sgemm,reduce,build]\n",
+                   argv[0]);
+      return 1;
+    }
   }
+  auto selected = [&](const std::string &group) {
+    if (only.empty())
+      return true;
+    std::string list = "," + only + ",";
+    return list.find("," + group + ",") != std::string::npos;
+  };
 
   cl_uint count = 0;
   CHECK(clGetPlatformIDs(0, nullptr, &count));
@@ -223,7 +242,7 @@ int main(int argc, char **argv) {
     cl_kernel empty = kernel(p, "empty");
     size_t one = 1;
     // Null kernel: enqueue to completion.
-    {
+    if (selected("latency")) {
       std::vector<double> t;
       for (int i = 0; i < 20; ++i) {
         CHECK(clEnqueueNDRangeKernel(p.queue, empty, 1, nullptr, &one, &one, 0, nullptr, nullptr));
@@ -238,12 +257,13 @@ int main(int argc, char **argv) {
       row("null kernel, enqueue to completion", "us", true).value[p.name] = median(t);
     }
     // 10,000 back-to-back empty kernels.
-    {
+    if (selected("latency")) {
       std::vector<double> t;
       for (int r = 0; r < std::max(3, repeats / 2); ++r) {
         auto start = Clock::now();
         for (int i = 0; i < 10000; ++i)
-          CHECK(clEnqueueNDRangeKernel(p.queue, empty, 1, nullptr, &one, &one, 0, nullptr, nullptr));
+          CHECK(
+              clEnqueueNDRangeKernel(p.queue, empty, 1, nullptr, &one, &one, 0, nullptr, nullptr));
         CHECK(clFinish(p.queue));
         t.push_back(seconds_since(start) * 1e3);
       }
@@ -252,8 +272,9 @@ int main(int argc, char **argv) {
     clReleaseKernel(empty);
 
     // Vector add.
-    {
-      cl_mem a = buffer(p, vec_n * 4, va.data()), b = buffer(p, vec_n * 4, vb.data()), c = buffer(p, vec_n * 4);
+    if (selected("vadd")) {
+      cl_mem a = buffer(p, vec_n * 4, va.data()), b = buffer(p, vec_n * 4, vb.data()),
+             c = buffer(p, vec_n * 4);
       cl_kernel k = kernel(p, "vadd");
       CHECK(clSetKernelArg(k, 0, sizeof(cl_mem), &a));
       CHECK(clSetKernelArg(k, 1, sizeof(cl_mem), &b));
@@ -267,7 +288,8 @@ int main(int argc, char **argv) {
           t.push_back(seconds_since(start));
       }
       std::vector<float> out(vec_n);
-      CHECK(clEnqueueReadBuffer(p.queue, c, CL_TRUE, 0, vec_n * 4, out.data(), 0, nullptr, nullptr));
+      CHECK(
+          clEnqueueReadBuffer(p.queue, c, CL_TRUE, 0, vec_n * 4, out.data(), 0, nullptr, nullptr));
       for (size_t i = 0; i < vec_n; ++i)
         if (out[i] != va[i] + vb[i])
           fail_verify(p.name, "vadd");
@@ -281,6 +303,8 @@ int main(int argc, char **argv) {
 
     // SGEMM, naive and tiled.
     for (const char *name : {"sgemm_naive", "sgemm_tiled"}) {
+      if (!selected("sgemm"))
+        break;
       size_t bytes = ga.size() * 4;
       cl_mem a = buffer(p, bytes, ga.data()), b = buffer(p, bytes, gb.data()), c = buffer(p, bytes);
       cl_kernel k = kernel(p, name);
@@ -309,9 +333,12 @@ int main(int argc, char **argv) {
         if (std::fabs(out[size_t(i) * gemm_n + j] - ref) > 1e-3 * gemm_n)
           fail_verify(p.name, name);
       }
-      std::string label = std::string(name == std::string("sgemm_naive") ? "SGEMM naive " : "SGEMM 16x16 local tiles ") +
-                          std::to_string(gemm_n) + "^3";
-      row(label, "GFLOP/s", false).value[p.name] = 2.0 * gemm_n * double(gemm_n) * gemm_n / median(t) / 1e9;
+      std::string label =
+          std::string(name == std::string("sgemm_naive") ? "SGEMM naive "
+                                                         : "SGEMM 16x16 local tiles ") +
+          std::to_string(gemm_n) + "^3";
+      row(label, "GFLOP/s", false).value[p.name] =
+          2.0 * gemm_n * double(gemm_n) * gemm_n / median(t) / 1e9;
       clReleaseKernel(k);
       clReleaseMemObject(a);
       clReleaseMemObject(b);
@@ -319,7 +346,7 @@ int main(int argc, char **argv) {
     }
 
     // Reduction with __local memory and barriers, groups of 256.
-    {
+    if (selected("reduce")) {
       size_t local = 256, groups = red_n / local;
       cl_mem in = buffer(p, red_n * 4, rin.data()), out = buffer(p, groups * 4);
       cl_kernel k = kernel(p, "reduce");
@@ -335,7 +362,8 @@ int main(int argc, char **argv) {
           t.push_back(seconds_since(start));
       }
       std::vector<float> partial(groups);
-      CHECK(clEnqueueReadBuffer(p.queue, out, CL_TRUE, 0, groups * 4, partial.data(), 0, nullptr, nullptr));
+      CHECK(clEnqueueReadBuffer(p.queue, out, CL_TRUE, 0, groups * 4, partial.data(), 0, nullptr,
+                                nullptr));
       for (size_t g = 0; g < groups; g += 97) {
         double ref = 0;
         for (size_t i = 0; i < local; ++i)
@@ -343,8 +371,8 @@ int main(int argc, char **argv) {
         if (std::fabs(partial[g] - ref) > 1e-4 * local)
           fail_verify(p.name, "reduce");
       }
-      row("reduction, " + std::to_string(red_n >> 20) + "M floats, groups of 256", "GB/s", false).value[p.name] =
-          red_n * 4.0 / median(t) / 1e9;
+      row("reduction, " + std::to_string(red_n >> 20) + "M floats, groups of 256", "GB/s", false)
+          .value[p.name] = red_n * 4.0 / median(t) / 1e9;
       clReleaseKernel(k);
       clReleaseMemObject(in);
       clReleaseMemObject(out);
@@ -352,7 +380,7 @@ int main(int argc, char **argv) {
 
     // Build time of a medium kernel: first (a salt no cache has seen) and cached (same
     // source and options again, new program object).
-    {
+    if (selected("build")) {
       std::string salt = "-DSALT=" + std::to_string(std::random_device{}() & 0x7fffffff);
       auto start = Clock::now();
       cl_program first = build(p, kMediumKernel, salt);
@@ -371,7 +399,8 @@ int main(int argc, char **argv) {
   }
 
   // Table: ratio = ManyCL / PoCL as a time ratio (lower is better for ManyCL).
-  std::printf("\n| benchmark | unit | ManyCL | PoCL | ManyCL time / PoCL time |\n|---|---|---|---|---|\n");
+  std::printf(
+      "\n| benchmark | unit | ManyCL | PoCL | ManyCL time / PoCL time |\n|---|---|---|---|---|\n");
   for (auto &r : rows) {
     auto m = r.value.find("ManyCL"), q = r.value.find("PoCL");
     std::printf("| %s | %s | %s | %s |", r.name.c_str(), r.unit.c_str(),

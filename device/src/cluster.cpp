@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <utility>
 
 #include "manycl/device/command.h"
 #include "manycl/device/host_placement.h"
@@ -55,6 +56,34 @@ size_t Cluster::pending() const {
   return jobs_.size() + running_;
 }
 
+bool Cluster::claim_if_idle() {
+  if (current_cluster)
+    return false; // a cluster thread must not take over (or wait for) another cluster
+  std::lock_guard lock(mutex_);
+  if (claimed_ || running_ != 0 || !jobs_.empty() || stopping_)
+    return false;
+  claimed_ = true;
+  ++running_;
+  return true;
+}
+
+const Cluster *Cluster::enter_claim() {
+  return std::exchange(current_cluster, this);
+}
+
+void Cluster::release_claim(const Cluster *previous) {
+  current_cluster = previous;
+  bool wake;
+  {
+    std::lock_guard lock(mutex_);
+    claimed_ = false;
+    --running_;
+    wake = !jobs_.empty() || stopping_;
+  }
+  if (wake)
+    job_ready_.notify_one();
+}
+
 bool Cluster::on_cluster_thread() const {
   return current_cluster == this;
 }
@@ -64,7 +93,8 @@ void Cluster::control_loop() {
   HostPlacement::host().bind_current_thread(id_, cluster_count_);
   std::unique_lock lock(mutex_);
   for (;;) {
-    job_ready_.wait(lock, [this] { return stopping_ || !jobs_.empty(); });
+    // A claimed cluster runs its caller's job: queued jobs wait for it (the SPM is shared).
+    job_ready_.wait(lock, [this] { return (stopping_ || !jobs_.empty()) && !claimed_; });
     if (jobs_.empty())
       return; // stopping with nothing left
     Job job = std::move(jobs_.front());

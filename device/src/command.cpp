@@ -137,10 +137,24 @@ void set_checked_mode(bool on) {
 
 ClusterContext::ClusterContext(CommandRecorder &command, unsigned group_index,
                                unsigned device_cluster)
-    : command_(command), group_index_(group_index), device_cluster_(device_cluster),
-      signals_(new Signal[kSignalsPerCluster]) {
+    : command_(command), group_index_(group_index), device_cluster_(device_cluster) {
   now_ = engine_free_ = command.start_cycle();
   stats_.cluster = device_cluster;
+}
+
+ClusterContext::~ClusterContext() {
+  delete[] signals_.load();
+}
+
+ClusterContext::Signal *ClusterContext::signals() {
+  Signal *existing = signals_.load(std::memory_order_acquire);
+  if (existing)
+    return existing;
+  auto *fresh = new Signal[kSignalsPerCluster];
+  if (signals_.compare_exchange_strong(existing, fresh, std::memory_order_acq_rel))
+    return fresh;
+  delete[] fresh; // another thread allocated them first
+  return existing;
 }
 
 Device &ClusterContext::device() {
@@ -479,7 +493,8 @@ void ClusterContext::receive_signal(unsigned signal, uint64_t count, uint64_t st
   CommandRecorder &c = command_;
   {
     std::lock_guard lock(c.sync_mutex_);
-    auto &stamps = signals_[signal].stamps;
+    Signal &s = signals()[signal];
+    auto &stamps = s.stamps;
     // Stamps are kept as (cycle, count) pairs sorted by cycle, flattened into the vector.
     size_t i = 0;
     while (i < stamps.size() && stamps[i] <= stamp)
@@ -488,7 +503,7 @@ void ClusterContext::receive_signal(unsigned signal, uint64_t count, uint64_t st
       stamps[i - 1] += count;
     else
       stamps.insert(stamps.begin() + static_cast<ptrdiff_t>(i), {stamp, count});
-    signals_[signal].value.fetch_add(count);
+    s.value.fetch_add(count);
   }
   c.sync_cv_.notify_all();
 }
@@ -506,7 +521,10 @@ Result<void> ClusterContext::signal_post(unsigned target, unsigned signal, uint6
 }
 
 uint64_t ClusterContext::signal_value(unsigned signal) const {
-  return signal < kSignalsPerCluster ? signals_[signal].value.load() : 0;
+  if (signal >= kSignalsPerCluster)
+    return 0;
+  Signal *all = signals_.load(std::memory_order_acquire);
+  return all ? all[signal].value.load() : 0; // never signalled: no counters yet
 }
 
 Result<void> ClusterContext::signal_wait(unsigned signal, uint64_t value) {
@@ -515,7 +533,7 @@ Result<void> ClusterContext::signal_wait(unsigned signal, uint64_t value) {
   if (value == 0)
     return {};
   CommandRecorder &c = command_;
-  Signal &s = signals_[signal];
+  Signal &s = signals()[signal];
   auto reached = [&] { return s.value.load() >= value || c.failed(); };
   spin_briefly(reached);
   uint64_t stamp = 0;
@@ -580,11 +598,12 @@ ClusterStats ClusterContext::stats() const {
 // ---------------------------------------------------------------------------------------
 // CommandRecorder
 
-CommandRecorder::CommandRecorder(Device &device, std::string name, std::vector<unsigned> clusters,
-                                 uint64_t start_cycle)
+CommandRecorder::CommandRecorder(Token, Device &device, std::string name, const unsigned *clusters,
+                                 size_t count, uint64_t start_cycle)
     : device_(device), name_(std::move(name)), id_(next_command_id.fetch_add(1)),
       start_cycle_(start_cycle), host_begin_(std::chrono::steady_clock::now()) {
-  for (unsigned g = 0; g < clusters.size(); ++g)
+  contexts_.reserve(count);
+  for (unsigned g = 0; g < count; ++g)
     contexts_.push_back(std::make_unique<ClusterContext>(*this, g, clusters[g]));
 }
 
@@ -595,6 +614,8 @@ Result<std::shared_ptr<CommandRecorder>> CommandRecorder::begin(Device &device, 
                                                                 uint64_t not_before_cycle) {
   if (clusters.empty())
     return make_error("command '" + name + "' runs on no cluster");
+  if (clusters.size() == 1)
+    return begin(device, std::move(name), clusters[0], not_before_cycle);
   auto sorted = clusters;
   std::sort(sorted.begin(), sorted.end());
   if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
@@ -605,8 +626,18 @@ Result<std::shared_ptr<CommandRecorder>> CommandRecorder::begin(Device &device, 
   uint64_t start = not_before_cycle;
   for (unsigned c : clusters)
     start = std::max(start, device.time_model().cluster_time(c));
-  return std::shared_ptr<CommandRecorder>(
-      new CommandRecorder(device, std::move(name), std::move(clusters), start));
+  return std::make_shared<CommandRecorder>(Token{}, device, std::move(name), clusters.data(),
+                                           clusters.size(), start);
+}
+
+Result<std::shared_ptr<CommandRecorder>> CommandRecorder::begin(Device &device, std::string name,
+                                                                unsigned cluster,
+                                                                uint64_t not_before_cycle) {
+  if (cluster >= device.cluster_count())
+    return make_error("command '" + name + "' names cluster " + std::to_string(cluster) +
+                      " of a device with " + std::to_string(device.cluster_count()));
+  uint64_t start = std::max(not_before_cycle, device.time_model().cluster_time(cluster));
+  return std::make_shared<CommandRecorder>(Token{}, device, std::move(name), &cluster, 1, start);
 }
 
 void CommandRecorder::fail(std::string message) {

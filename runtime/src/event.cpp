@@ -16,14 +16,13 @@ uint64_t host_time_ns() {
 
 Event::Event(Context *context, Queue *queue, cl_command_type type, Action action)
     : context_(context), queue_(queue), type_(type), action_(std::move(action)), status_(CL_QUEUED),
-      queued_ns_(host_time_ns()) {}
+      profiled_(queue->profiling()), queued_ns_(profiled_ ? host_time_ns() : 0) {}
 
-Event::Event(Context *context, Queue *queue, cl_command_type type, Dispatch dispatch)
-    : context_(context), queue_(queue), type_(type), dispatch_(std::move(dispatch)), status_(CL_QUEUED),
-      queued_ns_(host_time_ns()) {}
+Event::Event(Context *context, Queue *queue, cl_command_type type, std::shared_ptr<Work> work)
+    : context_(context), queue_(queue), type_(type), work_(std::move(work)), status_(CL_QUEUED),
+      profiled_(queue->profiling()), queued_ns_(profiled_ ? host_time_ns() : 0) {}
 
-Event::Event(Context *context)
-    : context_(context), type_(CL_COMMAND_USER), status_(CL_SUBMITTED), queued_ns_(host_time_ns()) {}
+Event::Event(Context *context) : context_(context), type_(CL_COMMAND_USER), status_(CL_SUBMITTED) {}
 
 Event::~Event() = default;
 
@@ -45,44 +44,30 @@ void Event::add_dependency(Event *dependency) {
 }
 
 void Event::submit() {
+  bool ready, failed;
   {
     std::lock_guard lock(mutex_);
     status_ = CL_SUBMITTED;
-    submit_ns_ = host_time_ns();
-  }
-  dependency_finished(false);
-}
-
-void Event::dependency_finished(bool failed) {
-  bool ready;
-  {
-    std::lock_guard lock(mutex_);
-    if (failed)
-      dependency_failed_ = true;
-    ready = --pending_dependencies_ == 0;
-  }
-  if (ready)
-    start();
-}
-
-void Event::start() {
-  bool failed;
-  {
-    std::lock_guard lock(mutex_);
+    if (profiled_)
+      submit_ns_ = host_time_ns();
+    ready = --pending_dependencies_ == 0; // drops the registration guard
     failed = dependency_failed_;
   }
-  if (failed) {
+  if (ready)
+    start(/*on_enqueuing_thread=*/true, failed);
+}
+
+void Event::start(bool on_enqueuing_thread, bool dependency_failed) {
+  if (dependency_failed) {
     finish_chain(this, CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
     return;
   }
-  if (dispatch_) {
+  if (work_) {
     transition(CL_RUNNING);
-    Ref<Event> self(this);
-    Dispatch dispatch = std::move(dispatch_);
-    dispatch_ = nullptr;
-    dispatch(*this, [self](cl_int result) {
-      finish_chain(self.get(), result == CL_SUCCESS ? CL_COMPLETE : (result < 0 ? result : CL_OUT_OF_RESOURCES));
-    });
+    // The work no longer belongs to the event once started (it holds the event until it
+    // completes; the event holding it too would be a cycle).
+    std::shared_ptr<Work> work = std::move(work_);
+    work->start(Ref<Event>(this), on_enqueuing_thread);
     return;
   }
   if (!action_) {
@@ -123,11 +108,17 @@ const char *command_name(cl_command_type type) {
   }
 }
 
+void Event::complete(cl_int result) {
+  finish_chain(this,
+               result == CL_SUCCESS ? CL_COMPLETE : (result < 0 ? result : CL_OUT_OF_RESOURCES));
+}
+
 void Event::run_on_device(device::Cluster &cluster) {
   transition(CL_RUNNING);
   // Every command is a device command on the cluster that runs it: it gets modeled time,
   // traffic statistics and a place in MANYCL_TRACE / MANYCL_STATS.
-  auto recorder = device::CommandRecorder::begin(queue_->device()->hardware(), command_name(type_), {cluster.id()});
+  auto recorder = device::CommandRecorder::begin(queue_->device()->hardware(), command_name(type_),
+                                                 {cluster.id()});
   cl_int result;
   if (recorder) {
     {
@@ -140,7 +131,8 @@ void Event::run_on_device(device::Cluster &cluster) {
     result = action_();
   }
   action_ = nullptr; // drop captured buffers now, not when the event dies
-  finish_chain(this, result == CL_SUCCESS ? CL_COMPLETE : (result < 0 ? result : CL_OUT_OF_RESOURCES));
+  finish_chain(this,
+               result == CL_SUCCESS ? CL_COMPLETE : (result < 0 ? result : CL_OUT_OF_RESOURCES));
 }
 
 void Event::transition(cl_int status) {
@@ -148,15 +140,17 @@ void Event::transition(cl_int status) {
   {
     std::lock_guard lock(mutex_);
     status_ = status;
-    uint64_t now = host_time_ns();
-    if (status == CL_RUNNING) {
-      start_ns_ = now;
-    } else {
-      if (start_ns_ == 0)
+    if (profiled_) { // the clock is read only for profiling queues (clGetEventProfilingInfo)
+      uint64_t now = host_time_ns();
+      if (status == CL_RUNNING) {
         start_ns_ = now;
-      end_ns_ = now;
-      if (submit_ns_ == 0)
-        submit_ns_ = start_ns_;
+      } else {
+        if (start_ns_ == 0)
+          start_ns_ = now;
+        end_ns_ = now;
+        if (submit_ns_ == 0)
+          submit_ns_ = start_ns_;
+      }
     }
     for (auto it = callbacks_.begin(); it != callbacks_.end();) {
       if (status <= it->trigger) {
@@ -173,12 +167,12 @@ void Event::transition(cl_int status) {
 
 void Event::finish_chain(Event *first, cl_int status) {
   // Completing an event can make dependents ready that complete inline too (markers, failed
-  // commands); a work list instead of recursion keeps long chains off the stack.
-  std::vector<std::pair<Ref<Event>, cl_int>> work;
-  work.emplace_back(first, status);
-  while (!work.empty()) {
-    auto [event, final_status] = std::move(work.back());
-    work.pop_back();
+  // commands); a work list instead of recursion keeps long chains off the stack. It stays
+  // empty (no allocation) in the common case of a command with no such dependent.
+  std::vector<std::pair<Ref<Event>, cl_int>> more;
+  Ref<Event> event(first);
+  cl_int final_status = status;
+  for (;;) {
     event->transition(final_status);
     std::vector<Ref<Event>> dependents;
     {
@@ -202,12 +196,17 @@ void Event::finish_chain(Event *first, cl_int status) {
       if (!ready)
         continue;
       if (failed)
-        work.emplace_back(dependent, CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
+        more.emplace_back(dependent, CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST);
       else if (inline_completion)
-        work.emplace_back(dependent, CL_COMPLETE);
+        more.emplace_back(dependent, CL_COMPLETE);
       else
-        dependent->start();
+        dependent->start(/*on_enqueuing_thread=*/false, /*dependency_failed=*/false);
     }
+    if (more.empty())
+      break;
+    event = std::move(more.back().first);
+    final_status = more.back().second;
+    more.pop_back();
   }
 }
 
@@ -307,7 +306,8 @@ cl_int Event::profiling_info(cl_profiling_info param, size_t size, void *value, 
       return CL_PROFILING_INFO_NOT_AVAILABLE;
     const auto &stats = recorder_->stats();
     uint64_t cycle = param == CL_PROFILING_MODELED_START_MCL ? stats.start_cycle : stats.end_cycle;
-    return out.scalar<cl_ulong>(static_cast<cl_ulong>(static_cast<double>(cycle) / stats.clock_hz * 1e9));
+    return out.scalar<cl_ulong>(
+        static_cast<cl_ulong>(static_cast<double>(cycle) / stats.clock_hz * 1e9));
   }
   default:
     return CL_INVALID_VALUE;

@@ -39,18 +39,30 @@ private:
 // it to force real PE concurrency), else the host's PUs shared by the device's clusters.
 unsigned pe_threads_per_cluster(const Device &device) {
   unsigned pes = device.config().pes_per_cluster;
-  if (const char *env = std::getenv("MANYCL_PE_THREADS"); env && *env) {
-    long n = std::strtol(env, nullptr, 10);
-    if (n > 0)
-      return std::min<unsigned>(static_cast<unsigned>(n), pes);
-  }
+  // Read once: every launch asks.
+  static const long forced = [] {
+    const char *env = std::getenv("MANYCL_PE_THREADS");
+    return env && *env ? std::strtol(env, nullptr, 10) : 0L;
+  }();
+  if (forced > 0)
+    return std::min<unsigned>(static_cast<unsigned>(forced), pes);
   unsigned host = device::HostPlacement::host().host_pus();
   unsigned clusters = static_cast<unsigned>(device.clusters().size());
   return std::clamp<unsigned>((host + clusters - 1) / clusters, 1, pes);
 }
 
-// Everything one NDRange launch shares between the clusters that run it.
-struct LaunchState {
+// A single-work-group launch may run on the enqueuing thread (see LaunchState::try_run_here)
+// only when the kernel is known to be short: its last single-group launch ran for less than
+// kInlineBudgetNs of host time. Enqueueing thus stays asynchronous for new kernels and long
+// ones, so an application still overlaps its own work, or several devices, with them. One
+// long run does not revoke it (a short kernel whose thread was preempted looks long), two in
+// a row do.
+constexpr uint64_t kInlineBudgetNs = 50'000;
+constexpr int kShortRunCredit = 2;
+
+// Everything one NDRange launch shares between the clusters that run it; it is also the
+// command's device work (Event::Work), started when the command is ready.
+struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState> {
   compiler::Launch launch;
   std::vector<Ref<Memory>> buffers; // kept alive until the launch completes
   uint64_t groups[3] = {1, 1, 1};
@@ -64,14 +76,30 @@ struct LaunchState {
   std::shared_ptr<KbinLaunch> kbin;
   device::Ddr *scratch_ddr = nullptr;
 
-  ~LaunchState() {
+  ~LaunchState() override {
     if (scratch_ddr && kbin && kbin->scratch.size)
       scratch_ddr->free(kbin->scratch.base);
   }
   device::ExecutionMode mode = device::ExecutionMode::SPMD;
   bool uses_barriers = true;
-  Event::Completion done;
 
+  Device *device = nullptr;
+  Ref<Program> program;                   // the program object, alive during the launch
+  std::shared_ptr<compiler::Program> jit; // the JIT code the launch runs
+  // The kernel's short-run credit: kShortRunCredit after a short single-group launch, one
+  // less after each long one; above zero, launches may run on the enqueuing thread.
+  std::shared_ptr<std::atomic<int>> short_run_credit;
+  std::string command_name;
+  Ref<Event> event; // from start() to completion
+
+  void start(Ref<Event> started, bool on_enqueuing_thread) override;
+  bool try_run_here();
+  void run_share(device::Cluster &cluster, unsigned group_index, unsigned host_threads);
+  // A one-work-group launch on `cluster`, from a job of it (or while it is claimed):
+  // recorder, the group, end_command(). Failures go to `error`.
+  void run_alone(device::Cluster &cluster);
+  void end_command(); // after the last cluster's share: statistics and modeled time
+  void complete();    // completes the event (callbacks, dependents)
   bool take_group(uint64_t id[3]) {
     uint64_t linear = next_group.fetch_add(1, std::memory_order_relaxed);
     if (linear >= total_groups)
@@ -96,7 +124,8 @@ struct LaunchState {
   // independent, so how they are spread over PEs cannot change the result); kernels with
   // barriers in SPMD mode spread each group's work-items over a team of PE threads that
   // meet at every barrier.
-  void run_on_cluster(device::Cluster &cluster, unsigned group_index, unsigned host_threads, bool uses_barriers) {
+  void run_on_cluster(device::Cluster &cluster, unsigned group_index, unsigned host_threads,
+                      bool uses_barriers) {
     std::byte *spm = align_up(cluster.spm(), kArenaAlignment);
     size_t spm_size = cluster.spm_bytes() - static_cast<size_t>(spm - cluster.spm());
     if (pinned) {
@@ -118,9 +147,12 @@ struct LaunchState {
       return;
     }
     // Whole groups per thread; the SPM is split between the groups that run at once.
-    size_t need = (std::max<size_t>(launch.localMemSize(), 1) + kArenaAlignment - 1) & ~(kArenaAlignment - 1);
-    uint64_t groups_left = total_groups - std::min(total_groups, next_group.load(std::memory_order_relaxed));
-    unsigned threads = static_cast<unsigned>(std::min<uint64_t>({host_threads, spm_size / need, groups_left}));
+    size_t need =
+        (std::max<size_t>(launch.localMemSize(), 1) + kArenaAlignment - 1) & ~(kArenaAlignment - 1);
+    uint64_t groups_left =
+        total_groups - std::min(total_groups, next_group.load(std::memory_order_relaxed));
+    unsigned threads =
+        static_cast<unsigned>(std::min<uint64_t>({host_threads, spm_size / need, groups_left}));
     threads = std::max(threads, 1u);
     size_t arena_size = (spm_size / threads) & ~(kArenaAlignment - 1);
     auto body = [&](unsigned pe) {
@@ -142,8 +174,8 @@ struct LaunchState {
 // async_work_group_copy and async_work_group_strided_copy: a transfer of the cluster's RDMA
 // engine when one side is the cluster's SPM (__local) and the other the device DDR
 // (__global), so its cost appears in modeled time and DDR traffic; a plain copy otherwise.
-void async_copy_on_rdma(void *, void *dst, const void *src, size_t elem_size, size_t num, size_t src_stride,
-                        size_t dst_stride) {
+void async_copy_on_rdma(void *, void *dst, const void *src, size_t elem_size, size_t num,
+                        size_t src_stride, size_t dst_stride) {
   device::ClusterContext *context = device::current_cluster_context();
   if (context && num > 0) {
     auto *spm = context->spm_base();
@@ -159,8 +191,9 @@ void async_copy_on_rdma(void *, void *dst, const void *src, size_t elem_size, si
     };
     auto endpoint = [&](const void *p) {
       auto *b = static_cast<const std::byte *>(p);
-      return in_spm(p) ? device::DmaEndpoint::spm(context->group_index(), static_cast<uint64_t>(b - spm))
-                       : device::DmaEndpoint::ddr(static_cast<uint64_t>(b - ddr));
+      return in_spm(p)
+                 ? device::DmaEndpoint::spm(context->group_index(), static_cast<uint64_t>(b - spm))
+                 : device::DmaEndpoint::ddr(static_cast<uint64_t>(b - ddr));
     };
     bool spm_ddr = (in_spm(dst) && in_ddr(src)) || (in_ddr(dst) && in_spm(src));
     if (spm_ddr) {
@@ -216,6 +249,7 @@ Result<Kernel *> Kernel::create(Program *program, const std::string &name) {
     return make_error("no kernel named " + name, CL_INVALID_KERNEL_NAME);
   }
   kernel->program_ = Ref<Program>(program);
+  kernel->command_name_ = "ndrange " + kernel->info_.name;
   kernel->args_.resize(kernel->info_.args.size());
   program->kernel_created();
   return kernel;
@@ -231,6 +265,7 @@ Kernel *Kernel::clone() const {
   copy->program_ = program_;
   copy->info_ = info_;
   copy->per_device_ = per_device_;
+  copy->command_name_ = command_name_;
   {
     std::lock_guard lock(mutex_);
     copy->args_ = args_;
@@ -302,7 +337,8 @@ cl_int Kernel::kernel_info(cl_kernel_info param, size_t size, void *value, size_
   }
 }
 
-cl_int Kernel::arg_info(cl_uint index, cl_kernel_arg_info param, size_t size, void *value, size_t *size_ret) {
+cl_int Kernel::arg_info(cl_uint index, cl_kernel_arg_info param, size_t size, void *value,
+                        size_t *size_ret) {
   if (index >= info_.args.size())
     return CL_INVALID_ARG_INDEX;
   const auto &arg = info_.args[index];
@@ -351,19 +387,21 @@ cl_int Kernel::arg_info(cl_uint index, cl_kernel_arg_info param, size_t size, vo
   }
 }
 
-cl_int Kernel::work_group_info(Device *device, cl_kernel_work_group_info param, size_t size, void *value,
-                               size_t *size_ret) {
+cl_int Kernel::work_group_info(Device *device, cl_kernel_work_group_info param, size_t size,
+                               void *value, size_t *size_ret) {
   InfoWriter out(size, value, size_ret);
   const bool has_reqd = info_.reqd_work_group_size[0] != 0;
   switch (param) {
   case CL_KERNEL_WORK_GROUP_SIZE: {
     size_t n = kMaxWorkGroupSize;
     if (has_reqd)
-      n = size_t(info_.reqd_work_group_size[0]) * info_.reqd_work_group_size[1] * info_.reqd_work_group_size[2];
+      n = size_t(info_.reqd_work_group_size[0]) * info_.reqd_work_group_size[1] *
+          info_.reqd_work_group_size[2];
     return out.scalar<size_t>(n);
   }
   case CL_KERNEL_COMPILE_WORK_GROUP_SIZE: {
-    size_t sizes[3] = {info_.reqd_work_group_size[0], info_.reqd_work_group_size[1], info_.reqd_work_group_size[2]};
+    size_t sizes[3] = {info_.reqd_work_group_size[0], info_.reqd_work_group_size[1],
+                       info_.reqd_work_group_size[2]};
     return out.array(sizes, 3);
   }
   case CL_KERNEL_LOCAL_MEM_SIZE: {
@@ -375,8 +413,9 @@ cl_int Kernel::work_group_info(Device *device, cl_kernel_work_group_info param, 
     return out.scalar<cl_ulong>(total);
   }
   case CL_KERNEL_PREFERRED_WORK_GROUP_SIZE_MULTIPLE:
-    return out.scalar<size_t>(device->config().mode == device::ExecutionMode::SPMD ? device->config().pes_per_cluster
-                                                                                    : 8);
+    return out.scalar<size_t>(device->config().mode == device::ExecutionMode::SPMD
+                                  ? device->config().pes_per_cluster
+                                  : 8);
   case CL_KERNEL_PRIVATE_MEM_SIZE:
     return out.scalar<cl_ulong>(info_.private_size);
   case CL_KERNEL_GLOBAL_WORK_SIZE:
@@ -452,6 +491,7 @@ cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, con
   }
 
   std::vector<compiler::ArgValue> values;
+  values.reserve(args_.size());
   auto state = std::make_shared<LaunchState>();
   {
     std::lock_guard lock(mutex_);
@@ -489,7 +529,8 @@ cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, con
         const std::byte *data = arg.memory->data();
         if (data < ddr.base() || data >= ddr.base() + ddr.capacity())
           return CL_INVALID_KERNEL_ARGS;
-        launch->args[tensor.arg_index] = {static_cast<uint64_t>(data - ddr.base()), arg.memory->size()};
+        launch->args[tensor.arg_index] = {static_cast<uint64_t>(data - ddr.base()),
+                                          arg.memory->size()};
       }
     }
     if (program.scratch_size) {
@@ -523,53 +564,117 @@ cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, con
   }
 
   state->launch.setAsyncCopyHook(&async_copy_on_rdma, nullptr);
-  Ref<Program> keep_program = program_;
-  auto target_program = target->second.program; // keeps the JIT code alive during the launch
-  std::string command_name = "ndrange " + info_.name;
-  out = queue->enqueue(
-      CL_COMMAND_NDRANGE_KERNEL,
-      Event::Dispatch([state, device, keep_program, target_program, command_name](Event &event,
-                                                                                  Event::Completion done) {
-        state->done = std::move(done);
-        const auto &all = device->clusters();
-        unsigned helpers = static_cast<unsigned>(std::min<uint64_t>(all.size(), state->total_groups));
-        std::vector<unsigned> clusters(all.begin(), all.begin() + helpers);
-        auto recorder = device::CommandRecorder::begin(device->hardware(), command_name, clusters);
-        if (!recorder) {
-          auto finish = std::move(state->done);
-          finish(CL_OUT_OF_RESOURCES);
-          return;
-        }
-        state->recorder = recorder.value();
-        event.set_recorder(recorder.value());
-        state->clusters_left.store(helpers);
-        unsigned threads = pe_threads_per_cluster(*device);
-        bool barriers = state->uses_barriers;
-        // Commands whose clusters wait for each other are submitted to all of them at once.
-        std::unique_lock gang(device->gang_submit_mutex(), std::defer_lock);
-        if (state->pinned)
-          gang.lock();
-        for (unsigned g = 0; g < helpers; ++g) {
-          device::Cluster &cluster = device->hardware().cluster(clusters[g]);
-          cluster.submit([state, &cluster, threads, barriers, g] {
-            {
-              device::ScopedClusterContext scope(state->recorder->context(g));
-              state->run_on_cluster(cluster, g, threads, barriers);
-            }
-            if (state->clusters_left.fetch_sub(1) == 1) {
-              state->recorder->end();
-              if (state->recorder->failed()) {
-                cl_int expected = CL_SUCCESS;
-                state->error.compare_exchange_strong(expected, CL_OUT_OF_RESOURCES);
-              }
-              auto finish = std::move(state->done);
-              finish(state->error.load());
-            }
-          });
-        }
-      }),
-      waits);
+  state->device = device;
+  state->program = program_;
+  state->jit = target->second.program;
+  state->short_run_credit = short_run_credit_;
+  state->command_name = command_name_;
+  out = queue->enqueue(CL_COMMAND_NDRANGE_KERNEL, std::move(state), waits);
   return CL_SUCCESS;
+}
+
+void LaunchState::start(Ref<Event> started, bool on_enqueuing_thread) {
+  event = std::move(started);
+  const auto &all = device->clusters();
+  if (total_groups == 1 && !pinned) {
+    if (on_enqueuing_thread && try_run_here())
+      return;
+    // One work-group: the whole command runs in one job of the cluster, recorder included,
+    // so that its modeled start follows what the cluster ran before and its host time is
+    // the launch's own (see end_command()).
+    device::Cluster &cluster = device->hardware().cluster(all[0]);
+    cluster.submit([self = shared_from_this(), &cluster] {
+      self->run_alone(cluster);
+      self->complete();
+    });
+    return;
+  }
+  unsigned helpers = static_cast<unsigned>(std::min<uint64_t>(all.size(), total_groups));
+  std::vector<unsigned> clusters(all.begin(), all.begin() + helpers);
+  auto begun = device::CommandRecorder::begin(device->hardware(), command_name, clusters);
+  if (!begun) {
+    Ref<Event> finished = std::move(event);
+    finished->complete(CL_OUT_OF_RESOURCES);
+    return;
+  }
+  recorder = std::move(begun.value());
+  event->set_recorder(recorder);
+  clusters_left.store(helpers);
+  unsigned threads = pe_threads_per_cluster(*device);
+  // Commands whose clusters wait for each other are submitted to all of them at once.
+  std::unique_lock gang(device->gang_submit_mutex(), std::defer_lock);
+  if (pinned)
+    gang.lock();
+  auto self = shared_from_this();
+  for (unsigned g = 0; g < helpers; ++g) {
+    device::Cluster &cluster = device->hardware().cluster(clusters[g]);
+    cluster.submit([self, &cluster, threads, g] {
+      self->run_share(cluster, g, threads);
+      if (self->clusters_left.fetch_sub(1) == 1) {
+        self->end_command();
+        self->complete();
+      }
+    });
+  }
+}
+
+// A launch of one work-group whose command is ready inside the application's enqueue call
+// runs right there when one of the device's clusters is idle: no hand-off to a cluster
+// thread and back, which is most of the cost of short commands. The cluster is claimed for
+// the time of the launch, so nothing else runs on it (and its SPM) meanwhile; modeled time,
+// statistics and the event's states are those of a launch on the cluster's thread.
+bool LaunchState::try_run_here() {
+  if (short_run_credit->load(std::memory_order_relaxed) <= 0)
+    return false;
+  for (unsigned c : device->clusters()) {
+    device::Cluster &cluster = device->hardware().cluster(c);
+    if (cluster.run_here_if_idle([&] { run_alone(cluster); })) {
+      complete();
+      return true;
+    }
+  }
+  return false;
+}
+
+void LaunchState::run_alone(device::Cluster &cluster) {
+  auto begun = device::CommandRecorder::begin(device->hardware(), command_name, cluster.id());
+  if (!begun) {
+    error.store(CL_OUT_OF_RESOURCES);
+    return;
+  }
+  recorder = std::move(begun.value());
+  event->set_recorder(recorder);
+  run_share(cluster, 0, pe_threads_per_cluster(*device));
+  end_command();
+}
+
+void LaunchState::run_share(device::Cluster &cluster, unsigned group_index, unsigned host_threads) {
+  device::ScopedClusterContext scope(recorder->context(group_index));
+  run_on_cluster(cluster, group_index, host_threads, uses_barriers);
+}
+
+void LaunchState::end_command() {
+  const device::CommandStats &stats = recorder->end();
+  if (total_groups == 1) {
+    // The command's host time (begin to end) tells whether the kernel is short.
+    if (stats.host_seconds * 1e9 <= kInlineBudgetNs) {
+      short_run_credit->store(kShortRunCredit, std::memory_order_relaxed);
+    } else {
+      int credit = short_run_credit->load(std::memory_order_relaxed);
+      while (credit > 0 && !short_run_credit->compare_exchange_weak(credit, credit - 1,
+                                                                    std::memory_order_relaxed)) {
+      }
+    }
+  }
+  if (recorder->failed()) {
+    cl_int expected = CL_SUCCESS;
+    error.compare_exchange_strong(expected, CL_OUT_OF_RESOURCES);
+  }
+}
+
+void LaunchState::complete() {
+  Ref<Event> finished = std::move(event);
+  finished->complete(error.load());
 }
 
 } // namespace manycl::rt

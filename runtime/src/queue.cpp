@@ -6,10 +6,13 @@
 
 namespace manycl::rt {
 
-Result<Queue *> Queue::create(Context *context, Device *device, cl_command_queue_properties properties,
+Result<Queue *> Queue::create(Context *context, Device *device,
+                              cl_command_queue_properties properties,
                               std::vector<cl_queue_properties> property_list) {
-  const cl_command_queue_properties supported = CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE | CL_QUEUE_PROFILING_ENABLE;
-  const cl_command_queue_properties known = supported | CL_QUEUE_ON_DEVICE | CL_QUEUE_ON_DEVICE_DEFAULT;
+  const cl_command_queue_properties supported =
+      CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE | CL_QUEUE_PROFILING_ENABLE;
+  const cl_command_queue_properties known =
+      supported | CL_QUEUE_ON_DEVICE | CL_QUEUE_ON_DEVICE_DEFAULT;
   if (properties & ~known)
     return make_error("unknown queue properties", CL_INVALID_VALUE);
   if (properties & ~supported)
@@ -23,7 +26,9 @@ Result<Queue *> Queue::create(Context *context, Device *device, cl_command_queue
   return queue;
 }
 
-Queue::~Queue() { device_->release(); }
+Queue::~Queue() {
+  device_->release();
+}
 
 void Queue::api_released() {
   // The last command keeps the queue alive through its event; once the application has let
@@ -36,8 +41,8 @@ void Queue::api_released() {
   last_barrier_ = Ref<Event>();
 }
 
-Event *Queue::enqueue_ordered(Event *event, const std::vector<Event *> &wait_list, bool wait_for_all,
-                              bool is_barrier) {
+Event *Queue::enqueue_ordered(Event *event, const std::vector<Event *> &wait_list,
+                              bool wait_for_all, bool is_barrier) {
   {
     std::lock_guard lock(mutex_);
     for (Event *dependency : wait_list)
@@ -49,13 +54,17 @@ Event *Queue::enqueue_ordered(Event *event, const std::vector<Event *> &wait_lis
       if (last_barrier_)
         event->add_dependency(last_barrier_.get());
       if (wait_for_all)
-        for (auto &[pending, ref] : incomplete_)
+        for (Event *pending = incomplete_head_; pending; pending = pending->queue_next_)
           event->add_dependency(pending);
       if (is_barrier)
         last_barrier_ = Ref<Event>(event);
     }
     last_ = Ref<Event>(event);
-    incomplete_.emplace(event, Ref<Event>(event));
+    event->retain(); // the list's reference, dropped by command_finished()
+    event->queue_prev_ = incomplete_tail_;
+    event->queue_next_ = nullptr;
+    (incomplete_tail_ ? incomplete_tail_->queue_next_ : incomplete_head_) = event;
+    incomplete_tail_ = event;
   }
   // Outside the queue lock: submitting may complete the command inline, which calls back
   // into command_finished().
@@ -63,39 +72,48 @@ Event *Queue::enqueue_ordered(Event *event, const std::vector<Event *> &wait_lis
   return event;
 }
 
-Event *Queue::enqueue(cl_command_type type, Event::Action action, const std::vector<Event *> &wait_list) {
-  return enqueue_ordered(new Event(context_.get(), this, type, std::move(action)), wait_list, false, false);
-}
-
-Event *Queue::enqueue(cl_command_type type, Event::Dispatch dispatch, const std::vector<Event *> &wait_list) {
-  return enqueue_ordered(new Event(context_.get(), this, type, std::move(dispatch)), wait_list, false, false);
-}
-
-Event *Queue::enqueue_barrier(cl_command_type type, const std::vector<Event *> &wait_list) {
-  return enqueue_ordered(new Event(context_.get(), this, type, Event::Action()), wait_list, wait_list.empty(), true);
-}
-
-Event *Queue::enqueue_marker(cl_command_type type, const std::vector<Event *> &wait_list) {
-  return enqueue_ordered(new Event(context_.get(), this, type, Event::Action()), wait_list, wait_list.empty(),
+Event *Queue::enqueue(cl_command_type type, Event::Action action,
+                      const std::vector<Event *> &wait_list) {
+  return enqueue_ordered(new Event(context_.get(), this, type, std::move(action)), wait_list, false,
                          false);
 }
 
+Event *Queue::enqueue(cl_command_type type, std::shared_ptr<Event::Work> work,
+                      const std::vector<Event *> &wait_list) {
+  return enqueue_ordered(new Event(context_.get(), this, type, std::move(work)), wait_list, false,
+                         false);
+}
+
+Event *Queue::enqueue_barrier(cl_command_type type, const std::vector<Event *> &wait_list) {
+  return enqueue_ordered(new Event(context_.get(), this, type, Event::Action()), wait_list,
+                         wait_list.empty(), true);
+}
+
+Event *Queue::enqueue_marker(cl_command_type type, const std::vector<Event *> &wait_list) {
+  return enqueue_ordered(new Event(context_.get(), this, type, Event::Action()), wait_list,
+                         wait_list.empty(), false);
+}
+
 void Queue::command_finished(Event *event) {
-  Ref<Event> dropped;
+  Ref<Event> dropped; // released after the lock: it may be the event's last reference
   {
     std::lock_guard lock(mutex_);
-    if (auto it = incomplete_.find(event); it != incomplete_.end()) {
-      dropped = std::move(it->second);
-      incomplete_.erase(it);
+    if (event->queue_prev_ || incomplete_head_ == event) {
+      (event->queue_prev_ ? event->queue_prev_->queue_next_ : incomplete_head_) =
+          event->queue_next_;
+      (event->queue_next_ ? event->queue_next_->queue_prev_ : incomplete_tail_) =
+          event->queue_prev_;
+      event->queue_prev_ = event->queue_next_ = nullptr;
+      dropped = Ref<Event>::adopt(event);
     }
-    if (incomplete_.empty())
+    if (!incomplete_head_)
       idle_.notify_all();
   }
 }
 
 void Queue::finish() {
   std::unique_lock lock(mutex_);
-  idle_.wait(lock, [this] { return incomplete_.empty(); });
+  idle_.wait(lock, [this] { return incomplete_head_ == nullptr; });
 }
 
 cl_int Queue::info(cl_command_queue_info param, size_t size, void *value, size_t *size_ret) {

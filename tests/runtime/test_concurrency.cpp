@@ -22,7 +22,8 @@ protected:
     subs.resize(max_sub);
     CL_OK(clCreateSubDevices(device, props, max_sub, subs.data(), nullptr));
     cl_int err;
-    sub_context = clCreateContext(nullptr, static_cast<cl_uint>(subs.size()), subs.data(), nullptr, nullptr, &err);
+    sub_context = clCreateContext(nullptr, static_cast<cl_uint>(subs.size()), subs.data(), nullptr,
+                                  nullptr, &err);
     ASSERT_EQ(CL_SUCCESS, err);
     for (cl_device_id s : subs) {
       sub_queues.push_back(clCreateCommandQueue(sub_context, s, 0, &err));
@@ -73,10 +74,12 @@ TEST_F(ConcurrencyTest, ManyThreadsSharedAndPerSubDeviceQueues) {
       // Alternate between the shared root context/queues and the sub-device context/queues.
       bool on_sub = (r + t) % 2;
       cl_context ctx = on_sub ? sub_context : context;
-      cl_command_queue q = on_sub ? sub_queues[(t + r) % sub_queues.size()] : ((r % 3) ? queue : shared_ooo);
+      cl_command_queue q =
+          on_sub ? sub_queues[(t + r) % sub_queues.size()] : ((r % 3) ? queue : shared_ooo);
       std::vector<int> init(n);
       std::iota(init.begin(), init.end(), t * 1000 + r);
-      cl_mem m = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * sizeof(int), init.data(), &err);
+      cl_mem m = clCreateBuffer(ctx, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, n * sizeof(int),
+                                init.data(), &err);
       if (err != CL_SUCCESS) {
         fail("clCreateBuffer", err);
         continue;
@@ -94,12 +97,15 @@ TEST_F(ConcurrencyTest, ManyThreadsSharedAndPerSubDeviceQueues) {
         clReleaseMemObject(m);
         continue;
       }
-      clSetEventCallback(k1, CL_COMPLETE, [](cl_event, cl_int, void *c) { (*static_cast<std::atomic<int> *>(c))++; },
-                         &callbacks);
-      if ((err = clEnqueueNativeKernel(q, add_delta, &args, sizeof(args), 1, &m, loc, 1, &k1, &k2)) != CL_SUCCESS)
+      clSetEventCallback(
+          k1, CL_COMPLETE,
+          [](cl_event, cl_int, void *c) { (*static_cast<std::atomic<int> *>(c))++; }, &callbacks);
+      if ((err = clEnqueueNativeKernel(q, add_delta, &args, sizeof(args), 1, &m, loc, 1, &k1,
+                                       &k2)) != CL_SUCCESS)
         fail("native 2", err);
       std::vector<int> got(n);
-      if ((err = clEnqueueReadBuffer(q, m, CL_TRUE, 0, n * sizeof(int), got.data(), 1, &k2, nullptr)) != CL_SUCCESS)
+      if ((err = clEnqueueReadBuffer(q, m, CL_TRUE, 0, n * sizeof(int), got.data(), 1, &k2,
+                                     nullptr)) != CL_SUCCESS)
         fail("read", err);
       for (size_t i = 0; i < n; ++i)
         if (got[i] != init[i] + 2 * (t + 1)) {
@@ -194,7 +200,9 @@ TEST_F(ConcurrencyTest, RacingUserEventStatusHasOneWinner) {
     ASSERT_EQ(1, winners.load()) << "round " << r;
     EXPECT_EQ(winning_status.load(), event_status(e));
     cl_int dep = clWaitForEvents(1, &dependent);
-    EXPECT_EQ(winning_status.load() == CL_COMPLETE ? CL_SUCCESS : CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST, dep);
+    EXPECT_EQ(winning_status.load() == CL_COMPLETE ? CL_SUCCESS
+                                                   : CL_EXEC_STATUS_ERROR_FOR_EVENTS_IN_WAIT_LIST,
+              dep);
     clReleaseEvent(dependent);
     clReleaseEvent(e);
   }
@@ -240,13 +248,95 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// Short kernels enqueued from many threads: each thread's launches form one dependency chain
+// that alternates between its own in-order queue and a shared out-of-order queue, mixed with
+// native kernels that keep the cluster threads busy and barriers on the shared queue. Short
+// launches run on the enqueuing thread or on a cluster thread depending on which cluster is
+// idle at that moment; every launch must run exactly once, in chain order.
+TEST_F(ConcurrencyTest, ShortKernelsFromManyThreads) {
+  const int threads = 4, rounds = 150;
+  const char *source = "kernel void bump(global int *c) { c[get_global_id(0)] += 1; }";
+  cl_int err;
+  cl_program program = clCreateProgramWithSource(context, 1, &source, nullptr, &err);
+  ASSERT_EQ(CL_SUCCESS, err);
+  ASSERT_EQ(CL_SUCCESS, clBuildProgram(program, 1, &device, "", nullptr, nullptr));
+  std::vector<int> zeros(threads, 0);
+  cl_mem counters = clCreateBuffer(context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                                   threads * sizeof(int), zeros.data(), &err);
+  ASSERT_EQ(CL_SUCCESS, err);
+  cl_command_queue shared_ooo = make_queue(CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE);
+  std::vector<int> native_runs(threads, 0);
+  std::atomic<int> failures{0};
+  auto worker = [&](int t) {
+    auto fail = [&](const char *what, cl_int e) {
+      ADD_FAILURE() << "thread " << t << ": " << what << " -> " << e;
+      failures++;
+    };
+    cl_int e;
+    cl_kernel k = clCreateKernel(program, "bump", &e);
+    if (e != CL_SUCCESS)
+      return fail("clCreateKernel", e);
+    clSetKernelArg(k, 0, sizeof(counters), &counters);
+    cl_command_queue own = clCreateCommandQueue(context, device, 0, &e);
+    if (e != CL_SUCCESS)
+      return fail("clCreateCommandQueue", e);
+    size_t offset = static_cast<size_t>(t), one = 1;
+    cl_event previous = nullptr;
+    int *runs = &native_runs[t];
+    for (int r = 0; r < rounds; ++r) {
+      cl_command_queue q = r % 2 ? shared_ooo : own;
+      cl_event next;
+      if ((e = clEnqueueNDRangeKernel(q, k, 1, &offset, &one, &one, previous ? 1 : 0,
+                                      previous ? &previous : nullptr, &next)) != CL_SUCCESS)
+        fail("clEnqueueNDRangeKernel", e);
+      if (previous)
+        clReleaseEvent(previous);
+      previous = next;
+      if (r % 8 == 0) {
+        auto count = [](void *p) { ++**static_cast<int **>(p); };
+        if ((e = clEnqueueNativeKernel(q, count, &runs, sizeof(runs), 0, nullptr, nullptr, 1,
+                                       &previous, &next)) != CL_SUCCESS)
+          fail("clEnqueueNativeKernel", e);
+        clReleaseEvent(previous);
+        previous = next;
+      }
+      if (t == 0 && r % 50 == 25)
+        clEnqueueBarrierWithWaitList(shared_ooo, 0, nullptr, nullptr);
+    }
+    if ((e = clWaitForEvents(1, &previous)) != CL_SUCCESS)
+      fail("clWaitForEvents", e);
+    clReleaseEvent(previous);
+    clFinish(own);
+    clReleaseCommandQueue(own);
+    clReleaseKernel(k);
+  };
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back(worker, t);
+  for (auto &th : pool)
+    th.join();
+  CL_OK(clFinish(shared_ooo));
+  EXPECT_EQ(0, failures.load());
+  std::vector<int> got(threads, -1);
+  CL_OK(clEnqueueReadBuffer(queue, counters, CL_TRUE, 0, threads * sizeof(int), got.data(), 0,
+                            nullptr, nullptr));
+  for (int t = 0; t < threads; ++t) {
+    EXPECT_EQ(rounds, got[t]) << "thread " << t;
+    EXPECT_EQ((rounds + 7) / 8, native_runs[t]) << "thread " << t;
+  }
+  clReleaseCommandQueue(shared_ooo);
+  clReleaseMemObject(counters);
+  clReleaseProgram(program);
+}
+
 TEST_F(ConcurrencyTest, SubDeviceQueuesOverlapInTime) {
   const int ms = 150, per_queue = 2;
   SleepArgs args{ms};
   // Serial reference: the same work on one sub-device queue takes the serial sum.
   auto t0 = std::chrono::steady_clock::now();
   for (int i = 0; i < 2 * per_queue; ++i)
-    CL_OK(clEnqueueNativeKernel(sub_queues[0], sleep_kernel, &args, sizeof(args), 0, nullptr, nullptr, 0, nullptr, nullptr));
+    CL_OK(clEnqueueNativeKernel(sub_queues[0], sleep_kernel, &args, sizeof(args), 0, nullptr,
+                                nullptr, 0, nullptr, nullptr));
   CL_OK(clFinish(sub_queues[0]));
   double serial = seconds_since(t0);
   EXPECT_GE(serial, 2 * per_queue * ms / 1000.0 * 0.95);
@@ -257,13 +347,15 @@ TEST_F(ConcurrencyTest, SubDeviceQueuesOverlapInTime) {
   for (int i = 0; i < per_queue; ++i)
     for (int qi = 0; qi < 2; ++qi) {
       cl_event e;
-      CL_OK(clEnqueueNativeKernel(sub_queues[qi], sleep_kernel, &args, sizeof(args), 0, nullptr, nullptr, 0, nullptr, &e));
+      CL_OK(clEnqueueNativeKernel(sub_queues[qi], sleep_kernel, &args, sizeof(args), 0, nullptr,
+                                  nullptr, 0, nullptr, &e));
       events.push_back(e);
     }
   CL_OK(clWaitForEvents(static_cast<cl_uint>(events.size()), events.data()));
   double parallel = seconds_since(t0);
   const double serial_sum = 2 * per_queue * ms / 1000.0;
-  EXPECT_LT(parallel, 0.75 * serial_sum) << "parallel " << parallel << " s, serial " << serial << " s";
+  EXPECT_LT(parallel, 0.75 * serial_sum)
+      << "parallel " << parallel << " s, serial " << serial << " s";
   EXPECT_GE(parallel, per_queue * ms / 1000.0 * 0.95);
   for (cl_event e : events)
     clReleaseEvent(e);

@@ -36,6 +36,22 @@ public:
   // Jobs queued or running.
   size_t pending() const;
 
+  // Runs `fn` on the calling thread as a job of this cluster, when the cluster is idle
+  // (nothing queued or running) and the caller is not a cluster thread: a short command then
+  // costs no hand-off to the control thread and back. Jobs submitted meanwhile wait for fn,
+  // as they would behind a queued job. Returns false, without running fn, otherwise.
+  template <class Fn> bool run_here_if_idle(Fn &&fn) {
+    if (!claim_if_idle())
+      return false;
+    struct Release {
+      Cluster *cluster;
+      const Cluster *previous;
+      ~Release() { cluster->release_claim(previous); }
+    } release{this, enter_claim()};
+    fn();
+    return true;
+  }
+
   // Runs body(pe) for pe in [0, count) concurrently, one PE thread each (count <= PEs),
   // and returns when all have finished. Call it from a job of this cluster. The caller's
   // current cluster context (command.h) is set on the PE threads while they run body.
@@ -50,6 +66,9 @@ public:
   bool on_cluster_thread() const;
 
 private:
+  bool claim_if_idle();
+  const Cluster *enter_claim(); // marks the calling thread as this cluster's; returns the previous
+  void release_claim(const Cluster *previous);
   void control_loop();
   void pe_loop(unsigned pe);
   void start_pe_threads();
@@ -64,6 +83,7 @@ private:
   std::condition_variable job_ready_;
   std::deque<Job> jobs_;
   size_t running_ = 0;
+  bool claimed_ = false; // a caller runs a job on its own thread (run_here_if_idle)
   bool stopping_ = false;
   std::thread control_;
 

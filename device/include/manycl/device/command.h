@@ -89,6 +89,7 @@ struct CommandStats {
 class ClusterContext {
 public:
   ClusterContext(CommandRecorder &command, unsigned group_index, unsigned device_cluster);
+  ~ClusterContext();
   ClusterContext(const ClusterContext &) = delete;
   ClusterContext &operator=(const ClusterContext &) = delete;
 
@@ -168,12 +169,14 @@ private:
   ClusterStats stats_;
 
   // Signals: value (atomic for spinning) and the sorted arrival stamps, under the
-  // command's sync mutex.
+  // command's sync mutex. Allocated on first use: most commands never signal, and a short
+  // command should not pay for kSignalsPerCluster counters.
   struct Signal {
     std::atomic<uint64_t> value{0};
     std::vector<uint64_t> stamps;
   };
-  std::unique_ptr<Signal[]> signals_;
+  Signal *signals();
+  std::atomic<Signal *> signals_{nullptr};
 };
 
 class CommandRecorder : public std::enable_shared_from_this<CommandRecorder> {
@@ -183,6 +186,9 @@ public:
   static Result<std::shared_ptr<CommandRecorder>> begin(Device &device, std::string name,
                                                         std::vector<unsigned> clusters,
                                                         uint64_t not_before_cycle = 0);
+  // A command on one cluster (no vector to build).
+  static Result<std::shared_ptr<CommandRecorder>>
+  begin(Device &device, std::string name, unsigned cluster, uint64_t not_before_cycle = 0);
   ~CommandRecorder();
 
   Device &device() { return device_; }
@@ -213,10 +219,15 @@ public:
   // The statistics (complete after end()).
   const CommandStats &stats() const { return stats_; }
 
+  // Use begin(); public only so that the recorder and its control block are one allocation.
+  struct Token {
+    explicit Token() = default;
+  };
+  CommandRecorder(Token, Device &device, std::string name, const unsigned *clusters, size_t count,
+                  uint64_t start_cycle);
+
 private:
   friend class ClusterContext;
-  CommandRecorder(Device &device, std::string name, std::vector<unsigned> clusters,
-                  uint64_t start_cycle);
 
   Device &device_;
   std::string name_;

@@ -37,16 +37,25 @@ uint64_t host_time_ns();
 class Event : public Object<Event, _cl_event, Kind::Event> {
 public:
   using Action = std::function<cl_int()>;
-  // A command spread over several clusters: it is started once and calls `done` exactly once,
-  // from whichever thread finishes last, with CL_SUCCESS or an error.
-  using Completion = std::function<void(cl_int)>;
-  using Dispatch = std::function<void(Event &self, Completion done)>;
   using Callback = void(CL_CALLBACK *)(cl_event, cl_int, void *);
+
+  // The device work of a command that decides itself where it runs (NDRange kernels, spread
+  // over several clusters or run by the enqueuing thread). start() is called once, when the
+  // command is ready; the work then calls complete() on the event exactly once, from
+  // whichever thread finishes last, and keeps the event alive until then.
+  class Work {
+  public:
+    virtual ~Work() = default;
+    // `on_enqueuing_thread`: start() runs inside the application's enqueue call (the command
+    // was ready at once), so a short command may run right there instead of being handed to
+    // a cluster thread.
+    virtual void start(Ref<Event> event, bool on_enqueuing_thread) = 0;
+  };
 
   // A command event. `action` runs on a cluster of `device`; an empty action completes inline.
   Event(Context *context, Queue *queue, cl_command_type type, Action action);
-  // A command event whose work is a Dispatch (NDRange kernels).
-  Event(Context *context, Queue *queue, cl_command_type type, Dispatch dispatch);
+  // A command event whose work is a Work (NDRange kernels).
+  Event(Context *context, Queue *queue, cl_command_type type, std::shared_ptr<Work> work);
   // A user event (clCreateUserEvent): CL_SUBMITTED until clSetUserEventStatus.
   explicit Event(Context *context);
   ~Event();
@@ -70,6 +79,9 @@ public:
 
   cl_int add_callback(cl_int trigger, Callback fn, void *user_data);
 
+  // For Work: the command's result (CL_SUCCESS or an error); completes the event.
+  void complete(cl_int result);
+
   // The device command that ran this event (modeled time, DDR/NoC traffic), set before the
   // event completes; null for markers, barriers and user events.
   void set_recorder(std::shared_ptr<device::CommandRecorder> recorder);
@@ -84,8 +96,7 @@ private:
     void *user_data;
   };
 
-  void dependency_finished(bool failed);
-  void start();
+  void start(bool on_enqueuing_thread, bool dependency_failed);
   void run_on_device(device::Cluster &cluster);
   // Moves the event to `status` (CL_RUNNING, CL_COMPLETE or an error) and fires what that
   // transition triggers; completion also releases dependents.
@@ -96,20 +107,27 @@ private:
   Ref<Queue> queue_;
   cl_command_type type_;
   Action action_;
-  Dispatch dispatch_;
-  bool has_work() const { return action_ || dispatch_; }
+  std::shared_ptr<Work> work_;
+  bool has_work() const { return action_ || work_; }
 
   mutable std::mutex mutex_;
   std::condition_variable done_;
   cl_int status_;
   int pending_dependencies_ = 1; // 1 = the registration guard released by submit()
   bool dependency_failed_ = false;
-  bool finished_ = false; // completed and callbacks fired
+  bool finished_ = false;        // completed and callbacks fired
   bool user_status_set_ = false; // clSetUserEventStatus claimed the one allowed change
   std::vector<Ref<Event>> dependents_;
   std::vector<PendingCallback> callbacks_;
+  bool profiled_ = false; // a command of a profiling queue: host timestamps are taken
   uint64_t queued_ns_ = 0, submit_ns_ = 0, start_ns_ = 0, end_ns_ = 0;
   std::shared_ptr<device::CommandRecorder> recorder_;
+
+  // The queue's list of its incomplete commands (intrusive: no allocation per command),
+  // guarded by the queue's mutex.
+  friend class Queue;
+  Event *queue_prev_ = nullptr;
+  Event *queue_next_ = nullptr;
 };
 
 } // namespace manycl::rt

@@ -2,7 +2,6 @@
 
 #include <condition_variable>
 #include <mutex>
-#include <unordered_map>
 #include <vector>
 
 #include <CL/cl.h>
@@ -16,7 +15,8 @@ namespace manycl::rt {
 
 class Queue : public Object<Queue, _cl_command_queue, Kind::Queue> {
 public:
-  static Result<Queue *> create(Context *context, Device *device, cl_command_queue_properties properties,
+  static Result<Queue *> create(Context *context, Device *device,
+                                cl_command_queue_properties properties,
                                 std::vector<cl_queue_properties> property_list);
   ~Queue();
 
@@ -28,7 +28,8 @@ public:
   // Creates the command's event, makes it depend on `wait_list` and on what the queue's
   // ordering requires, and submits it. Returns the event with one reference for the caller.
   Event *enqueue(cl_command_type type, Event::Action action, const std::vector<Event *> &wait_list);
-  Event *enqueue(cl_command_type type, Event::Dispatch dispatch, const std::vector<Event *> &wait_list);
+  Event *enqueue(cl_command_type type, std::shared_ptr<Event::Work> work,
+                 const std::vector<Event *> &wait_list);
   // A barrier: waits for `wait_list`, or for every earlier command when it is empty, and
   // every later command waits for it.
   Event *enqueue_barrier(cl_command_type type, const std::vector<Event *> &wait_list);
@@ -44,7 +45,8 @@ public:
 
 private:
   Queue() = default;
-  Event *enqueue_ordered(Event *event, const std::vector<Event *> &wait_list, bool wait_for_all, bool is_barrier);
+  Event *enqueue_ordered(Event *event, const std::vector<Event *> &wait_list, bool wait_for_all,
+                         bool is_barrier);
 
   Ref<Context> context_;
   Device *device_ = nullptr;
@@ -53,9 +55,12 @@ private:
 
   std::mutex mutex_;
   std::condition_variable idle_;
-  std::unordered_map<Event *, Ref<Event>> incomplete_; // commands not yet complete
-  Ref<Event> last_;                 // in-order: the previous command
-  Ref<Event> last_barrier_;         // out-of-order: the latest barrier
+  // Commands not yet complete, oldest first: a list threaded through the events
+  // (Event::queue_prev_/queue_next_), each holding one reference to its event.
+  Event *incomplete_head_ = nullptr;
+  Event *incomplete_tail_ = nullptr;
+  Ref<Event> last_;         // in-order: the previous command
+  Ref<Event> last_barrier_; // out-of-order: the latest barrier
 };
 
 } // namespace manycl::rt

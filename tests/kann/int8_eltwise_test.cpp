@@ -6,6 +6,7 @@
 #include <map>
 
 #include "int8_common.h"
+#include "manycl/native/native.h"
 
 namespace {
 
@@ -80,34 +81,44 @@ TEST_P(Int8Eltwise, MatchesQdqFormulaBitExact) {
   for (const auto &t : prog.tensors)
     if (t.role == KBIN_ROLE_INPUT)
       args[t.arg_index] = test::float_bytes(t.name == "a" ? a : bv);
-  manycl::device::Device device(options.device);
-  auto run = manycl::interp::run_kbin(device, prog, args);
-  ASSERT_TRUE(run.ok()) << run.error().message;
-  std::vector<float> y;
-  for (const auto &t : prog.tensors)
-    if (t.role == KBIN_ROLE_OUTPUT)
-      y = test::bytes_floats(run.value().outputs[t.arg_index]);
-  ASSERT_EQ(y.size(), k.concat ? 2 * a.size() : a.size());
-  auto dq = [](int32_t q, float s, int32_t z) { return float(q - z) * s; };
-  int mismatches = 0;
-  for (size_t i = 0; i < y.size(); ++i) {
-    int32_t want;
-    if (k.concat) {
-      const bool first = i < a.size();
-      const size_t j = first ? i : i - a.size();
-      const float v = first ? dq(test::quantize(a[j], sa, za, k.is_signed), sa, za)
-                            : dq(test::quantize(bv[j], sb, zb, k.is_signed), sb, zb);
-      want = test::quantize(v, sy, zy, k.is_signed);
-    } else {
-      const float v = dq(test::quantize(a[i], sa, za, k.is_signed), sa, za) +
-                      dq(test::quantize(bv[i], sb, zb, k.is_signed), sb, zb);
-      want = test::quantize(std::max(v, 0.0f), sy, zy, k.is_signed);
+  auto check = [&](const std::vector<float> &y, const char *isa) {
+    ASSERT_EQ(y.size(), k.concat ? 2 * a.size() : a.size());
+    auto dq = [](int32_t q, float s, int32_t z) { return float(q - z) * s; };
+    int mismatches = 0;
+    for (size_t i = 0; i < y.size(); ++i) {
+      int32_t want;
+      if (k.concat) {
+        const bool first = i < a.size();
+        const size_t j = first ? i : i - a.size();
+        const float v = first ? dq(test::quantize(a[j], sa, za, k.is_signed), sa, za)
+                              : dq(test::quantize(bv[j], sb, zb, k.is_signed), sb, zb);
+        want = test::quantize(v, sy, zy, k.is_signed);
+      } else {
+        const float v = dq(test::quantize(a[i], sa, za, k.is_signed), sa, za) +
+                        dq(test::quantize(bv[i], sb, zb, k.is_signed), sb, zb);
+        want = test::quantize(std::max(v, 0.0f), sy, zy, k.is_signed);
+      }
+      const int32_t got = test::requantized(y[i], sy, zy);
+      if (got != want && ++mismatches < 5)
+        ADD_FAILURE() << isa << " element " << i << ": got " << got << " want " << want;
     }
-    const int32_t got = test::requantized(y[i], sy, zy);
-    if (got != want && ++mismatches < 5)
-      ADD_FAILURE() << "element " << i << ": got " << got << " want " << want;
+    EXPECT_EQ(mismatches, 0) << isa;
+  };
+  // Every vector ISA of the host (the INT8 add has a row kernel per ISA): the same bytes.
+  const std::string initial_isa = mcl_native_isa();
+  for (const char *isa : {"generic", "avx2", "avx512"}) {
+    if (mcl_native_set_isa(isa) != MCL_NATIVE_OK)
+      continue;
+    manycl::device::Device device(options.device);
+    auto run = manycl::interp::run_kbin(device, prog, args);
+    ASSERT_TRUE(run.ok()) << run.error().message;
+    std::vector<float> y;
+    for (const auto &t : prog.tensors)
+      if (t.role == KBIN_ROLE_OUTPUT)
+        y = test::bytes_floats(run.value().outputs[t.arg_index]);
+    check(y, isa);
   }
-  EXPECT_EQ(mismatches, 0);
+  mcl_native_set_isa(initial_isa.c_str());
 }
 
 INSTANTIATE_TEST_SUITE_P(Cases, Int8Eltwise,

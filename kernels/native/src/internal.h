@@ -168,6 +168,44 @@ struct ConvRange {
 };
 inline constexpr int kMaxRows = 16; // largest register block (rows) of any ISA
 
+// Requantizing INT8 addition of two rows (element-wise ADD on U8 / S8 with a clamp
+// activation): out = quantize(clamp(dequantize(a) + dequantize(b))), every step in FP32 as the
+// scalar element-wise path computes it, so every ISA gives the same bytes.
+struct Int8AddJob {
+  const uint8_t *a, *b; // U8 or S8 elements (the bytes)
+  uint8_t *out;
+  uint32_t n;
+  bool is_signed;
+  float a_scale, b_scale, out_scale;
+  int32_t a_zero, b_zero, out_zero;
+  float act_lo, act_hi; // the activation's clamp on the float sum (ReLU, Clip, or none)
+  float q_lo, q_hi;     // qmin - out_zero, qmax - out_zero
+};
+
+// Keeps a product from being contracted with the following sum into one FMA: the reference
+// rounds both.
+static inline float rounded(float v) {
+#if defined(__GNUC__) && (defined(__x86_64__) || defined(__i386__))
+  __asm__("" : "+x"(v));
+#elif defined(__GNUC__) && defined(__aarch64__)
+  __asm__("" : "+w"(v));
+#endif
+  return v;
+}
+
+static inline uint8_t int8_add_one(const Int8AddJob &j, uint32_t i) {
+  const int32_t qa = j.is_signed ? (int32_t)(int8_t)j.a[i] : (int32_t)j.a[i];
+  const int32_t qb = j.is_signed ? (int32_t)(int8_t)j.b[i] : (int32_t)j.b[i];
+  float v = rounded((float)(qa - j.a_zero) * j.a_scale) +
+            rounded((float)(qb - j.b_zero) * j.b_scale);
+  v = v > j.act_lo ? v : j.act_lo;
+  v = v < j.act_hi ? v : j.act_hi;
+  float r = v / j.out_scale;
+  r = r > j.q_lo ? r : j.q_lo;
+  r = r < j.q_hi ? r : j.q_hi;
+  return (uint8_t)((int32_t)std::nearbyint(r) + j.out_zero);
+}
+
 // Hot loops, one implementation per ISA translation unit.
 struct IsaKernels {
   const char *name;
@@ -175,6 +213,7 @@ struct IsaKernels {
   void (*conv_float)(const ConvJob &, const ConvRange &); // F32 and F16 inputs
   void (*conv_int8)(const ConvJob &, const ConvRange &);
   void (*depthwise)(const ConvJob &, const ConvRange &); // all types
+  void (*int8_add)(const Int8AddJob &);                  // requantizing INT8 add of rows
 };
 
 const IsaKernels &generic_kernels();

@@ -28,7 +28,7 @@ struct Avx512Simd : Avx2Steps {
 };
 
 const IsaKernels kAvx512 = {"avx512", Avx512Simd::MR, conv_float<Avx512Simd>, conv_int8<Avx512Simd>,
-                             depthwise<Avx512Simd>};
+                             depthwise<Avx512Simd>, int8_add_portable};
 
 } // namespace
 

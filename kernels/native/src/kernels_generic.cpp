@@ -46,7 +46,8 @@ struct GenericSimd : PortableSteps {
 };
 
 const IsaKernels kGeneric = {"generic", GenericSimd::MR, conv_float<GenericSimd>,
-                             conv_int8<GenericSimd>, depthwise<GenericSimd>};
+                             conv_int8<GenericSimd>, depthwise<GenericSimd>,
+                             int8_add_portable};
 
 } // namespace
 

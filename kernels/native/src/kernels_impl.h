@@ -479,4 +479,10 @@ template <class S> static void depthwise(const ConvJob &j, const ConvRange &r) {
     depthwise_int8_impl<S, int8_t, int8_t>(j, r);
 }
 
+// Requantizing INT8 add, portable form (the compiler vectorizes what the baseline ISA can).
+[[maybe_unused]] static void int8_add_portable(const Int8AddJob &j) {
+  for (uint32_t i = 0; i < j.n; ++i)
+    j.out[i] = int8_add_one(j, i);
+}
+
 } // namespace

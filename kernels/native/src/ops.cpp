@@ -4,6 +4,7 @@
 #include "internal.h"
 
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 namespace manycl::native {
@@ -162,10 +163,48 @@ template <uint32_t Op> inline float binary(float x, float y) {
     return std::min(x, y);
 }
 
+// INT8 ADD with contiguous channels and a clamp activation (residual additions of quantized
+// networks): the ISA's requantizing row kernel, over whole rows when pixels are dense.
+template <class T>
+bool int8_add_rows(const mcl_native_exec &exec, const mcl_eltwise_args &a, const Act &act) {
+  const bool clamp_act = a.act.kind == MCL_ACT_NONE || a.act.kind == MCL_ACT_RELU ||
+                         a.act.kind == MCL_ACT_CLIP;
+  if (!clamp_act || a.a.channel_stride != 1 || a.b.channel_stride != 1 ||
+      a.output.channel_stride != 1)
+    return false;
+  const uint32_t C = a.output.c;
+  const bool dense = a.a.pixel_stride == C && a.b.pixel_stride == C && a.output.pixel_stride == C;
+  Int8AddJob proto{};
+  proto.is_signed = a.output.dtype == MCL_DTYPE_S8;
+  proto.a_scale = a.a_quant.scale, proto.a_zero = a.a_quant.zero_point;
+  proto.b_scale = a.b_quant.scale, proto.b_zero = a.b_quant.zero_point;
+  proto.out_scale = a.out_quant.scale, proto.out_zero = a.out_quant.zero_point;
+  proto.act_lo = act.lo, proto.act_hi = act.hi;
+  proto.q_lo = (float)(qmin(a.output.dtype) - a.out_quant.zero_point);
+  proto.q_hi = (float)(qmax(a.output.dtype) - a.out_quant.zero_point);
+  const IsaKernels &isa = active_kernels();
+  uint8_t *spm = exec.spm_base;
+  parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
+    for (uint32_t y = y0; y < y1; ++y)
+      for (uint32_t x = 0; x < (dense ? 1 : a.output.w); ++x) {
+        Int8AddJob j = proto;
+        j.a = reinterpret_cast<const uint8_t *>(elem<T>(spm, a.a, y, x));
+        j.b = reinterpret_cast<const uint8_t *>(elem<T>(spm, a.b, y, x));
+        j.out = reinterpret_cast<uint8_t *>(elem<T>(spm, a.output, y, x));
+        j.n = dense ? C * a.output.w : C;
+        isa.int8_add(j);
+      }
+  });
+  return true;
+}
+
 template <uint32_t Op, class T>
 void eltwise_typed(const mcl_native_exec &exec, const mcl_eltwise_args &a) {
   uint8_t *spm = exec.spm_base;
   const Act act(a.act);
+  if constexpr (Op == MCL_ELTWISE_ADD && (std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>))
+    if (int8_add_rows<T>(exec, a, act))
+      return;
   parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
     for (uint32_t y = y0; y < y1; ++y)
       for (uint32_t x = 0; x < a.output.w; ++x) {

@@ -7,6 +7,10 @@ sanitizers="${MANYCL_SANITIZERS:-0}"
 [ "${1:-}" = "--sanitizers" ] && sanitizers=1
 jobs="${MANYCL_JOBS:-$(nproc)}"
 "$root/scripts/install-deps.sh"
+# Test data: ONNX Runtime (PyPI, into .venv; idempotent, offline once made) is the reference of
+# the CNN tests (label `cnn`), whose CTest fixture exports the models into the build tree with
+# Debian's /usr/bin/python3. The ONNX node tests read Debian's libonnx-testdata (install-deps).
+"$root/scripts/setup-venv.sh"
 
 configure() { # build-dir cmake-args...
   local dir="$1"

@@ -138,8 +138,10 @@ public:
 
   Result<void> expand(const std::string &output) {
     const bool conv = n_.op == "QLinearConv";
-    if (n_.inputs.size() < 8)
-      return make_error(where(n_) + ": needs 8 inputs (x, scale, zero point of x, w and y)");
+    if (n_.inputs.size() < 8 || n_.inputs.size() > (conv ? 9u : 8u))
+      return make_error(where(n_) + (conv ? ": needs 8 or 9 inputs" : ": needs 8 inputs") +
+                        " (x, w and y with their scales and zero points" +
+                        (conv ? ", bias)" : ")"));
     for (size_t i = 0; i < n_.inputs.size(); ++i) {
       if (i == 0)
         continue;
@@ -221,8 +223,9 @@ public:
       const Tensor &x_scale = g_.tensors[n_.inputs[1]]; // no tensor added while in use
       if (x_scale.dtype != DType::F32 || x_scale.elements() != 1)
         return make_error(where(n_) + ": x_scale must be a float scalar");
-      if (g_.tensors[n_.inputs[8]].elements() != channels)
-        return make_error(where(n_) + ": bias must have one value per output channel");
+      if (g_.tensors[n_.inputs[8]].dtype != DType::I64 ||
+          g_.tensors[n_.inputs[8]].elements() != channels)
+        return make_error(where(n_) + ": bias must be int32, one value per output channel");
       Tensor bs;
       bs.name = n_.name + ".bias_scale";
       bs.is_const = true;

@@ -615,7 +615,7 @@ Result<std::shared_ptr<CommandRecorder>> CommandRecorder::begin(Device &device, 
   if (clusters.empty())
     return make_error("command '" + name + "' runs on no cluster");
   if (clusters.size() == 1)
-    return begin(device, std::move(name), clusters[0], not_before_cycle);
+    return begin_on_cluster(device, std::move(name), clusters[0], not_before_cycle);
   auto sorted = clusters;
   std::sort(sorted.begin(), sorted.end());
   if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
@@ -630,9 +630,9 @@ Result<std::shared_ptr<CommandRecorder>> CommandRecorder::begin(Device &device, 
                                            clusters.size(), start);
 }
 
-Result<std::shared_ptr<CommandRecorder>> CommandRecorder::begin(Device &device, std::string name,
-                                                                unsigned cluster,
-                                                                uint64_t not_before_cycle) {
+Result<std::shared_ptr<CommandRecorder>>
+CommandRecorder::begin_on_cluster(Device &device, std::string name, unsigned cluster,
+                                  uint64_t not_before_cycle) {
   if (cluster >= device.cluster_count())
     return make_error("command '" + name + "' names cluster " + std::to_string(cluster) +
                       " of a device with " + std::to_string(device.cluster_count()));

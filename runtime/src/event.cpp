@@ -117,8 +117,8 @@ void Event::run_on_device(device::Cluster &cluster) {
   transition(CL_RUNNING);
   // Every command is a device command on the cluster that runs it: it gets modeled time,
   // traffic statistics and a place in MANYCL_TRACE / MANYCL_STATS.
-  auto recorder = device::CommandRecorder::begin(queue_->device()->hardware(), command_name(type_),
-                                                 {cluster.id()});
+  auto recorder = device::CommandRecorder::begin_on_cluster(queue_->device()->hardware(),
+                                                            command_name(type_), cluster.id());
   cl_int result;
   if (recorder) {
     {

@@ -637,7 +637,8 @@ bool LaunchState::try_run_here() {
 }
 
 void LaunchState::run_alone(device::Cluster &cluster) {
-  auto begun = device::CommandRecorder::begin(device->hardware(), command_name, cluster.id());
+  auto begun =
+      device::CommandRecorder::begin_on_cluster(device->hardware(), command_name, cluster.id());
   if (!begun) {
     error.store(CL_OUT_OF_RESOURCES);
     return;

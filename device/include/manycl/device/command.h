@@ -187,8 +187,9 @@ public:
                                                         std::vector<unsigned> clusters,
                                                         uint64_t not_before_cycle = 0);
   // A command on one cluster (no vector to build).
-  static Result<std::shared_ptr<CommandRecorder>>
-  begin(Device &device, std::string name, unsigned cluster, uint64_t not_before_cycle = 0);
+  static Result<std::shared_ptr<CommandRecorder>> begin_on_cluster(Device &device, std::string name,
+                                                                   unsigned cluster,
+                                                                   uint64_t not_before_cycle = 0);
   ~CommandRecorder();
 
   Device &device() { return device_; }

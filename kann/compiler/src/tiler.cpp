@@ -8,6 +8,8 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <map>
 #include <memory>
@@ -520,6 +522,11 @@ struct Compiler {
     if ((op.groups != 1 && !depthwise) || yc < int64_t(K) || out_off(op) != 0 ||
         chan_offset.count(g.nodes[op.node].outputs[0]))
       return false;
+    // Every cluster would hold the whole input (a depthwise one reads only its channels, but
+    // the buffer spans all of them when the producer split rows): not when that takes a
+    // large part of the SPM.
+    if (x.bytes() > opt.device.spm_bytes / 4)
+      return false;
     const auto &d = opt.device;
     const double macs_per_row = double(y.W) * yc * (x.C / op.groups) * op.kh * op.kw;
     const double rate = double(d.pes_per_cluster) * d.fp32_fmas_per_cycle;
@@ -652,17 +659,93 @@ struct Compiler {
         }
         continue;
       }
+    }
+    // Activations sharing one buffer (in-place element-wise chains): one buffer per group,
+    // holding what every member needs, alive from the first member's start to the last one's
+    // end. Members have identical geometry, so their tiles coincide.
+    const std::vector<int> root = plan_in_place();
+    for (size_t i = 0; i < acts.size(); ++i) {
+      Act &a = acts[i];
+      if (a.in_ddr || root[i] != int(i))
+        continue;
       a.buf.assign(K, Box{});
-      for (unsigned c = 0; c < K; ++c)
-        a.buf[c] = bbox(a.owned[c], a.need[c]);
-      a.buffer = new_buffer(g.tensors[a.tensor].name, a.first, a.last);
+      int last = a.last;
+      for (size_t m = 0; m < acts.size(); ++m)
+        if (root[m] == int(i)) {
+          for (unsigned c = 0; c < K; ++c)
+            a.buf[c] = bbox(a.buf[c], bbox(acts[m].owned[c], acts[m].need[c]));
+          last = std::max(last, acts[m].last);
+        }
+      a.buffer = new_buffer(g.tensors[a.tensor].name, a.first, last);
       buffers[a.buffer].act = int(i);
       for (unsigned c = 0; c < K; ++c)
         buffers[a.buffer].bytes[c] =
             a.buf[c].empty() ? 0 : uint64_t(a.buf[c].rows() * a.W * a.buf[c].chans() * a.es);
     }
+    for (size_t i = 0; i < acts.size(); ++i)
+      if (!acts[i].in_ddr && root[i] != int(i)) {
+        acts[i].buffer = acts[size_t(root[i])].buffer;
+        acts[i].buf = acts[size_t(root[i])].buf;
+      }
     prog.scratch_size = scratch;
     return {};
+  }
+
+  // In-place element-wise operators: a float element-wise operator (Add, ScaleShift,
+  // activation; not copies, which may use memcpy, nor INT8 kernels, which requantize
+  // through blocks) whose input dies at it writes its output over that input: each
+  // cluster reads and writes the same box (the native functions go element by element),
+  // other clusters' exchanges land in rows or channels it does not read, and no later step
+  // reads the input. Returns, per activation, the activation owning its buffer.
+  std::vector<int> plan_in_place() const {
+    std::vector<int> root(acts.size());
+    std::iota(root.begin(), root.end(), 0);
+    auto is_io = [&](int act) {
+      for (int t : g.inputs)
+        if (act_of.at(t) == act)
+          return true;
+      for (int t : g.outputs)
+        if (act_of.at(t) == act)
+          return true;
+      return false;
+    };
+    // Per group (root): the box each cluster's buffer holds; a member may not enlarge it
+    // (an output needed whole by a channel-split consumer would otherwise keep the whole
+    // tensor alive over the group's lifetime).
+    std::vector<std::vector<Box>> group_box(acts.size());
+    for (size_t i = 0; i < acts.size(); ++i)
+      for (unsigned c = 0; c < K; ++c)
+        group_box[i].push_back(bbox(acts[i].owned[c], acts[i].need[c]));
+    auto inside = [](const Box &a, const Box &b) {
+      return a.empty() || (a.y0 >= b.y0 && a.y1 <= b.y1 && a.c0 >= b.c0 && a.c1 <= b.c1);
+    };
+    for (size_t s = 0; s < ops.size(); ++s) {
+      const Op &op = ops[s];
+      const int step = int(s) + 1;
+      const Act &y = acts[op.out];
+      const int yt = g.nodes[op.node].outputs[0];
+      if ((op.kind != Kind::Eltwise && op.kind != Kind::ScaleShift &&
+           op.kind != Kind::Activation) ||
+          y.in_ddr || y.first != step || chan_offset.count(yt) || act_of.at(yt) != op.out ||
+          is_io(op.out) || (y.dtype != MCL_DTYPE_F32 && y.dtype != MCL_DTYPE_F16))
+        continue;
+      for (size_t i = 0; i < op.ins.size(); ++i) {
+        const int xi = op.ins[i];
+        const Act &x = acts[xi];
+        if (x.in_ddr || x.last != step || x.es != y.es || x.dtype != y.dtype || x.H != y.H ||
+            x.W != y.W || x.C != y.C || x.scale != y.scale || x.zero_point != y.zero_point ||
+            is_io(xi) || std::count(op.ins.begin(), op.ins.end(), xi) != 1)
+          continue;
+        bool fits = true;
+        for (unsigned c = 0; c < K; ++c)
+          fits = fits && inside(group_box[op.out][c], group_box[root[xi]][c]);
+        if (!fits)
+          continue;
+        root[op.out] = root[xi];
+        break;
+      }
+    }
+    return root;
   }
 
   mcl_conv_args conv_args_shape(const Op &op, const Box &ib, const Box &ob) const {
@@ -783,13 +866,56 @@ struct Compiler {
     return {};
   }
 
+  // One SPM offset per buffer, the same on every cluster. Buffers whose lifetimes overlap
+  // must not overlap in the SPM. A greedy placement fragments differently depending on the
+  // order and on the gap chosen, so several are tried; when the bytes live at one step
+  // exceed the SPM, none can succeed and the failure names that step's buffers.
   bool allocate() {
+    const uint64_t capacity = opt.device.spm_bytes;
+    int steps = 1;
+    for (const SpmBuffer &b : buffers)
+      steps = std::max(steps, b.last + 1);
+    std::vector<uint64_t> pressure(size_t(steps), 0);
+    for (const SpmBuffer &b : buffers)
+      for (int t = b.first; t <= b.last; ++t)
+        pressure[size_t(t)] += align_up(b.size());
+    const auto worst = std::max_element(pressure.begin(), pressure.end());
+    if (*worst > capacity) {
+      const int step = int(worst - pressure.begin());
+      failure.candidates.clear();
+      for (size_t i = 0; i < buffers.size(); ++i)
+        if (buffers[i].size() && buffers[i].first <= step && step <= buffers[i].last)
+          failure.candidates.push_back(int(i));
+      failure.message = "step " + std::to_string(step) + " needs " + std::to_string(*worst) +
+                        " B of SPM buffers, more than the " + std::to_string(capacity) + " B SPM";
+      return false;
+    }
+    AllocFailure first;
+    for (int strategy = 0; strategy < 6; ++strategy) {
+      if (place(strategy / 2, strategy % 2 == 1))
+        return true;
+      if (strategy == 0)
+        first = failure;
+    }
+    failure = first;
+    return false;
+  }
+
+  // Greedy placement. order 0: largest size x lifetime first, 1: largest first, 2: by first
+  // step (then largest). best_fit: the smallest free gap that holds the buffer, else the
+  // lowest one.
+  bool place(int order_kind, bool best_fit) {
     std::vector<int> order(buffers.size());
     std::iota(order.begin(), order.end(), 0);
+    auto area = [&](int i) {
+      return buffers[i].size() * uint64_t(buffers[i].last - buffers[i].first + 1);
+    };
     std::stable_sort(order.begin(), order.end(), [&](int a, int b) {
-      uint64_t sa = buffers[a].size() * uint64_t(buffers[a].last - buffers[a].first + 1);
-      uint64_t sb = buffers[b].size() * uint64_t(buffers[b].last - buffers[b].first + 1);
-      return sa > sb;
+      if (order_kind == 0)
+        return area(a) > area(b);
+      if (order_kind == 2 && buffers[a].first != buffers[b].first)
+        return buffers[a].first < buffers[b].first;
+      return buffers[a].size() > buffers[b].size();
     });
     const uint64_t capacity = opt.device.spm_bytes;
     std::vector<int> placed;
@@ -808,16 +934,26 @@ struct Compiler {
         }
       }
       std::sort(busy.begin(), busy.end());
-      uint64_t at = 0;
+      busy.push_back({capacity, capacity}); // the end of the SPM closes the last gap
+      uint64_t at = UINT64_MAX, best_gap = UINT64_MAX, cursor = 0;
       for (auto [lo, hi] : busy) {
-        if (at + b.size() <= lo)
-          break;
-        at = std::max(at, hi);
+        if (lo > cursor && lo - cursor >= b.size()) {
+          const uint64_t gap = lo - cursor;
+          if (!best_fit) {
+            at = cursor;
+            break;
+          }
+          if (gap < best_gap)
+            best_gap = gap, at = cursor;
+        }
+        cursor = std::max(cursor, hi);
       }
-      if (at + b.size() > capacity) {
-        uint64_t used = 0;
-        for (auto [lo, hi] : busy)
-          used += hi - lo;
+      if (at == UINT64_MAX) {
+        uint64_t used = 0, end = 0;
+        for (auto [lo, hi] : busy) { // union of the live intervals
+          used += hi > std::max(lo, end) ? hi - std::max(lo, end) : 0;
+          end = std::max(end, hi);
+        }
         failure.message = "buffer '" + b.name + "' (" + std::to_string(b.size()) +
                           " B) does not fit in the " + std::to_string(capacity) +
                           " B SPM next to " + std::to_string(used) + " B of live buffers";
@@ -1650,6 +1786,29 @@ struct Compiler {
 // the largest live buffer (cheap: more, smaller DMA), else spill the largest SPM-homed
 // activation live at that point to DDR (costly: DDR traffic). False: nothing left to try.
 bool relax(const Compiler &c, Policy &policy) {
+  const uint64_t capacity = c.opt.device.spm_bytes;
+  auto panels_of = [&](const Op &op) {
+    int64_t widest = 0;
+    for (const Box &x : op.out_box)
+      widest = std::max(widest, (x.chans() + kPanel - 1) / kPanel);
+    return widest;
+  };
+  // First, once for all operators: parameters above an eighth of the SPM stream in slices
+  // of at most that (two slices live at a time), leaving the SPM to activations.
+  bool sliced = false;
+  for (const SpmBuffer &b : c.buffers) {
+    if (b.weights_of < 0 || b.size() <= capacity / 8)
+      continue;
+    const Op &op = c.ops[b.weights_of];
+    const int64_t want = int64_t(
+        std::min<uint64_t>(uint64_t(panels_of(op)), op.wslices * (b.size() * 8 / capacity + 1)));
+    if (want > op.wslices) {
+      policy.wslices[op.node] = int(want);
+      sliced = true;
+    }
+  }
+  if (sliced)
+    return true;
   std::vector<int> cands = c.failure.candidates;
   std::sort(cands.begin(), cands.end(),
             [&](int a, int b) { return c.buffers[a].size() > c.buffers[b].size(); });
@@ -1679,9 +1838,7 @@ bool relax(const Compiler &c, Policy &policy) {
     if (b.weights_of < 0 || b.size() < c.opt.device.spm_bytes / 64)
       continue;
     const Op &op = c.ops[b.weights_of];
-    int64_t widest = 0;
-    for (const Box &x : op.out_box)
-      widest = std::max(widest, (x.chans() + kPanel - 1) / kPanel);
+    const int64_t widest = panels_of(op);
     if (op.wslices < widest) {
       policy.wslices[op.node] = int(std::min<int64_t>(widest, std::max(4, op.wslices * 2)));
       return true;
@@ -1695,14 +1852,36 @@ bool relax(const Compiler &c, Policy &policy) {
       return true;
     }
   }
+  // Last resort: spill an activation to DDR. When steps need more bytes than the SPM, the
+  // one that removes the most of that excess per byte spilled (per byte of DDR traffic):
+  // often a long-lived skip connection rather than the largest tensor of one step.
+  std::vector<uint64_t> excess;
+  for (const SpmBuffer &b : c.buffers) {
+    if (excess.size() <= size_t(b.last))
+      excess.resize(size_t(b.last) + 1, 0);
+    for (int t = b.first; t <= b.last; ++t)
+      excess[size_t(t)] += align_up(b.size());
+  }
+  for (uint64_t &e : excess)
+    e = e > capacity ? e - capacity : 0;
+  int best = -1;
+  double best_score = -1.0;
   for (int i : cands) {
     const SpmBuffer &b = c.buffers[i];
-    if (b.act >= 0 && !policy.spilled.count(c.acts[b.act].tensor)) {
-      policy.spilled.insert(c.acts[b.act].tensor);
-      return true;
-    }
+    if (b.act < 0 || policy.spilled.count(c.acts[b.act].tensor) || b.size() == 0)
+      continue;
+    double relieved = 0.0;
+    for (int t = b.first; t <= b.last; ++t)
+      relieved += double(std::min(b.size(), excess[size_t(t)]));
+    const double score = relieved / double(b.size());
+    if (score > best_score + 1e-9 ||
+        (std::fabs(score - best_score) <= 1e-9 && b.size() > c.buffers[best].size()))
+      best = i, best_score = score;
   }
-  return false;
+  if (best < 0)
+    return false;
+  policy.spilled.insert(c.acts[c.buffers[best].act].tensor);
+  return true;
 }
 } // namespace
 
@@ -1740,6 +1919,14 @@ Result<CompileOutput> compile_graph(const Graph &graph, const CompileOptions &op
       return fits.error();
     if (fits.value())
       return c->finish();
+    if (std::getenv("KANN_DEBUG_RELAX")) {
+      std::fprintf(stderr, "relax %d: %s\n", attempt, c->failure.message.c_str());
+      if (std::atoi(std::getenv("KANN_DEBUG_RELAX")) > 1)
+        for (int i : c->failure.candidates)
+          std::fprintf(stderr, "   %-70s %9llu  %d-%d\n", c->buffers[i].name.c_str(),
+                       (unsigned long long)c->buffers[i].size(), c->buffers[i].first,
+                       c->buffers[i].last);
+    }
     if (!relax(*c, policy))
       return make_error(c->failure.message + ", even with every activation in DDR and " +
                         "operators tiled by rows (weights too large for one cluster's SPM?)");

@@ -137,6 +137,50 @@ TEST(Quantize, SmallCnnRunsInt8CloseToFloat) {
     EXPECT_NEAR(out["probs"][i], m.probs[i], 0.02f) << i;
 }
 
+// A fire module (squeeze, two expands concatenated): the concat's inputs take its
+// quantization, so the expands write straight into its buffer (no copy, no requantization).
+TEST(Quantize, FireConcatIsEliminatedInInt8) {
+  test::OnnxBuilder b;
+  b.input("x", {1, 4, 9, 7});
+  b.weight("ws", {3, 4, 1, 1});
+  b.weight("we1", {5, 3, 1, 1});
+  b.weight("we3", {6, 3, 3, 3}, 0.2f);
+  b.weight("wh", {2, 11, 1, 1});
+  b.node("Conv", {"x", "ws"}, {"s"});
+  b.node("Relu", {"s"}, {"sr"});
+  b.node("Conv", {"sr", "we1"}, {"e1"});
+  b.node("Relu", {"e1"}, {"e1r"});
+  test::OnnxBuilder::ints(b.node("Conv", {"sr", "we3"}, {"e3"}), "pads", {1, 1, 1, 1});
+  b.node("Relu", {"e3"}, {"e3r"});
+  test::OnnxBuilder::int1(b.node("Concat", {"e1r", "e3r"}, {"cat"}), "axis", 1);
+  b.node("Conv", {"cat", "wh"}, {"y"});
+  b.output("y");
+  auto g = optimized(b.bytes());
+  std::vector<float> x(4 * 9 * 7);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = std::sin(0.21f * float(i)) + 0.3f;
+  const auto options = small_options();
+  auto want = run(g, options, x)["y"];
+  auto ranges = quantize::calibrate(g, options, {{x}});
+  ASSERT_TRUE(ranges.ok()) << ranges.error().message;
+  auto count = quantize::quantize_int8(g, ranges.value());
+  ASSERT_TRUE(count.ok()) << count.error().message;
+  EXPECT_EQ(count.value(), 5) << g.dump(); // 4 Conv + Concat
+  auto int8_options = options;
+  int8_options.precision = "int8";
+  auto compiled = compile_graph(g, int8_options);
+  ASSERT_TRUE(compiled.ok()) << compiled.error().message;
+  for (const auto &op : compiled.value().ops)
+    EXPECT_NE(op.op, "Concat") << "the concat should write in place";
+  auto got = run(g, int8_options, x)["y"];
+  ASSERT_EQ(got.size(), want.size());
+  float span = 0.0f;
+  for (float v : want)
+    span = std::max(span, std::fabs(v));
+  for (size_t i = 0; i < want.size(); ++i)
+    EXPECT_NEAR(got[i], want[i], 0.05f * span) << i;
+}
+
 TEST(Quantize, FloatGraphWithoutCalibrationIsAnError) {
   auto m = test::make_small_cnn();
   auto g = optimized(m.onnx);
@@ -188,7 +232,13 @@ TEST(QuantizeDigits, AccuracyWithinOnePercentOfFloat) {
   ASSERT_TRUE(ranges.ok()) << ranges.error().message;
   auto count = quantize::quantize_int8(g, ranges.value());
   ASSERT_TRUE(count.ok()) << count.error().message;
-  EXPECT_EQ(count.value(), 5); // 2 Conv, MaxPool, 2 Gemm
+  EXPECT_EQ(count.value(), 5);    // 2 Conv, MaxPool, 2 Gemm
+  std::map<std::string, int> ops; // INT8 from the input's quantization to the logits'
+  for (const auto &n : g.nodes)
+    ++ops[n.op];
+  EXPECT_EQ(ops["QuantizeLinear"], 1) << g.dump();   // the network input
+  EXPECT_EQ(ops["DequantizeLinear"], 1) << g.dump(); // the logits
+  EXPECT_EQ(ops["Flatten"], 1) << g.dump();          // a view of the INT8 pooled tensor
   options.precision = "int8";
   auto out = compile_graph(g, options);
   ASSERT_TRUE(out.ok()) << out.error().message;

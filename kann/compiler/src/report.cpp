@@ -66,7 +66,8 @@ std::string CompileOutput::report_json() const {
                             {"size", b.size},
                             {"first_step", b.first_step},
                             {"last_step", b.last_step}});
-  return j.dump();
+  return j.dump(-1, ' ', false,
+                nlohmann::json::error_handler_t::replace); // names come from the ONNX file
 }
 
 namespace {

@@ -241,6 +241,43 @@ TEST(Tiler, ConvWeightsLargerThanTheSpmStreamInMulticastSlices) {
   }
 }
 
+// A residual block whose three 100 KiB-per-cluster activations (the Add's two inputs and
+// its output) exceed a 256 KiB SPM: the Add writes over its dying input, so nothing spills
+// (placing the three apart spilled one to DDR). Numerics against a direct reference.
+TEST(Tiler, InPlaceAddAvoidsASpill) {
+  test::OnnxBuilder b;
+  b.input("x", {1, 32, 40, 40});
+  auto wa = b.weight("wa", {32, 32, 1, 1}, 0.2f);
+  auto wb = b.weight("wb", {32, 32, 3, 3}, 0.05f);
+  auto wc = b.weight("wc", {32, 32, 1, 1}, 0.2f);
+  b.node("Conv", {"x", "wa"}, {"a"});
+  auto &cb = b.node("Conv", {"a", "wb"}, {"b"});
+  test::OnnxBuilder::ints(cb, "pads", {1, 1, 1, 1});
+  b.node("Add", {"a", "b"}, {"c"});
+  b.node("Conv", {"c", "wc"}, {"y"});
+  b.output("y");
+  auto out = compile_bytes(b.bytes(), "small", 2);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  const auto &o = out.value();
+  EXPECT_TRUE(o.spilled.empty()) << o.report_text();
+  EXPECT_EQ(o.program.scratch_size, 0u);
+  for (const auto &buf : o.buffers)
+    EXPECT_NE(buf.name, "c") << "the Add output has its own buffer";
+
+  test::ref::T x = test::ref::make(32, 40, 40);
+  for (size_t i = 0; i < x.v.size(); ++i)
+    x.v[i] = std::sin(0.013f * float(i));
+  const auto a = test::ref::conv(x, wa, {}, 32, 1, 1, 0);
+  const auto c = test::ref::add(a, test::ref::conv(a, wb, {}, 32, 3, 1, 1));
+  const auto want = test::ref::conv(c, wc, {}, 32, 1, 1, 0);
+  auto run = run_on("small", o.program, x.v);
+  ASSERT_TRUE(run.ok()) << run.error().message;
+  auto got = test::as_floats(run.value().outputs[1]);
+  ASSERT_EQ(got.size(), want.v.size());
+  for (size_t i = 0; i < got.size(); ++i)
+    ASSERT_NEAR(got[i], want.v[i], 1e-4f * (1.0f + std::fabs(want.v[i]))) << i;
+}
+
 TEST(Tiler, BadClusterCountAndPrecisionAreRejected) {
   auto m = test::make_small_cnn();
   EXPECT_FALSE(compile_bytes(m.onnx, "small", 3).ok());

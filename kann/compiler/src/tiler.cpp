@@ -448,8 +448,9 @@ struct Compiler {
         op.kind = Kind::Concat;
       else if (n.op == "Resize")
         op.kind = Kind::Resize;
-      else if (n.op == "Convert" || n.op == "QuantizeLinear" || n.op == "DequantizeLinear")
-        op.kind = Kind::Convert;
+      else if (n.op == "Convert" || n.op == "QuantizeLinear" || n.op == "DequantizeLinear" ||
+               n.op == "Identity" || n.op == "Dropout" || n.op == "Cast")
+        op.kind = Kind::Convert; // the identities passes::remove_identities keeps are copies
       else {
         mcl_activation act;
         if (!passes::activation_of(g, n, act))
@@ -792,6 +793,23 @@ struct Compiler {
       // hold two operators' parameters at once.
       const bool prefetch = !policy.no_prefetch.count(op.node);
       const int params_first = prefetch ? step - 1 : step;
+      // An operator streaming DDR-homed operands would reload them for every slice of its
+      // parameters: small parameters are not sliced there.
+      bool streams = y.in_ddr;
+      for (int i : op.ins)
+        streams = streams || acts[i].in_ddr;
+      if (streams && op.wslices > 1 && op.kind == Kind::Conv) {
+        uint64_t whole = 0;
+        for (unsigned c = 0; c < K; ++c)
+          if (!op.out_box[c].empty()) {
+            const Box ob = chunk_boxes(op, c)[0];
+            mcl_conv_args a = conv_args_shape(op, need_for(op, 0, ob), ob);
+            whole =
+                std::max<uint64_t>(whole, mcl_native_conv_params_size(MCL_NATIVE_FN_CONV2D, &a));
+          }
+        if (whole <= opt.device.spm_bytes / 8)
+          op.wslices = 1;
+      }
       size_t slices = 1;
       if (op.kind == Kind::Conv) {
         op.params.buffer = new_buffer(n.name + ".params", params_first, step);
@@ -1839,7 +1857,10 @@ bool relax(const Compiler &c, Policy &policy) {
       continue;
     const Op &op = c.ops[b.weights_of];
     const int64_t widest = panels_of(op);
-    if (op.wslices < widest) {
+    // An operator streaming DDR-homed operands reloads them per slice: not for small weights.
+    const bool streams = op.stage_out >= 0 || std::any_of(op.stage_in.begin(), op.stage_in.end(),
+                                                          [](int stage) { return stage >= 0; });
+    if (op.wslices < widest && !streams) {
       policy.wslices[op.node] = int(std::min<int64_t>(widest, std::max(4, op.wslices * 2)));
       return true;
     }

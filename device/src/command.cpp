@@ -602,6 +602,10 @@ CommandRecorder::CommandRecorder(Token, Device &device, std::string name, const 
                                  size_t count, uint64_t start_cycle)
     : device_(device), name_(std::move(name)), id_(next_command_id.fetch_add(1)),
       start_cycle_(start_cycle), host_begin_(std::chrono::steady_clock::now()) {
+  if (count == 1) {
+    solo_.emplace(*this, 0, clusters[0]);
+    return;
+  }
   contexts_.reserve(count);
   for (unsigned g = 0; g < count; ++g)
     contexts_.push_back(std::make_unique<ClusterContext>(*this, g, clusters[g]));
@@ -717,8 +721,10 @@ const CommandStats &CommandRecorder::end() {
   s.start_cycle = start_cycle_;
   s.end_cycle = start_cycle_;
   s.host_seconds = std::chrono::duration<double>(host_end - host_begin_).count();
-  for (auto &ctx : contexts_) {
-    ClusterStats c = ctx->stats();
+  const unsigned clusters = group_size();
+  s.clusters.reserve(clusters);
+  for (unsigned g = 0; g < clusters; ++g) {
+    ClusterStats c = context(g).stats();
     s.end_cycle = std::max(s.end_cycle, c.end_cycle);
     s.ddr_bytes_read += c.ddr_bytes_read;
     s.ddr_bytes_written += c.ddr_bytes_written;
@@ -732,8 +738,8 @@ const CommandStats &CommandRecorder::end() {
   if (!s.ok)
     s.error = error().message;
   // The command completes as a whole: its clusters are free again at its end.
-  for (auto &ctx : contexts_)
-    device_.time_model().set_cluster_time(ctx->device_cluster(), s.end_cycle);
+  for (unsigned g = 0; g < clusters; ++g)
+    device_.time_model().set_cluster_time(context(g).device_cluster(), s.end_cycle);
   Reports::instance().command_finished(s, host_begin_, host_end);
   ended_ = true;
   return stats_;

@@ -24,6 +24,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -196,8 +197,8 @@ public:
   const std::string &name() const { return name_; }
   uint64_t id() const { return id_; }
   uint64_t start_cycle() const { return start_cycle_; }
-  unsigned group_size() const { return static_cast<unsigned>(contexts_.size()); }
-  ClusterContext &context(unsigned group_index) { return *contexts_[group_index]; }
+  unsigned group_size() const { return solo_ ? 1u : static_cast<unsigned>(contexts_.size()); }
+  ClusterContext &context(unsigned group_index) { return solo_ ? *solo_ : *contexts_[group_index]; }
 
   // Convenience for tests and simple callers: runs body on every cluster of the group, each
   // on its cluster's control thread with the context set, and waits for all of them.
@@ -235,6 +236,8 @@ private:
   uint64_t id_;
   uint64_t start_cycle_;
   std::chrono::steady_clock::time_point host_begin_;
+  // The clusters' states: a one-cluster command (most of them) keeps its one in place.
+  std::optional<ClusterContext> solo_;
   std::vector<std::unique_ptr<ClusterContext>> contexts_;
 
   std::atomic<bool> failed_{false};

@@ -95,9 +95,15 @@ static inline uint32_t dtype_size(uint32_t dtype) {
     return 0;
   }
 }
-static inline bool is_int8(uint32_t dtype) { return dtype == MCL_DTYPE_S8 || dtype == MCL_DTYPE_U8; }
-static inline int32_t qmin(uint32_t dtype) { return dtype == MCL_DTYPE_U8 ? 0 : -128; }
-static inline int32_t qmax(uint32_t dtype) { return dtype == MCL_DTYPE_U8 ? 255 : 127; }
+static inline bool is_int8(uint32_t dtype) {
+  return dtype == MCL_DTYPE_S8 || dtype == MCL_DTYPE_U8;
+}
+static inline int32_t qmin(uint32_t dtype) {
+  return dtype == MCL_DTYPE_U8 ? 0 : -128;
+}
+static inline int32_t qmax(uint32_t dtype) {
+  return dtype == MCL_DTYPE_U8 ? 255 : 127;
+}
 
 // QuantizeLinear: saturate(round_half_even(v / scale) + zero_point). NaN maps to the low end
 // so garbage data never triggers undefined float->int conversions.
@@ -112,7 +118,9 @@ static inline float dequantize(int32_t q, const mcl_quant &p) {
   return (float)(q - p.zero_point) * p.scale;
 }
 
-static inline float sigmoid(float x) { return 1.0f / (1.0f + std::exp(-x)); }
+static inline float sigmoid(float x) {
+  return 1.0f / (1.0f + std::exp(-x));
+}
 
 static inline float apply_activation(const mcl_activation &a, float x) {
   switch (a.kind) {
@@ -142,7 +150,7 @@ static inline float apply_activation(const mcl_activation &a, float x) {
 // ---- convolution jobs: everything resolved to pointers, shared by all ISA kernels ----
 struct ConvJob {
   uint32_t in_dtype = 0, out_dtype = 0;
-  const uint8_t *in = nullptr;   // input.offset
+  const uint8_t *in = nullptr;    // input.offset
   const int32_t *table = nullptr; // [m][taps] element offsets relative to `in`
   uint8_t *out = nullptr;
   int64_t out_row_stride = 0, out_pixel_stride = 0; // elements
@@ -150,13 +158,13 @@ struct ConvJob {
   uint32_t m = 0, taps = 0, cin_g = 0, cout_g = 0, groups = 0;
   bool depthwise = false;
   // packed parameters
-  const uint8_t *weights = nullptr; // see pack layout in conv.cpp
-  uint64_t weights_group_stride = 0; // bytes between groups
-  const void *bias = nullptr;        // float or int32, [groups][nblocks*16] (depthwise: [Cp])
+  const uint8_t *weights = nullptr;   // see pack layout in conv.cpp
+  uint64_t weights_group_stride = 0;  // bytes between groups
+  const void *bias = nullptr;         // float or int32, [groups][nblocks*16] (depthwise: [Cp])
   const float *multipliers = nullptr; // INT8
   mcl_activation act{};
   int32_t in_zp = 0, out_zp = 0, out_min = 0, out_max = 0;
-  uint32_t nblocks = 0; // ceil(cout_g / 16)
+  uint32_t nblocks = 0;         // ceil(cout_g / 16)
   uint32_t channels_padded = 0; // depthwise: round_up(C, 16)
 };
 
@@ -196,8 +204,8 @@ static inline float rounded(float v) {
 static inline uint8_t int8_add_one(const Int8AddJob &j, uint32_t i) {
   const int32_t qa = j.is_signed ? (int32_t)(int8_t)j.a[i] : (int32_t)j.a[i];
   const int32_t qb = j.is_signed ? (int32_t)(int8_t)j.b[i] : (int32_t)j.b[i];
-  float v = rounded((float)(qa - j.a_zero) * j.a_scale) +
-            rounded((float)(qb - j.b_zero) * j.b_scale);
+  float v =
+      rounded((float)(qa - j.a_zero) * j.a_scale) + rounded((float)(qb - j.b_zero) * j.b_scale);
   v = v > j.act_lo ? v : j.act_lo;
   v = v < j.act_hi ? v : j.act_hi;
   float r = v / j.out_scale;
@@ -209,11 +217,14 @@ static inline uint8_t int8_add_one(const Int8AddJob &j, uint32_t i) {
 // Hot loops, one implementation per ISA translation unit.
 struct IsaKernels {
   const char *name;
-  int rows; // register block rows (MR)
+  int rows;                                               // register block rows (MR)
   void (*conv_float)(const ConvJob &, const ConvRange &); // F32 and F16 inputs
   void (*conv_int8)(const ConvJob &, const ConvRange &);
   void (*depthwise)(const ConvJob &, const ConvRange &); // all types
   void (*int8_add)(const Int8AddJob &);                  // requantizing INT8 add of rows
+  // Rows of binary16 <-> float (round to nearest even), for the element-wise paths.
+  void (*widen_halves)(const uint16_t *, uint32_t n, float *);
+  void (*narrow_halves)(const float *, uint32_t n, uint16_t *);
 };
 
 const IsaKernels &generic_kernels();
@@ -222,7 +233,8 @@ const IsaKernels *avx512_kernels(); // nullptr when not compiled in
 const IsaKernels &active_kernels();
 
 // Pointer to element (y, x, ch) of a tile.
-static inline uint8_t *tile_ptr(uint8_t *spm, const mcl_tile &t, uint64_t y, uint64_t x, uint64_t ch) {
+static inline uint8_t *tile_ptr(uint8_t *spm, const mcl_tile &t, uint64_t y, uint64_t x,
+                                uint64_t ch) {
   return spm + t.offset +
          (y * t.row_stride + x * t.pixel_stride + ch * t.channel_stride) * dtype_size(t.dtype);
 }

@@ -57,8 +57,7 @@ void int8_add_avx2(const Int8AddJob &j) {
     r = _mm256_min_ps(_mm256_max_ps(r, q_lo), q_hi);
     r = _mm256_round_ps(r, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
     const __m256i q = _mm256_add_epi32(_mm256_cvtps_epi32(r), out_zero);
-    const __m128i q16 =
-        _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
+    const __m128i q16 = _mm_packs_epi32(_mm256_castsi256_si128(q), _mm256_extracti128_si256(q, 1));
     const __m128i q8 = j.is_signed ? _mm_packs_epi16(q16, q16) : _mm_packus_epi16(q16, q16);
     _mm_storel_epi64(reinterpret_cast<__m128i *>(j.out + i), q8);
   }
@@ -66,11 +65,19 @@ void int8_add_avx2(const Int8AddJob &j) {
     j.out[i] = int8_add_one(j, i);
 }
 
-const IsaKernels kAvx2 = {"avx2", Avx2Simd::MR, conv_float<Avx2Simd>, conv_int8<Avx2Simd>,
-                             depthwise<Avx2Simd>, int8_add_avx2};
+const IsaKernels kAvx2 = {"avx2",
+                          Avx2Simd::MR,
+                          conv_float<Avx2Simd>,
+                          conv_int8<Avx2Simd>,
+                          depthwise<Avx2Simd>,
+                          int8_add_avx2,
+                          Avx2Simd::widen_halves,
+                          Avx2Simd::narrow_halves};
 
 } // namespace
 
 namespace manycl::native {
-const IsaKernels *avx2_kernels() { return &kAvx2; }
+const IsaKernels *avx2_kernels() {
+  return &kAvx2;
+}
 } // namespace manycl::native

@@ -27,11 +27,19 @@ struct Avx512Simd : Avx2Steps {
   static void store_i(int32_t *p, VI x) { _mm512_storeu_si512(p, x); }
 };
 
-const IsaKernels kAvx512 = {"avx512", Avx512Simd::MR, conv_float<Avx512Simd>, conv_int8<Avx512Simd>,
-                             depthwise<Avx512Simd>, int8_add_portable};
+const IsaKernels kAvx512 = {"avx512",
+                            Avx512Simd::MR,
+                            conv_float<Avx512Simd>,
+                            conv_int8<Avx512Simd>,
+                            depthwise<Avx512Simd>,
+                            int8_add_portable,
+                            Avx512Simd::widen_halves,
+                            Avx512Simd::narrow_halves};
 
 } // namespace
 
 namespace manycl::native {
-const IsaKernels *avx512_kernels() { return &kAvx512; }
+const IsaKernels *avx512_kernels() {
+  return &kAvx512;
+}
 } // namespace manycl::native

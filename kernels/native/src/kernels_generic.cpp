@@ -45,22 +45,33 @@ struct GenericSimd : PortableSteps {
   static void store_i(int32_t *p, VI x) { std::memcpy(p, &x, sizeof x); }
 };
 
-const IsaKernels kGeneric = {"generic", GenericSimd::MR, conv_float<GenericSimd>,
-                             conv_int8<GenericSimd>, depthwise<GenericSimd>,
-                             int8_add_portable};
+const IsaKernels kGeneric = {"generic",
+                             GenericSimd::MR,
+                             conv_float<GenericSimd>,
+                             conv_int8<GenericSimd>,
+                             depthwise<GenericSimd>,
+                             int8_add_portable,
+                             GenericSimd::widen_halves,
+                             GenericSimd::narrow_halves};
 
 } // namespace
 
 namespace manycl::native {
-const IsaKernels &generic_kernels() { return kGeneric; }
+const IsaKernels &generic_kernels() {
+  return kGeneric;
+}
 } // namespace manycl::native
 
 // Stubs for ISAs this build does not compile.
 namespace manycl::native {
 #ifndef MANYCL_NATIVE_HAVE_AVX2
-const IsaKernels *avx2_kernels() { return nullptr; }
+const IsaKernels *avx2_kernels() {
+  return nullptr;
+}
 #endif
 #ifndef MANYCL_NATIVE_HAVE_AVX512
-const IsaKernels *avx512_kernels() { return nullptr; }
+const IsaKernels *avx512_kernels() {
+  return nullptr;
+}
 #endif
 } // namespace manycl::native

@@ -16,12 +16,24 @@ struct half_t {
 };
 
 // Element <-> float conversion; INT8 types (de)quantize with q.
-inline float to_f(float v, const mcl_quant &) { return v; }
-inline float to_f(half_t v, const mcl_quant &) { return half_to_float(v.bits); }
-inline float to_f(int8_t v, const mcl_quant &q) { return dequantize(v, q); }
-inline float to_f(uint8_t v, const mcl_quant &q) { return dequantize(v, q); }
-inline void from_f(float &d, float v, const mcl_quant &) { d = v; }
-inline void from_f(half_t &d, float v, const mcl_quant &) { d.bits = float_to_half(v); }
+inline float to_f(float v, const mcl_quant &) {
+  return v;
+}
+inline float to_f(half_t v, const mcl_quant &) {
+  return half_to_float(v.bits);
+}
+inline float to_f(int8_t v, const mcl_quant &q) {
+  return dequantize(v, q);
+}
+inline float to_f(uint8_t v, const mcl_quant &q) {
+  return dequantize(v, q);
+}
+inline void from_f(float &d, float v, const mcl_quant &) {
+  d = v;
+}
+inline void from_f(half_t &d, float v, const mcl_quant &) {
+  d.bits = float_to_half(v);
+}
 inline void from_f(int8_t &d, float v, const mcl_quant &q) {
   d = (int8_t)quantize(v, q, MCL_DTYPE_S8);
 }
@@ -92,8 +104,12 @@ Status run_pool(const mcl_native_exec &exec, const mcl_pool_args &a) {
   with_type(a.input.dtype, [&](auto tag) {
     using T = decltype(tag);
     constexpr bool kInt8 = std::is_same_v<T, int8_t> || std::is_same_v<T, uint8_t>;
+    // Contiguous binary16 rows are widened and narrowed by the ISA's vector conversions.
+    constexpr bool kHalf = std::is_same_v<T, half_t>;
+    const IsaKernels &isa = active_kernels();
+    const bool half_rows = kHalf && a.input.channel_stride == 1 && a.output.channel_stride == 1;
     parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
-      std::vector<float> accf(C);
+      std::vector<float> accf(C), row(half_rows ? C : 0);
       std::vector<int32_t> acci(C);
       for (uint32_t oy = y0; oy < y1; ++oy)
         for (uint32_t ox = 0; ox < a.output.w; ++ox) {
@@ -114,7 +130,15 @@ Status run_pool(const mcl_native_exec &exec, const mcl_pool_args &a) {
               ++inside;
               const T *p = elem<T>(spm, a.input, iy, ix);
               const uint32_t cs = a.input.channel_stride;
-              if (is_max) {
+              if (half_rows) {
+                isa.widen_halves(reinterpret_cast<const uint16_t *>(p), C, row.data());
+                if (is_max)
+                  for (uint32_t c = 0; c < C; ++c)
+                    accf[c] = std::max(accf[c], row[c]);
+                else
+                  for (uint32_t c = 0; c < C; ++c)
+                    accf[c] += row[c];
+              } else if (is_max) {
                 for (uint32_t c = 0; c < C; ++c)
                   accf[c] = std::max(accf[c], to_f(p[c * cs], a.in_quant));
               } else if constexpr (kInt8) {
@@ -127,7 +151,12 @@ Status run_pool(const mcl_native_exec &exec, const mcl_pool_args &a) {
             }
           }
           T *o = elem<T>(spm, a.output, oy, ox);
-          if (is_max) {
+          if (half_rows) {
+            const float divisor = (float)std::max<uint32_t>(counted, 1);
+            for (uint32_t c = 0; c < C; ++c) // a max window with no input pixel yields 0
+              accf[c] = is_max ? (inside ? accf[c] : 0.0f) : accf[c] / divisor;
+            isa.narrow_halves(accf.data(), C, reinterpret_cast<uint16_t *>(o));
+          } else if (is_max) {
             for (uint32_t c = 0; c < C; ++c) // a window with no input pixel yields 0
               from_f(o[c], inside ? accf[c] : 0.0f, a.out_quant);
           } else {
@@ -167,8 +196,8 @@ template <uint32_t Op> inline float binary(float x, float y) {
 // networks): the ISA's requantizing row kernel, over whole rows when pixels are dense.
 template <class T>
 bool int8_add_rows(const mcl_native_exec &exec, const mcl_eltwise_args &a, const Act &act) {
-  const bool clamp_act = a.act.kind == MCL_ACT_NONE || a.act.kind == MCL_ACT_RELU ||
-                         a.act.kind == MCL_ACT_CLIP;
+  const bool clamp_act =
+      a.act.kind == MCL_ACT_NONE || a.act.kind == MCL_ACT_RELU || a.act.kind == MCL_ACT_CLIP;
   if (!clamp_act || a.a.channel_stride != 1 || a.b.channel_stride != 1 ||
       a.output.channel_stride != 1)
     return false;
@@ -217,8 +246,7 @@ void eltwise_typed(const mcl_native_exec &exec, const mcl_eltwise_args &a) {
                    a.out_quant);
         } else {
           for (uint32_t c = 0; c < a.output.c; ++c)
-            from_f(po[c],
-                   act(binary<Op>(to_f(pa[c * as], a.a_quant), to_f(pb[c * bs], a.b_quant))),
+            from_f(po[c], act(binary<Op>(to_f(pa[c * as], a.a_quant), to_f(pb[c * bs], a.b_quant))),
                    a.out_quant);
         }
       }
@@ -276,11 +304,10 @@ Status run_unary(const mcl_native_exec &exec, uint32_t fn, const mcl_unary_args 
       using TI = decltype(in_tag);
       using TO = decltype(out_tag);
       const Act act(a.act);
-      const bool raw_copy = fn == MCL_NATIVE_FN_COPY && std::is_same_v<TI, TO> &&
-                            a.input.channel_stride == 1 &&
-                            (!is_int8(a.input.dtype) ||
-                             (a.in_quant.scale == a.out_quant.scale &&
-                              a.in_quant.zero_point == a.out_quant.zero_point));
+      const bool raw_copy =
+          fn == MCL_NATIVE_FN_COPY && std::is_same_v<TI, TO> && a.input.channel_stride == 1 &&
+          (!is_int8(a.input.dtype) || (a.in_quant.scale == a.out_quant.scale &&
+                                       a.in_quant.zero_point == a.out_quant.zero_point));
       parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
         std::vector<float> row(C);
         for (uint32_t y = y0; y < y1; ++y)
@@ -405,10 +432,10 @@ Status run_resize(const mcl_native_exec &exec, const mcl_resize_args &a) {
           const T *p11 = elem<T>(spm, a.input, ty.i1[oy], tx.i1[ox]);
           const float wy = ty.w1[oy], wx = tx.w1[ox];
           for (uint32_t c = 0; c < C; ++c) {
-            const float top = to_f(p00[c * cs], a.in_quant) * (1.0f - wx) +
-                              to_f(p01[c * cs], a.in_quant) * wx;
-            const float bottom = to_f(p10[c * cs], a.in_quant) * (1.0f - wx) +
-                                 to_f(p11[c * cs], a.in_quant) * wx;
+            const float top =
+                to_f(p00[c * cs], a.in_quant) * (1.0f - wx) + to_f(p01[c * cs], a.in_quant) * wx;
+            const float bottom =
+                to_f(p10[c * cs], a.in_quant) * (1.0f - wx) + to_f(p11[c * cs], a.in_quant) * wx;
             from_f(o[c], top * (1.0f - wy) + bottom * wy, a.out_quant);
           }
         }
@@ -427,8 +454,8 @@ Status run_pad(const mcl_native_exec &exec, const mcl_pad_args &a) {
       for (uint32_t y = y0; y < y1; ++y)
         for (uint32_t x = 0; x < a.output.w; ++x) {
           T *o = elem<T>(spm, a.output, y, x);
-          const bool row_in = y >= a.pad_top && y - a.pad_top < a.input.h &&
-                              x >= a.pad_left && x - a.pad_left < a.input.w;
+          const bool row_in = y >= a.pad_top && y - a.pad_top < a.input.h && x >= a.pad_left &&
+                              x - a.pad_left < a.input.w;
           const T *p = row_in ? elem<T>(spm, a.input, y - a.pad_top, x - a.pad_left) : nullptr;
           for (uint32_t c = 0; c < a.output.c; ++c) {
             const bool inside = p && c >= a.pad_channel && c - a.pad_channel < a.input.c;

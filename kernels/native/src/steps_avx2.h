@@ -10,6 +10,22 @@
 namespace {
 
 struct Avx2Steps {
+  // n binary16 values -> float, 8 per instruction; the tail one at a time (never reads past n).
+  static void widen_halves(const uint16_t *p, uint32_t n, float *out) {
+    uint32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(out + i,
+                       _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p + i))));
+    for (; i < n; ++i)
+      out[i] = _cvtsh_ss(p[i]);
+  }
+  static void narrow_halves(const float *p, uint32_t n, uint16_t *out) {
+    uint32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      store8(out + i, _mm256_loadu_ps(p + i));
+    for (; i < n; ++i)
+      out[i] = _cvtss_sh(p[i], _MM_FROUND_TO_NEAREST_INT);
+  }
   static void store8(float *p, __m256 v) { _mm256_storeu_ps(p, v); }
   static void store8(uint16_t *p, __m256 v) {
     _mm_storeu_si128(reinterpret_cast<__m128i *>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));
@@ -53,11 +69,13 @@ struct Avx2Steps {
   static __m256i widen16(const int8_t *p) {
     return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
   }
-  template <class TI> static uint32_t widen_sub(const TI *src, uint32_t n, int32_t zp, int16_t *dst) {
+  template <class TI>
+  static uint32_t widen_sub(const TI *src, uint32_t n, int32_t zp, int16_t *dst) {
     const __m256i vzp = _mm256_set1_epi16((int16_t)zp);
     uint32_t k = 0;
     for (; k + 16 <= n; k += 16)
-      _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst + k), _mm256_sub_epi16(widen16(src + k), vzp));
+      _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst + k),
+                          _mm256_sub_epi16(widen16(src + k), vzp));
     return k;
   }
   static __m256i widen32(const uint8_t *p) {
@@ -75,12 +93,16 @@ struct Avx2Steps {
       acc[i][0] = acc[i][1] = _mm256_setzero_si256();
     for (uint32_t t = 0; t < taps; ++t) {
       const int16_t *wt = w + (size_t)t * w_stride;
-      const __m256i w0 = _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(wt)));
-      const __m256i w1 = _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(wt + 8)));
+      const __m256i w0 =
+          _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(wt)));
+      const __m256i w1 =
+          _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(wt + 8)));
       for (int i = 0; i < 4; ++i) {
         const TI *p = in + tabs[i][t];
-        acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_mullo_epi32(_mm256_sub_epi32(widen32(p), vzp), w0));
-        acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_mullo_epi32(_mm256_sub_epi32(widen32(p + 8), vzp), w1));
+        acc[i][0] =
+            _mm256_add_epi32(acc[i][0], _mm256_mullo_epi32(_mm256_sub_epi32(widen32(p), vzp), w0));
+        acc[i][1] = _mm256_add_epi32(acc[i][1],
+                                     _mm256_mullo_epi32(_mm256_sub_epi32(widen32(p + 8), vzp), w1));
       }
     }
     for (int i = 0; i < 4; ++i) {

@@ -181,6 +181,37 @@ TEST(Quantize, FireConcatIsEliminatedInInt8) {
     EXPECT_NEAR(got[i], want[i], 0.05f * span) << i;
 }
 
+// A channel of near-zero weights with a large bias: its weight scale is raised so the int32
+// bias (bias / (x_scale * w_scale)) does not overflow; the output is still the bias.
+TEST(Quantize, TinyWeightsWithLargeBiasKeepTheBias) {
+  test::OnnxBuilder b;
+  b.input("x", {1, 8});
+  std::vector<float> w(3 * 8);
+  for (size_t i = 0; i < w.size(); ++i)
+    w[i] = i < 8 ? 1e-9f * float(i + 1) : 0.1f * std::sin(float(i));
+  b.weight("w", {3, 8}, 0.0f, w);
+  b.weight("bias", {3}, 0.0f, {2.5f, -0.5f, 0.25f});
+  test::OnnxBuilder::int1(b.node("Gemm", {"x", "w", "bias"}, {"y"}), "transB", 1);
+  b.output("y");
+  auto g = optimized(b.bytes());
+  std::vector<float> x(8);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = 0.5f * std::cos(float(i));
+  const auto options = small_options();
+  auto want = run(g, options, x)["y"];
+  auto ranges = quantize::calibrate(g, options, {{x}});
+  ASSERT_TRUE(ranges.ok()) << ranges.error().message;
+  auto count = quantize::quantize_int8(g, ranges.value());
+  ASSERT_TRUE(count.ok()) << count.error().message;
+  EXPECT_EQ(count.value(), 1);
+  auto int8_options = options;
+  int8_options.precision = "int8";
+  auto got = run(g, int8_options, x)["y"];
+  ASSERT_EQ(got.size(), 3u);
+  for (int i = 0; i < 3; ++i) // one output step: the range [-0.5.., 2.5..] over 255 steps
+    EXPECT_NEAR(got[i], want[i], 0.02f) << i;
+}
+
 TEST(Quantize, FloatGraphWithoutCalibrationIsAnError) {
   auto m = test::make_small_cnn();
   auto g = optimized(m.onnx);

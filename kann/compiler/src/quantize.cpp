@@ -215,8 +215,9 @@ void choose_quantization(const Range &r, float &scale, int32_t &zero_point) {
   zero_point = int32_t(std::clamp(std::nearbyint(-lo / double(scale)), 0.0, 255.0));
 }
 
-// Per-output-channel symmetric int8 weights ([cout][...] layout), zero points 0.
-int quantize_weights(Graph &g, int weight) {
+// Per-output-channel symmetric int8 weights ([cout][...] layout), zero points 0. A channel's
+// scale stays >= min_scales[c] so that its int32 bias, bias / (x_scale * w_scale), fits.
+int quantize_weights(Graph &g, int weight, const std::vector<float> &min_scales) {
   const Tensor &w = g.tensors[weight];
   Tensor q;
   q.name = w.name + ".int8";
@@ -230,7 +231,7 @@ int quantize_weights(Graph &g, int weight) {
     float peak = 0.0f;
     for (size_t k = 0; k < per; ++k)
       peak = std::max(peak, std::fabs(w.data[c * per + k]));
-    const float scale = peak > 0.0f ? peak / 127.0f : 1.0f;
+    const float scale = std::max(peak > 0.0f ? peak / 127.0f : 1.0f, min_scales[c]);
     q.qscales.push_back(scale);
     for (size_t k = 0; k < per; ++k) {
       const size_t i = c * per + k;
@@ -299,9 +300,23 @@ Result<int> quantize_int8(Graph &g, const std::vector<Range> &ranges_in) {
       ranges[size_t(n.outputs[0])] = ranges[size_t(n.inputs[0])];
 
   // Weights: per-output-channel int8.
-  for (Node &n : g.nodes)
-    if (has_int8_kernel(g, n) && (n.op == "Conv" || n.op == "Gemm"))
-      n.inputs[1] = quantize_weights(g, n.inputs[1]);
+  for (Node &n : g.nodes) {
+    if (!has_int8_kernel(g, n) || (n.op != "Conv" && n.op != "Gemm"))
+      continue;
+    float x_scale;
+    int32_t x_zero_point;
+    choose_quantization(ranges[size_t(n.inputs[0])], x_scale, x_zero_point);
+    const int64_t channels = g.tensors[n.inputs[1]].shape[0];
+    std::vector<float> min_scales(size_t(channels), 0.0f);
+    if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
+      const auto &bias = g.tensors[n.inputs[2]].data;
+      const float beta = n.op == "Gemm" ? n.attrf("beta", 1.0f) : 1.0f;
+      for (int64_t c = 0; c < channels; ++c)
+        min_scales[size_t(c)] =
+            std::fabs(bias[bias.size() == 1 ? 0 : size_t(c)] * beta) / (x_scale * 0x1p30f);
+    }
+    n.inputs[1] = quantize_weights(g, n.inputs[1], min_scales);
+  }
 
   // t -> QuantizeLinear -> t.q (uint8) -> DequantizeLinear -> t.dq, read by t's readers.
   std::map<int, int> replacement;

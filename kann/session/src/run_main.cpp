@@ -6,14 +6,18 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <mutex>
 #include <string>
 #include <thread>
 #include <vector>
+
+#include <unistd.h>
 
 #include "../../tool/npy.h"
 #include "kann/format.h"
@@ -24,6 +28,43 @@ namespace {
 int fail(const std::string &message) {
   std::fprintf(stderr, "kann run: %s\n", message.c_str());
   return 1;
+}
+
+// Inferences finished so far; workers report each one and their own exit.
+struct Progress {
+  std::mutex mutex;
+  std::condition_variable changed;
+  size_t finished = 0, running = 0;
+  void add(size_t done, size_t exited) {
+    {
+      std::lock_guard<std::mutex> lock(mutex);
+      finished += done;
+      running -= exited;
+    }
+    changed.notify_all();
+  }
+};
+
+// Long runs show progress on a terminal: a line rewritten twice a second once the run has
+// lasted a second (never in logs, where stderr is not a terminal). Returns when every worker
+// has exited.
+void report_progress_until_done(Progress &progress, size_t total,
+                                std::chrono::steady_clock::time_point start) {
+  const bool terminal = isatty(STDERR_FILENO) == 1;
+  bool shown = false;
+  std::unique_lock<std::mutex> lock(progress.mutex);
+  while (progress.running > 0) {
+    progress.changed.wait_for(lock, std::chrono::milliseconds(500));
+    const double seconds =
+        std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+    if (terminal && seconds >= 1.0) {
+      std::fprintf(stderr, "\rkann run: %zu / %zu inferences, %.1f s", progress.finished, total,
+                   seconds);
+      shown = true;
+    }
+  }
+  if (shown)
+    std::fprintf(stderr, "\n");
 }
 
 double median(std::vector<double> v) {
@@ -68,7 +109,9 @@ unsigned device_clusters(cl_platform_id platform, cl_device_id device) {
   std::string json(size, '\0');
   fn(device, size, json.data(), nullptr);
   size_t at = json.find("\"clusters\":");
-  return at == std::string::npos ? 0 : static_cast<unsigned>(std::strtoul(json.c_str() + at + 11, nullptr, 10));
+  return at == std::string::npos
+             ? 0
+             : static_cast<unsigned>(std::strtoul(json.c_str() + at + 11, nullptr, 10));
 }
 
 struct Worker {
@@ -124,7 +167,8 @@ extern "C" int kann_run_main(int argc, char **argv) {
     }
   }
   if (kbin_path.empty())
-    return fail("usage: kann run MODEL.kbin --input X.npy [--output-dir DIR] [--subdevices K] [--iterations N]");
+    return fail("usage: kann run MODEL.kbin --input X.npy [--output-dir DIR] [--subdevices K] "
+                "[--iterations N]");
   std::ifstream in(kbin_path, std::ios::binary);
   if (!in)
     return fail("cannot read '" + kbin_path + "'");
@@ -132,7 +176,8 @@ extern "C" int kann_run_main(int argc, char **argv) {
 
   cl_platform_id platform = find_manycl();
   if (!platform)
-    return fail("no ManyCL platform (install the ICD, or set OCL_ICD_VENDORS to the build tree's vendors folder)");
+    return fail("no ManyCL platform (install the ICD, or set OCL_ICD_VENDORS to the build tree's "
+                "vendors folder)");
   cl_device_id root;
   if (clGetDeviceIDs(platform, CL_DEVICE_TYPE_ACCELERATOR, 1, &root, nullptr) != CL_SUCCESS)
     return fail("the ManyCL platform has no device");
@@ -149,8 +194,8 @@ extern "C" int kann_run_main(int argc, char **argv) {
     return fail(kbin_path + ": not a valid kann binary: " + parsed.error().message);
   unsigned network_clusters = parsed->cluster_count;
   if (network_clusters == 0 || network_clusters > clusters)
-    return fail("the network was compiled for " + std::to_string(network_clusters) + " cluster(s); the device has " +
-                std::to_string(clusters));
+    return fail("the network was compiled for " + std::to_string(network_clusters) +
+                " cluster(s); the device has " + std::to_string(clusters));
   if (subdevices * network_clusters > clusters)
     return fail(std::to_string(subdevices) + " sub-devices of " + std::to_string(network_clusters) +
                 " cluster(s) do not fit in " + std::to_string(clusters) + " clusters");
@@ -200,8 +245,9 @@ extern "C" int kann_run_main(int argc, char **argv) {
   for (size_t i = 0; i < input_paths.size(); ++i) {
     size_t slot = i;
     if (!input_paths[i].first.empty()) {
-      auto it = std::find_if(input_infos.begin(), input_infos.end(),
-                             [&](const kann::TensorInfo &t) { return t.name == input_paths[i].first; });
+      auto it =
+          std::find_if(input_infos.begin(), input_infos.end(),
+                       [&](const kann::TensorInfo &t) { return t.name == input_paths[i].first; });
       if (it == input_infos.end())
         return fail("the network has no input named '" + input_paths[i].first + "'");
       slot = static_cast<size_t>(it - input_infos.begin());
@@ -211,8 +257,9 @@ extern "C" int kann_run_main(int argc, char **argv) {
       return fail(input_paths[i].second + ": " + array.error().message);
     uint64_t per_sample = input_infos[slot].elements();
     if (per_sample == 0 || array->data.size() % per_sample != 0)
-      return fail(input_paths[i].second + ": " + std::to_string(array->data.size()) + " values do not make samples of " +
-                  std::to_string(per_sample) + " for input '" + input_infos[slot].name + "'");
+      return fail(input_paths[i].second + ": " + std::to_string(array->data.size()) +
+                  " values do not make samples of " + std::to_string(per_sample) + " for input '" +
+                  input_infos[slot].name + "'");
     size_t n = array->data.size() / per_sample;
     if (samples && n != samples)
       return fail("inputs hold different sample counts");
@@ -222,9 +269,16 @@ extern "C" int kann_run_main(int argc, char **argv) {
 
   // Each worker runs `iterations` passes over the samples; outputs of the first pass are kept.
   auto start = std::chrono::steady_clock::now();
+  const size_t total = workers.size() * iterations * samples;
+  Progress progress;
+  progress.running = workers.size();
   std::vector<std::thread> threads;
   for (auto &w : workers) {
     threads.emplace_back([&, wp = &w] {
+      struct Exit {
+        Progress &progress;
+        ~Exit() { progress.add(0, 1); }
+      } exit{progress};
       Worker &worker = *wp;
       worker.outputs.resize(output_infos.size());
       for (unsigned it = 0; it < iterations && worker.error.empty(); ++it) {
@@ -232,7 +286,8 @@ extern "C" int kann_run_main(int argc, char **argv) {
           auto t0 = std::chrono::steady_clock::now();
           for (size_t i = 0; i < arrays.size(); ++i) {
             uint64_t n = input_infos[i].elements();
-            std::vector<float> sample(arrays[i].data.begin() + s * n, arrays[i].data.begin() + (s + 1) * n);
+            std::vector<float> sample(arrays[i].data.begin() + s * n,
+                                      arrays[i].data.begin() + (s + 1) * n);
             if (auto r = worker.session->write_input(worker.queue, i, sample); !r) {
               worker.error = r.error().message;
               return;
@@ -253,17 +308,21 @@ extern "C" int kann_run_main(int argc, char **argv) {
               worker.outputs[o].insert(worker.outputs[o].end(), values->begin(), values->end());
           }
           cl_int status = CL_COMPLETE;
-          clGetEventInfo(event.value(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status, nullptr);
+          clGetEventInfo(event.value(), CL_EVENT_COMMAND_EXECUTION_STATUS, sizeof status, &status,
+                         nullptr);
           if (status < 0 && worker.error.empty())
-            worker.error = "the network command failed on the device (" + std::to_string(status) + ")";
+            worker.error =
+                "the network command failed on the device (" + std::to_string(status) + ")";
           worker.host_latency.push_back(
               std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
           worker.modeled_latency.push_back(worker.session->stats(event.value()).modeled_seconds);
           clReleaseEvent(event.value());
+          progress.add(1, 0);
         }
       }
     });
   }
+  report_progress_until_done(progress, total, start);
   for (auto &t : threads)
     t.join();
   double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
@@ -274,7 +333,8 @@ extern "C" int kann_run_main(int argc, char **argv) {
   // Every sub-device computed the same network on the same inputs: they must agree.
   for (size_t k = 1; k < workers.size(); ++k)
     if (workers[k].outputs != workers[0].outputs)
-      return fail("sub-device " + std::to_string(k) + " computed different outputs than sub-device 0");
+      return fail("sub-device " + std::to_string(k) +
+                  " computed different outputs than sub-device 0");
 
   if (!output_dir.empty()) {
     std::error_code ec;
@@ -300,14 +360,16 @@ extern "C" int kann_run_main(int argc, char **argv) {
   }
   size_t inferences = host.size();
   double modeled_latency = median(modeled);
-  std::printf("network: %s, %zu input(s), %zu output(s), %u cluster(s) per inference\n", kbin_path.c_str(),
-              input_infos.size(), output_infos.size(), network_clusters);
-  std::printf("ran %zu inference(s) on %zu %s (%u iteration(s) x %zu sample(s) each)\n", inferences, workers.size(),
-              workers.size() == 1 ? "device" : "concurrent sub-devices", iterations, samples);
-  std::printf("host time:    latency %.3f ms (median), throughput %.1f inferences/s\n", median(host) * 1e3,
-              inferences / wall);
+  std::printf("network: %s, %zu input(s), %zu output(s), %u cluster(s) per inference\n",
+              kbin_path.c_str(), input_infos.size(), output_infos.size(), network_clusters);
+  std::printf("ran %zu inference(s) on %zu %s (%u iteration(s) x %zu sample(s) each)\n", inferences,
+              workers.size(), workers.size() == 1 ? "device" : "concurrent sub-devices", iterations,
+              samples);
+  std::printf("host time:    latency %.3f ms (median), throughput %.1f inferences/s\n",
+              median(host) * 1e3, inferences / wall);
   if (modeled_latency > 0)
-    std::printf("modeled time: latency %.3f ms (median), throughput %.1f inferences/s on %zu sub-device(s)\n",
+    std::printf("modeled time: latency %.3f ms (median), throughput %.1f inferences/s on %zu "
+                "sub-device(s)\n",
                 modeled_latency * 1e3, workers.size() / modeled_latency, workers.size());
   for (size_t o = 0; o < output_infos.size() && samples == 1; ++o) {
     const auto &v = workers[0].outputs[o];

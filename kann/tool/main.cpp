@@ -146,6 +146,7 @@ manycl::Result<void> quantize_if_asked(kann::ir::Graph &graph, const kann::Compi
       samples.push_back({std::vector<float>(data.begin() + ptrdiff_t(at),
                                             data.begin() + ptrdiff_t(at + per_sample))});
   }
+  kann::quantize::split_activations(graph);
   std::fprintf(stderr, "kann: calibrating on %zu samples\n", samples.size());
   auto ranges = kann::quantize::calibrate(graph, options, samples, calibration);
   if (!ranges)

@@ -212,6 +212,44 @@ TEST(Quantize, TinyWeightsWithLargeBiasKeepTheBias) {
     EXPECT_NEAR(got[i], want[i], 0.02f) << i;
 }
 
+// Convolutions ending in LeakyReLU / Sigmoid: the activation is split from the convolution
+// (INT8 kernels only clamp) and runs on the quantized tensor, INT8 in and out.
+TEST(Quantize, NonClampActivationsRunOnInt8Tensors) {
+  test::OnnxBuilder b;
+  b.input("x", {1, 3, 8, 6});
+  b.weight("w1", {6, 3, 3, 3}, 0.3f);
+  b.weight("w2", {4, 6, 1, 1}, 0.4f);
+  test::OnnxBuilder::ints(b.node("Conv", {"x", "w1"}, {"c1"}), "pads", {1, 1, 1, 1});
+  test::OnnxBuilder::float1(b.node("LeakyRelu", {"c1"}, {"l1"}), "alpha", 0.1f);
+  b.node("Conv", {"l1", "w2"}, {"c2"});
+  b.node("Sigmoid", {"c2"}, {"y"});
+  b.output("y");
+  auto g = optimized(b.bytes());
+  std::vector<float> x(3 * 8 * 6);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = std::sin(0.37f * float(i)) - 0.2f;
+  const auto options = small_options();
+  auto want = run(g, options, x)["y"];
+  EXPECT_EQ(quantize::split_activations(g), 2);
+  auto ranges = quantize::calibrate(g, options, {{x}});
+  ASSERT_TRUE(ranges.ok()) << ranges.error().message;
+  auto count = quantize::quantize_int8(g, ranges.value());
+  ASSERT_TRUE(count.ok()) << count.error().message;
+  std::map<std::string, int> int8_ops;
+  for (const auto &n : g.nodes)
+    if (!n.dead && n.ints.count("int8"))
+      ++int8_ops[n.op];
+  EXPECT_EQ(int8_ops["Conv"], 2) << g.dump();
+  EXPECT_EQ(int8_ops["LeakyRelu"], 1) << g.dump();
+  EXPECT_EQ(int8_ops["Sigmoid"], 1) << g.dump();
+  auto int8_options = options;
+  int8_options.precision = "int8";
+  auto got = run(g, int8_options, x)["y"];
+  ASSERT_EQ(got.size(), want.size());
+  for (size_t i = 0; i < want.size(); ++i) // sigmoid outputs in (0, 1)
+    EXPECT_NEAR(got[i], want[i], 0.03f) << i;
+}
+
 TEST(Quantize, FloatGraphWithoutCalibrationIsAnError) {
   auto m = test::make_small_cnn();
   auto g = optimized(m.onnx);

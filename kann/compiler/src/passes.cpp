@@ -387,6 +387,26 @@ int lower_qdq_to_int8(Graph &g) {
       ++count;
       continue;
     }
+    // An activation between DequantizeLinear and QuantizeLinear: computed on the dequantized
+    // values by the native activation function, INT8 in and out (LeakyReLU, Sigmoid, ...).
+    mcl_activation unary;
+    if (activation_of(g, n, unary) && n.act.kind == MCL_ACT_NONE) {
+      const int xq = dequantized(n.inputs[0]);
+      const int y = n.outputs[0];
+      const int q = only_consumer(g, y);
+      if (xq < 0 || q < 0 || g.nodes[q].op != "QuantizeLinear" || g.nodes[q].inputs[0] != y)
+        continue;
+      const int xd = n.inputs[0], yq = g.nodes[q].outputs[0];
+      n.inputs[0] = xq;
+      n.outputs[0] = yq;
+      g.tensors[yq].producer = int(i);
+      g.nodes[q].dead = true;
+      n.ints["int8"] = {1};
+      if (g.consumers(xd).empty() && !g.is_output(xd))
+        g.nodes[g.tensors[xd].producer].dead = true;
+      ++count;
+      continue;
+    }
     const bool conv = n.op == "Conv", gemm = n.op == "Gemm" && n.attr("transB", 0) == 1,
                pool = n.op == "MaxPool" || n.op == "AveragePool" || n.op == "GlobalAveragePool" ||
                       n.op == "GlobalMaxPool";

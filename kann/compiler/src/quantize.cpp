@@ -147,6 +147,56 @@ Result<std::vector<Range>> calibrate(const Graph &g, const CompileOptions &optio
   return ranges;
 }
 
+int split_activations(Graph &g) {
+  std::vector<Node> nodes;
+  int count = 0;
+  for (Node &n : g.nodes) {
+    if (n.dead)
+      continue;
+    Node act;
+    act.floats["alpha"] = n.act.alpha;
+    switch (n.act.kind) {
+    case MCL_ACT_LEAKY_RELU:
+      act.op = "LeakyRelu";
+      break;
+    case MCL_ACT_SIGMOID:
+      act.op = "Sigmoid";
+      break;
+    case MCL_ACT_TANH:
+      act.op = "Tanh";
+      break;
+    case MCL_ACT_HARD_SIGMOID:
+      act.op = "HardSigmoid";
+      act.floats["beta"] = n.act.beta;
+      break;
+    case MCL_ACT_HARD_SWISH:
+      act.op = "HardSwish";
+      break;
+    default:
+      break;
+    }
+    const bool product = n.op == "Conv" || n.op == "Gemm" || n.op == "MatMul";
+    if (!product || act.op.empty()) {
+      nodes.push_back(std::move(n));
+      continue;
+    }
+    Tensor pre = g.tensors[n.outputs[0]];
+    pre.name += ".before_activation";
+    const int pre_t = g.add_tensor(std::move(pre));
+    act.name = n.name + ".activation";
+    act.inputs = {pre_t};
+    act.outputs = {n.outputs[0]};
+    n.outputs[0] = pre_t;
+    n.act = {MCL_ACT_NONE, 0.0f, 0.0f};
+    nodes.push_back(std::move(n));
+    nodes.push_back(std::move(act));
+    ++count;
+  }
+  g.nodes = std::move(nodes);
+  g.compact();
+  return count;
+}
+
 namespace {
 
 // Gemm (any transB, alpha) and MatMul with a constant [K,N] operand -> Gemm transB=1 with
@@ -196,6 +246,12 @@ bool has_int8_kernel(const Graph &g, const Node &n) {
   if (n.op == "MaxPool" || n.op == "AveragePool" || n.op == "GlobalAveragePool" ||
       n.op == "GlobalMaxPool" || n.op == "Concat")
     return true;
+  mcl_activation act; // an activation of an INT8 product: INT8 in and out
+  if (passes::activation_of(g, n, act)) {
+    const int producer = g.tensors[n.inputs[0]].producer;
+    return producer >= 0 && g.nodes[producer].op != "Concat" &&
+           has_int8_kernel(g, g.nodes[producer]);
+  }
   if (n.op == "Add" && n.inputs.size() == 2) {
     const Tensor &a = g.tensors[n.inputs[0]], &b = g.tensors[n.inputs[1]];
     return !a.is_const && !b.is_const && a.shape == b.shape;

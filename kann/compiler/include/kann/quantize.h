@@ -29,6 +29,12 @@ struct CalibrationOptions {
   double percentile = 100.0;
 };
 
+// INT8 convolutions and GEMMs clamp (ReLU / Clip) but compute no other activation: a
+// LeakyReLU, Sigmoid, Tanh, HardSigmoid or HardSwish fused into a Conv / Gemm / MatMul becomes
+// its own node again (then an INT8 activation on the quantized product). Run before
+// calibrate() so the tensor between them is measured. Returns the number of nodes split.
+int split_activations(ir::Graph &g);
+
 // samples[i] = the network inputs of sample i (one float vector per graph input, NCHW).
 // Returns one Range per tensor of g (indexed like g.tensors; seen = false when the tensor is
 // not a float activation).

@@ -1948,9 +1948,20 @@ Result<CompileOutput> compile_graph(const Graph &graph, const CompileOptions &op
                        (unsigned long long)c->buffers[i].size(), c->buffers[i].first,
                        c->buffers[i].last);
     }
-    if (!relax(*c, policy))
+    if (!relax(*c, policy)) {
+      // Parameters are sliced down to one panel of output channels, two slices live.
+      for (int i : c->failure.candidates) {
+        const SpmBuffer &b = c->buffers[i];
+        if (b.weights_of >= 0 && 2 * b.size() > options.device.spm_bytes / 2)
+          return make_error(c->where(input->nodes[c->ops[b.weights_of].node]) +
+                            ": the parameters of its smallest output-channel slice (" +
+                            std::to_string(kPanel) + " channels, " + std::to_string(b.size()) +
+                            " B, double-buffered) leave too little of the " +
+                            std::to_string(options.device.spm_bytes) + " B SPM");
+      }
       return make_error(c->failure.message + ", even with every activation in DDR and " +
-                        "operators tiled by rows (weights too large for one cluster's SPM?)");
+                        "operators tiled by rows");
+    }
   }
   return make_error("SPM allocation did not converge");
 }

@@ -8,7 +8,9 @@
 // cluster produced, the producer pushes them with SPM->SPM exchanges. Only network inputs
 // and outputs live in DDR (in ONNX layout: the DMA engine transposes to channel-last tiles).
 // SPM buffers are placed statically by lifetime (operator steps); the parameters of step
-// s+1 are loaded while step s computes (double buffering).
+// s+1 are loaded while step s computes (double buffering), and parameters too large for
+// that stream inside their step in output-channel slices (each read once from DDR).
+// Float element-wise operators write over an input that dies at them.
 #pragma once
 
 #include <cstdint>
@@ -31,7 +33,8 @@ struct CompileOptions {
 struct OpReport {
   std::string name;
   std::string op;
-  std::string split;              // "rows", "channels", "single"
+  std::string split;              // "rows", "channels", "single" (+ " xN" row tiles, " wN"
+                                  // parameter slices)
   unsigned tiles = 0;             // clusters with work
   std::vector<uint64_t> spm_peak; // per cluster: bytes live during this step
   uint64_t ddr_bytes = 0;         // parameters + network input/output bytes moved

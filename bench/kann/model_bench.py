@@ -15,7 +15,7 @@ Per model and precision it prints one table row with:
   * aggregate throughput of 1, 2 and 5 concurrent inferences, one per 1-cluster sub-device
     (host and modeled).
 
-  bench/kann/model_bench.py [--models resnet50,mobilenetv2,...] [--precisions fp32,fp16]
+  bench/kann/model_bench.py [--models resnet50,mobilenetv2,...] [--precisions fp32,fp16,int8]
                             [--rounds 5] [--iterations 3] [--threads N] [--json out.json]
 
 Needs a build (build/ or $MANYCL_BUILD_DIR), the exported models (build/models or
@@ -73,8 +73,11 @@ class Bench:
         onnx_path = os.path.join(self.models_dir, model + ".onnx")
         stem = os.path.join(self.work, f"{model}.{precision}.c{clusters}")
         t0 = time.perf_counter()
+        # INT8 of a float model: calibrated on the benchmark input (speed, not accuracy, is
+        # measured here; docs/kann.md has the accuracy figures).
+        calibration = ["--calibration", self.input(model)] if precision == "int8" else []
         run([self.kann, "compile", onnx_path, "-o", stem + ".kbin", "--clusters", str(clusters),
-             "--precision", precision, "--report-json", stem + ".json"])
+             "--precision", precision, "--report-json", stem + ".json"] + calibration)
         seconds = time.perf_counter() - t0
         with open(stem + ".json") as f:
             return stem + ".kbin", seconds, json.load(f)

@@ -448,9 +448,13 @@ struct Compiler {
         op.kind = Kind::Concat;
       else if (n.op == "Resize")
         op.kind = Kind::Resize;
-      else if (n.op == "Convert" || n.op == "QuantizeLinear" || n.op == "DequantizeLinear" ||
-               n.op == "Identity" || n.op == "Dropout" || n.op == "Cast")
-        op.kind = Kind::Convert; // the identities passes::remove_identities keeps are copies
+      else if (n.op == "Convert" || n.op == "QuantizeLinear" || n.op == "DequantizeLinear")
+        op.kind = Kind::Convert;
+      else if ((n.op == "Identity" || n.op == "Dropout" || n.op == "Cast") &&
+               g.tensors[n.inputs[0]].dtype == g.tensors[n.outputs[0]].dtype &&
+               g.tensors[n.inputs[0]].scale == g.tensors[n.outputs[0]].scale &&
+               g.tensors[n.inputs[0]].zero_point == g.tensors[n.outputs[0]].zero_point)
+        op.kind = Kind::Convert; // an identity passes::remove_identities kept: a plain copy
       else {
         mcl_activation act;
         if (!passes::activation_of(g, n, act))

@@ -1942,8 +1942,23 @@ Result<CompileOutput> compile_graph(const Graph &graph, const CompileOptions &op
     auto fits = c->layout();
     if (!fits)
       return fits.error();
-    if (fits.value())
+    if (fits.value()) {
+      // Spills were chosen one at a time while the SPM was short: one chosen early may have
+      // become unnecessary after later ones. Bring each back on chip if it still fits.
+      // (A Compiler keeps a reference to `policy`: it is edited in place and restored.)
+      const std::set<int> spilled = policy.spilled;
+      for (auto t = spilled.rbegin(); t != spilled.rend(); ++t) {
+        const Policy kept = policy;
+        policy.spilled.erase(*t);
+        auto trial = std::make_unique<Compiler>(*input, options, clusters, policy);
+        auto trial_fits = trial->layout();
+        if (trial_fits && trial_fits.value())
+          c = std::move(trial);
+        else
+          policy = kept;
+      }
       return c->finish();
+    }
     if (std::getenv("KANN_DEBUG_RELAX")) {
       std::fprintf(stderr, "relax %d: %s\n", attempt, c->failure.message.c_str());
       if (std::atoi(std::getenv("KANN_DEBUG_RELAX")) > 1)

@@ -8,6 +8,7 @@
 //   kann run ...  (through OpenCL: provided by the host library when linked in)
 // Errors are one line on stderr and a non-zero exit code.
 #include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
@@ -17,6 +18,8 @@
 #include <sstream>
 #include <string>
 #include <vector>
+
+#include <unistd.h>
 
 #include "kann/compile.h"
 #include "kann/format.h"
@@ -158,6 +161,34 @@ manycl::Result<void> quantize_if_asked(kann::ir::Graph &graph, const kann::Compi
   return {};
 }
 
+// Progress of long compile steps, as one rewritten line on a terminal (nothing in logs).
+class TerminalProgress {
+public:
+  bool enabled() const { return terminal_; }
+  void update(const char *stage, size_t done, size_t total) {
+    const auto now = std::chrono::steady_clock::now();
+    if (stage_ == stage && now - last_ < std::chrono::milliseconds(100))
+      return;
+    stage_ = stage;
+    last_ = now;
+    if (total)
+      std::fprintf(stderr, "\rkann: %s %zu/%zu\033[K", stage, done + 1, total);
+    else
+      std::fprintf(stderr, "\rkann: %s (step %zu)\033[K", stage, done + 1);
+    shown_ = true;
+  }
+  void finish() {
+    if (shown_)
+      std::fprintf(stderr, "\r\033[K");
+  }
+
+private:
+  bool terminal_ = isatty(STDERR_FILENO) == 1;
+  bool shown_ = false;
+  std::string stage_;
+  std::chrono::steady_clock::time_point last_{};
+};
+
 int compile(int argc, char **argv) {
   Args a = parse(argc, argv,
                  {"-o", "--clusters", "--precision", "--device-config", "--report", "--report-json",
@@ -200,7 +231,13 @@ int compile(int argc, char **argv) {
     std::fputs(graph.value().dump().c_str(), stderr);
   std::fprintf(stderr, "kann: compiling for %u clusters of '%s'\n", options.clusters,
                options.device.name.c_str());
+  TerminalProgress progress;
+  if (progress.enabled())
+    options.progress = [&](const char *stage, size_t done, size_t total) {
+      progress.update(stage, done, total);
+    };
   auto out = kann::compile_graph(graph.value(), options);
+  progress.finish();
   if (!out)
     return fail(out.error().message);
   auto bytes = kann::format::write_kbin(out.value().program);

@@ -149,10 +149,10 @@ struct Op {
 
 // What the tiler may change between attempts when the SPM is too small.
 struct Policy {
-  std::set<int> spilled;     // tensors (storage owners) homed in DDR
-  std::map<int, int> chunks; // node -> intra-cluster tiles
+  std::set<int> spilled;      // tensors (storage owners) homed in DDR
+  std::map<int, int> chunks;  // node -> intra-cluster tiles
   std::map<int, int> wslices; // node -> output-channel slices of its parameters
-  std::set<int> no_prefetch; // nodes whose parameters load in their own step
+  std::set<int> no_prefetch;  // nodes whose parameters load in their own step
 };
 
 // Why an allocation failed: the buffer that did not fit and what it competed with.
@@ -1032,6 +1032,8 @@ struct Compiler {
   // Packs every operator's weights into the blob (before emission: prefetches need them).
   Result<void> pack_params() {
     for (size_t s = 0; s < ops.size(); ++s) {
+      if (opt.progress)
+        opt.progress("packing parameters", s, ops.size());
       Op &op = ops[s];
       const Node &n = g.nodes[op.node];
       if (op.kind == Kind::Conv) {
@@ -1938,6 +1940,8 @@ Result<CompileOutput> compile_graph(const Graph &graph, const CompileOptions &op
   // clusters and, as a last resort, spill activations to DDR, until it fits.
   Policy policy;
   for (int attempt = 0; attempt < 400; ++attempt) {
+    if (options.progress)
+      options.progress("fitting the SPM", size_t(attempt), 0);
     auto c = std::make_unique<Compiler>(*input, options, clusters, policy);
     auto fits = c->layout();
     if (!fits)

@@ -14,6 +14,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -27,7 +28,9 @@ namespace kann {
 struct CompileOptions {
   manycl::device::DeviceConfig device; // configuration compiled for
   unsigned clusters = 0;               // 0: all clusters of the configuration
-  std::string precision = "fp32";      // fp32 (fp16 / int8: not yet, see docs/kann.md)
+  std::string precision = "fp32";      // fp32, fp16, or int8 (a quantized graph)
+  // Called as long steps advance: stage name, units done, units in all (0: unknown).
+  std::function<void(const char *stage, size_t done, size_t total)> progress;
 };
 
 struct OpReport {

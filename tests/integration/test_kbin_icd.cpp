@@ -3,8 +3,10 @@
 #include <CL/cl.h>
 
 #include <gtest/gtest.h>
+#include <unistd.h>
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
@@ -23,13 +25,17 @@ std::vector<uint8_t> read_file(const std::string &path) {
   return {std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>()};
 }
 
-// Compiles the bundled digits model with the kann CLI for `clusters` clusters.
+// Compiles the bundled digits model with the kann CLI for `clusters` clusters (into a file of
+// this process's own: ctest runs the tests of this file in parallel processes).
 std::vector<uint8_t> digits_kbin(unsigned clusters) {
-  std::string out = std::string(WORK_DIR) + "/digits_" + std::to_string(clusters) + ".kbin";
+  std::string out = std::string(WORK_DIR) + "/digits_" + std::to_string(clusters) + "." +
+                    std::to_string(getpid()) + ".kbin";
   std::string cmd = std::string(KANN_EXE) + " compile " + DIGITS_DIR + "/model.onnx -o " + out + " --clusters " +
                     std::to_string(clusters) + " > /dev/null";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
-  return read_file(out);
+  auto bytes = read_file(out);
+  std::remove(out.c_str());
+  return bytes;
 }
 
 class KbinIcd : public ::testing::Test {

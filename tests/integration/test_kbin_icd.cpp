@@ -15,6 +15,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/manycl_platform.h"
 #include "kann/session.h"
 #include "npy.h"
 
@@ -30,8 +31,8 @@ std::vector<uint8_t> read_file(const std::string &path) {
 std::vector<uint8_t> digits_kbin(unsigned clusters) {
   std::string out = std::string(WORK_DIR) + "/digits_" + std::to_string(clusters) + "." +
                     std::to_string(getpid()) + ".kbin";
-  std::string cmd = std::string(KANN_EXE) + " compile " + DIGITS_DIR + "/model.onnx -o " + out + " --clusters " +
-                    std::to_string(clusters) + " > /dev/null";
+  std::string cmd = std::string(KANN_EXE) + " compile " + DIGITS_DIR + "/model.onnx -o " + out +
+                    " --clusters " + std::to_string(clusters) + " > /dev/null";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << cmd;
   auto bytes = read_file(out);
   std::remove(out.c_str());
@@ -41,24 +42,17 @@ std::vector<uint8_t> digits_kbin(unsigned clusters) {
 class KbinIcd : public ::testing::Test {
 protected:
   void SetUp() override {
-    cl_uint n = 0;
-    ASSERT_EQ(clGetPlatformIDs(0, nullptr, &n), CL_SUCCESS);
-    std::vector<cl_platform_id> platforms(n);
-    clGetPlatformIDs(n, platforms.data(), nullptr);
-    for (auto p : platforms) {
-      char name[64] = {};
-      clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof name, name, nullptr);
-      if (std::string(name) == "ManyCL")
-        platform = p;
-    }
-    ASSERT_NE(platform, nullptr);
+    std::string why;
+    platform = manycl_test::find_manycl_platform(&why);
+    ASSERT_NE(platform, nullptr) << why;
     ASSERT_EQ(clGetDeviceIDs(platform, CL_DEVICE_TYPE_ACCELERATOR, 1, &root, nullptr), CL_SUCCESS);
     clGetDeviceInfo(root, CL_DEVICE_MAX_COMPUTE_UNITS, sizeof units, &units, nullptr);
   }
 
   // One sub-device per cluster (by affinity domain).
   std::vector<cl_device_id> per_cluster_subdevices() {
-    cl_device_partition_property props[] = {CL_DEVICE_PARTITION_BY_AFFINITY_DOMAIN, CL_DEVICE_AFFINITY_DOMAIN_NUMA, 0};
+    cl_device_partition_property props[] = {CL_DEVICE_PARTITION_BY_AFFINITY_DOMAIN,
+                                            CL_DEVICE_AFFINITY_DOMAIN_NUMA, 0};
     cl_uint made = 0;
     EXPECT_EQ(clCreateSubDevices(root, props, 0, nullptr, &made), CL_SUCCESS);
     std::vector<cl_device_id> subs(made);
@@ -84,7 +78,8 @@ protected:
     ASSERT_EQ(err, CL_SUCCESS);
   }
 
-  std::vector<float> infer(kann::Session &session, cl_command_queue queue, const std::vector<float> &input) {
+  std::vector<float> infer(kann::Session &session, cl_command_queue queue,
+                           const std::vector<float> &input) {
     EXPECT_TRUE(session.write_input(queue, 0, input).ok());
     auto event = session.run(queue);
     EXPECT_TRUE(event.ok());
@@ -99,7 +94,9 @@ protected:
   cl_uint units = 0;
 };
 
-size_t argmax(const float *v, size_t n) { return static_cast<size_t>(std::max_element(v, v + n) - v); }
+size_t argmax(const float *v, size_t n) {
+  return static_cast<size_t>(std::max_element(v, v + n) - v);
+}
 
 TEST_F(KbinIcd, DigitsOnAllClustersMatchesTheFramework) {
   auto kbin = digits_kbin(5);
@@ -158,9 +155,9 @@ TEST_F(KbinIcd, ConcurrentSubDevicesGiveTheSequentialResults) {
     auto session = kann::Session::load(env.context, subs[0], kbin);
     ASSERT_TRUE(session.ok()) << session.error().message;
     for (size_t s = 0; s < samples; ++s)
-      sequential.push_back(
-          infer(*session.value(), env.queue,
-                std::vector<float>(inputs->data.begin() + s * 64, inputs->data.begin() + (s + 1) * 64)));
+      sequential.push_back(infer(
+          *session.value(), env.queue,
+          std::vector<float>(inputs->data.begin() + s * 64, inputs->data.begin() + (s + 1) * 64)));
   }
   std::vector<std::vector<std::vector<float>>> results(subs.size());
   std::vector<std::thread> threads;
@@ -172,9 +169,9 @@ TEST_F(KbinIcd, ConcurrentSubDevicesGiveTheSequentialResults) {
       if (!session.ok())
         return;
       for (size_t s = 0; s < samples; ++s)
-        results[k].push_back(
-            infer(*session.value(), env.queue,
-                  std::vector<float>(inputs->data.begin() + s * 64, inputs->data.begin() + (s + 1) * 64)));
+        results[k].push_back(infer(*session.value(), env.queue,
+                                   std::vector<float>(inputs->data.begin() + s * 64,
+                                                      inputs->data.begin() + (s + 1) * 64)));
     });
   }
   for (auto &t : threads)
@@ -193,14 +190,16 @@ TEST_F(KbinIcd, ClusterCountMismatchIsABuildFailureWithALog) {
   const unsigned char *bytes = kbin.data();
   size_t length = kbin.size();
   cl_int status = 0, err = 0;
-  cl_program program = clCreateProgramWithBinary(env.context, 1, &subs[0], &length, &bytes, &status, &err);
+  cl_program program =
+      clCreateProgramWithBinary(env.context, 1, &subs[0], &length, &bytes, &status, &err);
   ASSERT_EQ(err, CL_SUCCESS);
   EXPECT_EQ(clBuildProgram(program, 1, &subs[0], "", nullptr, nullptr), CL_INVALID_BINARY);
   char log[2048] = {};
   clGetProgramBuildInfo(program, subs[0], CL_PROGRAM_BUILD_LOG, sizeof log, log, nullptr);
   EXPECT_NE(std::string(log).find("cluster"), std::string::npos) << log;
   cl_build_status build_status;
-  clGetProgramBuildInfo(program, subs[0], CL_PROGRAM_BUILD_STATUS, sizeof build_status, &build_status, nullptr);
+  clGetProgramBuildInfo(program, subs[0], CL_PROGRAM_BUILD_STATUS, sizeof build_status,
+                        &build_status, nullptr);
   EXPECT_EQ(build_status, CL_BUILD_ERROR);
   clReleaseProgram(program);
   for (auto d : subs)
@@ -230,7 +229,8 @@ TEST_F(KbinIcd, CorruptedBinariesAreRejectedNeverRun) {
     const unsigned char *bytes = bad.data();
     size_t length = bad.size();
     cl_int status = 0, err = 0;
-    cl_program program = clCreateProgramWithBinary(env.context, 1, &root, &length, &bytes, &status, &err);
+    cl_program program =
+        clCreateProgramWithBinary(env.context, 1, &root, &length, &bytes, &status, &err);
     if (err != CL_SUCCESS) {
       EXPECT_EQ(err, CL_INVALID_BINARY);
       ++rejected;
@@ -264,10 +264,12 @@ TEST_F(KbinIcd, LaunchChecks) {
   ASSERT_TRUE(session.ok()) << session.error().message;
   cl_kernel kernel = session.value()->kernel();
   size_t wrong = 3, one = 1;
-  EXPECT_EQ(clEnqueueNDRangeKernel(env.queue, kernel, 1, nullptr, &wrong, &one, 0, nullptr, nullptr),
-            CL_INVALID_GLOBAL_WORK_SIZE);
+  EXPECT_EQ(
+      clEnqueueNDRangeKernel(env.queue, kernel, 1, nullptr, &wrong, &one, 0, nullptr, nullptr),
+      CL_INVALID_GLOBAL_WORK_SIZE);
   size_t reqd[3] = {};
-  ASSERT_EQ(clGetKernelWorkGroupInfo(kernel, root, CL_KERNEL_COMPILE_WORK_GROUP_SIZE, sizeof reqd, reqd, nullptr),
+  ASSERT_EQ(clGetKernelWorkGroupInfo(kernel, root, CL_KERNEL_COMPILE_WORK_GROUP_SIZE, sizeof reqd,
+                                     reqd, nullptr),
             CL_SUCCESS);
   EXPECT_EQ(reqd[0], 1u);
   // A buffer smaller than the input tensor is refused at enqueue.
@@ -288,10 +290,12 @@ TEST_F(KbinIcd, ProgramBinariesRoundTrip) {
   auto session = kann::Session::load(env.context, root, kbin);
   ASSERT_TRUE(session.ok());
   cl_program program;
-  ASSERT_EQ(clGetKernelInfo(session.value()->kernel(), CL_KERNEL_PROGRAM, sizeof program, &program, nullptr),
+  ASSERT_EQ(clGetKernelInfo(session.value()->kernel(), CL_KERNEL_PROGRAM, sizeof program, &program,
+                            nullptr),
             CL_SUCCESS);
   size_t size = 0;
-  ASSERT_EQ(clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr), CL_SUCCESS);
+  ASSERT_EQ(clGetProgramInfo(program, CL_PROGRAM_BINARY_SIZES, sizeof size, &size, nullptr),
+            CL_SUCCESS);
   ASSERT_EQ(size, kbin.size());
   std::vector<unsigned char> copy(size);
   unsigned char *ptr = copy.data();

@@ -36,6 +36,7 @@
 #include <string>
 #include <vector>
 
+#include "../common/manycl_platform.h"
 #include "kann/compile.h"
 #include "kann/format.h"
 #include "kann/session.h"
@@ -246,20 +247,9 @@ class OpenCLEnvironment : public ::testing::Environment {
 public:
   void SetUp() override {
     OpenCL &cl = opencl();
-    cl_uint n = 0;
-    if (clGetPlatformIDs(0, nullptr, &n) != CL_SUCCESS || n == 0) {
-      cl.error = "no OpenCL platform (is OCL_ICD_VENDORS set to <build>/vendors?)";
+    cl_platform_id platform = manycl_test::find_manycl_platform(&cl.error);
+    if (!platform)
       return;
-    }
-    std::vector<cl_platform_id> platforms(n);
-    clGetPlatformIDs(n, platforms.data(), nullptr);
-    cl_platform_id platform = nullptr;
-    for (auto p : platforms) {
-      char name[64] = {};
-      clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof name, name, nullptr);
-      if (std::string(name) == "ManyCL")
-        platform = p;
-    }
     cl_uint count = 0;
     if (!platform ||
         clGetDeviceIDs(platform, CL_DEVICE_TYPE_ACCELERATOR, 0, nullptr, &count) != CL_SUCCESS ||

@@ -28,6 +28,7 @@
 #include <thread>
 #include <vector>
 
+#include "../../common/manycl_platform.h"
 #include "kann/compile.h"
 #include "kann/format.h"
 #include "kann/session.h"
@@ -68,20 +69,9 @@ class OpenCLEnvironment : public ::testing::Environment {
 public:
   void SetUp() override {
     Devices &d = devices();
-    cl_uint n = 0;
-    if (clGetPlatformIDs(0, nullptr, &n) != CL_SUCCESS || n == 0) {
-      d.error = "no OpenCL platform (is OCL_ICD_VENDORS set to <build>/vendors?)";
+    cl_platform_id platform = manycl_test::find_manycl_platform(&d.error);
+    if (!platform)
       return;
-    }
-    std::vector<cl_platform_id> platforms(n);
-    clGetPlatformIDs(n, platforms.data(), nullptr);
-    cl_platform_id platform = nullptr;
-    for (auto p : platforms) {
-      char name[64] = {};
-      clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof name, name, nullptr);
-      if (std::string(name) == "ManyCL")
-        platform = p;
-    }
     cl_device_id roots[2] = {};
     cl_uint count = 0;
     if (!platform ||

@@ -6,6 +6,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/manycl_platform.h"
+
 #include <chrono>
 #include <cstring>
 #include <nlohmann/json.hpp>
@@ -22,16 +24,7 @@ struct Cl {
   cl_command_queue queue = nullptr;
 
   explicit Cl(cl_device_id d = nullptr) {
-    cl_uint n = 0;
-    clGetPlatformIDs(0, nullptr, &n);
-    std::vector<cl_platform_id> ps(n);
-    clGetPlatformIDs(n, ps.data(), nullptr);
-    for (auto p : ps) {
-      char name[64] = {};
-      clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof name, name, nullptr);
-      if (!std::strcmp(name, "ManyCL"))
-        platform = p;
-    }
+    platform = manycl_test::find_manycl_platform();
     if (!platform)
       return;
     if (d)
@@ -94,9 +87,11 @@ TEST(KernelsIcd, AsyncWorkGroupCopyRunsOnTheRdmaEngine) {
   clSetKernelArg(kernel, 2, local * 4, nullptr);
   clSetKernelArg(kernel, 3, sizeof factor, &factor);
   cl_event done;
-  ASSERT_EQ(clEnqueueNDRangeKernel(cl.queue, kernel, 1, nullptr, &n, &local, 0, nullptr, &done), CL_SUCCESS);
+  ASSERT_EQ(clEnqueueNDRangeKernel(cl.queue, kernel, 1, nullptr, &n, &local, 0, nullptr, &done),
+            CL_SUCCESS);
   std::vector<float> result(n);
-  ASSERT_EQ(clEnqueueReadBuffer(cl.queue, out, CL_TRUE, 0, n * 4, result.data(), 1, &done, nullptr), CL_SUCCESS);
+  ASSERT_EQ(clEnqueueReadBuffer(cl.queue, out, CL_TRUE, 0, n * 4, result.data(), 1, &done, nullptr),
+            CL_SUCCESS);
   for (size_t i = 0; i < n; ++i)
     ASSERT_EQ(result[i], 3.0f * i) << i;
 
@@ -105,7 +100,8 @@ TEST(KernelsIcd, AsyncWorkGroupCopyRunsOnTheRdmaEngine) {
   size_t size = 0;
   ASSERT_EQ(clGetEventInfo(done, CL_EVENT_COMMAND_STATS_MCL, 0, nullptr, &size), CL_SUCCESS);
   std::string text(size, '\0');
-  ASSERT_EQ(clGetEventInfo(done, CL_EVENT_COMMAND_STATS_MCL, size, text.data(), nullptr), CL_SUCCESS);
+  ASSERT_EQ(clGetEventInfo(done, CL_EVENT_COMMAND_STATS_MCL, size, text.data(), nullptr),
+            CL_SUCCESS);
   text.resize(std::strlen(text.c_str()));
   auto stats = nlohmann::json::parse(text);
   EXPECT_EQ(stats["dma_transfers"].get<uint64_t>(), 2 * n / local);
@@ -113,9 +109,11 @@ TEST(KernelsIcd, AsyncWorkGroupCopyRunsOnTheRdmaEngine) {
   EXPECT_EQ(stats["ddr_bytes_written"].get<uint64_t>(), n * 4);
   EXPECT_GT(stats["modeled_cycles"].get<uint64_t>(), 0u);
   cl_ulong modeled_start = 0, modeled_end = 0;
-  ASSERT_EQ(clGetEventProfilingInfo(done, CL_PROFILING_MODELED_START_MCL, sizeof modeled_start, &modeled_start, nullptr),
+  ASSERT_EQ(clGetEventProfilingInfo(done, CL_PROFILING_MODELED_START_MCL, sizeof modeled_start,
+                                    &modeled_start, nullptr),
             CL_SUCCESS);
-  ASSERT_EQ(clGetEventProfilingInfo(done, CL_PROFILING_MODELED_END_MCL, sizeof modeled_end, &modeled_end, nullptr),
+  ASSERT_EQ(clGetEventProfilingInfo(done, CL_PROFILING_MODELED_END_MCL, sizeof modeled_end,
+                                    &modeled_end, nullptr),
             CL_SUCCESS);
   EXPECT_GT(modeled_end, modeled_start);
   clReleaseEvent(done);
@@ -160,14 +158,18 @@ TEST(KernelsIcd, BarrierKernelAcrossPeThreads) {
     clSetKernelArg(kernel, 1, sizeof out, &out);
     clSetKernelArg(kernel, 2, local * 4, nullptr);
     clSetKernelArg(kernel, 3, local * 4, nullptr);
-    ASSERT_EQ(clEnqueueNDRangeKernel(cl.queue, kernel, 1, nullptr, &n, &local, 0, nullptr, nullptr), CL_SUCCESS);
+    ASSERT_EQ(clEnqueueNDRangeKernel(cl.queue, kernel, 1, nullptr, &n, &local, 0, nullptr, nullptr),
+              CL_SUCCESS);
     std::vector<int> result(n);
-    ASSERT_EQ(clEnqueueReadBuffer(cl.queue, out, CL_TRUE, 0, n * 4, result.data(), 0, nullptr, nullptr), CL_SUCCESS);
+    ASSERT_EQ(
+        clEnqueueReadBuffer(cl.queue, out, CL_TRUE, 0, n * 4, result.data(), 0, nullptr, nullptr),
+        CL_SUCCESS);
     for (size_t g = 0; g < n / local; ++g) {
       int sum = 0;
       for (size_t l = 0; l < local; ++l) {
         sum += host[g * local + l];
-        ASSERT_EQ(result[g * local + l], sum) << "local size " << local << " group " << g << " item " << l;
+        ASSERT_EQ(result[g * local + l], sum)
+            << "local size " << local << " group " << g << " item " << l;
       }
     }
     clReleaseMemObject(in);
@@ -190,7 +192,8 @@ kernel void busy(global float *out, int rounds) {
 TEST(KernelsIcd, SubDeviceKernelsRunConcurrently) {
   Cl root;
   ASSERT_NE(root.platform, nullptr);
-  cl_device_partition_property props[] = {CL_DEVICE_PARTITION_BY_AFFINITY_DOMAIN, CL_DEVICE_AFFINITY_DOMAIN_NUMA, 0};
+  cl_device_partition_property props[] = {CL_DEVICE_PARTITION_BY_AFFINITY_DOMAIN,
+                                          CL_DEVICE_AFFINITY_DOMAIN_NUMA, 0};
   cl_device_id subs[8];
   cl_uint made = 0;
   ASSERT_EQ(clCreateSubDevices(root.device, props, 8, subs, &made), CL_SUCCESS);

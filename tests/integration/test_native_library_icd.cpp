@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "../common/manycl_platform.h"
+
 #include <cstring>
 #include <string>
 #include <vector>
@@ -30,16 +32,7 @@ struct NativeLibraryIcd : ::testing::Test {
   cl_context context = nullptr;
   cl_command_queue queue = nullptr;
   void SetUp() override {
-    cl_uint n = 0;
-    clGetPlatformIDs(0, nullptr, &n);
-    std::vector<cl_platform_id> ps(n);
-    clGetPlatformIDs(n, ps.data(), nullptr);
-    for (auto p : ps) {
-      char name[64] = {};
-      clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof name, name, nullptr);
-      if (!std::strcmp(name, "ManyCL"))
-        platform = p;
-    }
+    platform = manycl_test::find_manycl_platform();
     ASSERT_NE(platform, nullptr);
     clGetDeviceIDs(platform, CL_DEVICE_TYPE_ACCELERATOR, 1, &device, nullptr);
     cl_int err;
@@ -81,9 +74,11 @@ TEST_F(NativeLibraryIcd, RegisteredLibraryFunctionsRunInKernels) {
   cl_mem buffer = clCreateBuffer(context, CL_MEM_COPY_HOST_PTR, data.size() * 4, data.data(), &err);
   clSetKernelArg(kernel, 0, sizeof buffer, &buffer);
   size_t n = data.size();
-  ASSERT_EQ(clEnqueueNDRangeKernel(queue, kernel, 1, nullptr, &n, nullptr, 0, nullptr, nullptr), CL_SUCCESS);
+  ASSERT_EQ(clEnqueueNDRangeKernel(queue, kernel, 1, nullptr, &n, nullptr, 0, nullptr, nullptr),
+            CL_SUCCESS);
   std::vector<float> out(n);
-  ASSERT_EQ(clEnqueueReadBuffer(queue, buffer, CL_TRUE, 0, n * 4, out.data(), 0, nullptr, nullptr), CL_SUCCESS);
+  ASSERT_EQ(clEnqueueReadBuffer(queue, buffer, CL_TRUE, 0, n * 4, out.data(), 0, nullptr, nullptr),
+            CL_SUCCESS);
   for (size_t i = 0; i < n; ++i)
     EXPECT_FLOAT_EQ(out[i], data[i] * data[i] * data[i]);
   clReleaseMemObject(buffer);

@@ -1,7 +1,9 @@
 #include "manycl/device/config.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <sstream>
 
@@ -17,24 +19,47 @@ uint64_t DeviceConfig::max_alloc() const {
   return rounded != 0 ? rounded : ddr_bytes;
 }
 
+namespace {
+
+// "clusters = 0 is out of range (allowed: 1..256)": the field, the value and what is allowed,
+// so that a bad device file can be fixed from the message alone.
+template <class T>
+std::string out_of_range(const char *field, T value, const std::string &allowed) {
+  std::ostringstream s;
+  s << field << " = " << value << " is out of range (allowed: " << allowed << ")";
+  return s.str();
+}
+
+} // namespace
+
 Result<void> DeviceConfig::validate() const {
   if (clusters == 0 || clusters > 256)
-    return make_error("clusters must be in 1..256");
+    return make_error(out_of_range("clusters", clusters, "1..256"));
   if (pes_per_cluster == 0 || pes_per_cluster > 256)
-    return make_error("pes_per_cluster must be in 1..256");
+    return make_error(out_of_range("pes_per_cluster", pes_per_cluster, "1..256"));
+  // The floor refuses nonsense (a 1-byte SPM) and keeps the tiny test devices (8 KiB) usable.
   if (spm_bytes < 4096 || spm_bytes > (1ull << 30))
-    return make_error("spm_bytes must be in 4 KiB..1 GiB");
+    return make_error(out_of_range("spm_bytes", spm_bytes, "4096 (4 KiB)..1073741824 (1 GiB)"));
   if (spm_reserved_bytes >= spm_bytes)
-    return make_error("spm_reserved_bytes must be smaller than spm_bytes");
+    return make_error(out_of_range("spm_reserved_bytes", spm_reserved_bytes,
+                                   "0.." + std::to_string(spm_bytes - 1) + ", below spm_bytes"));
   if (ddr_bytes < (1ull << 20) || ddr_bytes > (1ull << 40))
-    return make_error("ddr_bytes must be in 1 MiB..1 TiB");
-  if (!(clock_hz > 0))
-    return make_error("clock_hz must be positive");
-  if (int8_macs_per_cycle == 0 || int16_macs_per_cycle == 0 || fp16_fmas_per_cycle == 0 ||
-      fp32_fmas_per_cycle == 0)
-    return make_error("coprocessor rates must be positive");
-  if (!(ddr_bytes_per_cycle > 0) || !(noc_bytes_per_cycle > 0))
-    return make_error("bandwidths must be positive");
+    return make_error(
+        out_of_range("ddr_bytes", ddr_bytes, "1048576 (1 MiB)..1099511627776 (1 TiB)"));
+  if (!(clock_hz >= 1e6 && clock_hz <= 1e11))
+    return make_error(out_of_range("clock_hz", clock_hz, "1e6..1e11 Hz"));
+  const std::pair<const char *, unsigned> rates[] = {{"int8_macs_per_cycle", int8_macs_per_cycle},
+                                                     {"int16_macs_per_cycle", int16_macs_per_cycle},
+                                                     {"fp16_fmas_per_cycle", fp16_fmas_per_cycle},
+                                                     {"fp32_fmas_per_cycle", fp32_fmas_per_cycle}};
+  for (const auto &[field, rate] : rates)
+    if (rate == 0 || rate > 65536)
+      return make_error(out_of_range(field, rate, "1..65536"));
+  const std::pair<const char *, double> bandwidths[] = {
+      {"ddr_bytes_per_cycle", ddr_bytes_per_cycle}, {"noc_bytes_per_cycle", noc_bytes_per_cycle}};
+  for (const auto &[field, bandwidth] : bandwidths)
+    if (!(bandwidth > 0 && bandwidth <= 1e6))
+      return make_error(out_of_range(field, bandwidth, "greater than 0, at most 1e6"));
   return {};
 }
 
@@ -54,7 +79,8 @@ Result<DeviceConfig> preset(const std::string &name) {
     config.ddr_bytes = 256ull << 20;
     return config;
   }
-  return make_error("unknown device preset '" + name + "' (known: mppa3, small)");
+  return make_error("unknown device preset '" + name +
+                    "' (known: mppa3, small; a device file must end in .json or contain '/')");
 }
 
 namespace {
@@ -78,9 +104,16 @@ template <class T> Result<void> read_number(const nlohmann::json &value, const c
 } // namespace
 
 Result<DeviceConfig> config_from_json_text(const std::string &text) {
-  nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
-  if (doc.is_discarded())
-    return make_error("device file: not valid JSON");
+  nlohmann::json doc;
+  try {
+    doc = nlohmann::json::parse(text);
+  } catch (const nlohmann::json::parse_error &e) {
+    // what() is "[json.exception.parse_error.101] parse error at line L, column C: ...".
+    std::string why = e.what();
+    if (auto at = why.find("] "); at != std::string::npos)
+      why = why.substr(at + 2);
+    return make_error("device file: not valid JSON: " + why);
+  }
   if (!doc.is_object())
     return make_error("device file: top level must be an object");
 
@@ -158,7 +191,7 @@ Result<DeviceConfig> config_from_json_text(const std::string &text) {
 Result<DeviceConfig> config_from_file(const std::string &path) {
   std::ifstream in(path);
   if (!in)
-    return make_error("cannot open device file '" + path + "'");
+    return make_error("cannot open device file '" + path + "': " + std::strerror(errno));
   std::stringstream text;
   text << in.rdbuf();
   auto config = config_from_json_text(text.str());
@@ -188,7 +221,8 @@ Result<std::vector<DeviceConfig>> configs_from_environment() {
     configs.push_back(config.value());
   }
   if (configs.empty())
-    return make_error("MANYCL_DEVICES names no device");
+    return make_error("MANYCL_DEVICES='" + specs + "' names no device (give a preset: " +
+                      "mppa3, small, or a device file path)");
   if (const char *mode = std::getenv("MANYCL_DEVICE_MODE"); mode && *mode) {
     std::string m = mode;
     ExecutionMode chosen;
@@ -197,7 +231,7 @@ Result<std::vector<DeviceConfig>> configs_from_environment() {
     else if (m == "spmd" || m == "SPMD")
       chosen = ExecutionMode::SPMD;
     else
-      return make_error("MANYCL_DEVICE_MODE must be lwi or spmd");
+      return make_error("MANYCL_DEVICE_MODE='" + m + "' is not a mode (allowed: lwi, spmd)");
     for (auto &c : configs)
       c.mode = chosen;
   }

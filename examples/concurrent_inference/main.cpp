@@ -28,9 +28,11 @@ int main(int argc, char **argv) {
 
   cl_platform_id platform = nullptr;
   cl_uint n = 0;
-  clGetPlatformIDs(0, nullptr, &n);
+  if (clGetPlatformIDs(0, nullptr, &n) != CL_SUCCESS)
+    n = 0;
   std::vector<cl_platform_id> platforms(n);
-  clGetPlatformIDs(n, platforms.data(), nullptr);
+  if (n)
+    clGetPlatformIDs(n, platforms.data(), nullptr);
   for (auto p : platforms) {
     char name[64] = {};
     clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof name, name, nullptr);
@@ -38,7 +40,10 @@ int main(int argc, char **argv) {
       platform = p;
   }
   if (!platform) {
-    std::fprintf(stderr, "no ManyCL platform (set OCL_ICD_VENDORS=<build>/vendors)\n");
+    // A bad configuration hides the platform after ManyCL printed the cause on stderr.
+    std::fprintf(stderr, "no ManyCL platform: if a 'ManyCL:' line is printed above, fix "
+                         "MANYCL_DEVICES / MANYCL_DEVICE_MODE as it says; otherwise set "
+                         "OCL_ICD_VENDORS to <build>/vendors\n");
     return 1;
   }
   cl_device_id root;

@@ -1,6 +1,7 @@
 #include "manycl/runtime/platform.h"
 
 #include <atomic>
+#include <cstdio>
 #include <cstdlib>
 
 #include "manycl/compiler/compiler.h"
@@ -28,16 +29,24 @@ Platform::Platform() {
   auto configs = device::configs_from_environment();
   if (!configs) {
     init_error_ = configs.error().message;
-    return;
-  }
-  for (auto &config : configs.value()) {
-    if (auto valid = config.validate(); !valid) {
-      init_error_ = config.name + ": " + valid.error().message;
-      continue;
+  } else {
+    for (auto &config : configs.value()) {
+      if (auto valid = config.validate(); !valid) {
+        init_error_ = "MANYCL_DEVICES: " + config.name + ": " + valid.error().message;
+        continue;
+      }
+      hardware_.push_back(std::make_unique<device::Device>(config));
+      roots_.push_back(new Device(*hardware_.back()));
     }
-    hardware_.push_back(std::make_unique<device::Device>(config));
-    roots_.push_back(new Device(*hardware_.back()));
   }
+  if (!init_error_.empty()) {
+    // The loader then skips the platform and applications can only say "no platform": this
+    // line, once per process, is the only place a user learns what to fix.
+    std::fprintf(stderr, "ManyCL: %s; %s\n", init_error_.c_str(),
+                 roots_.empty() ? "the ManyCL platform is hidden" : "that device is left out");
+  }
+  if (!configs)
+    return;
   // Native libraries whose functions OpenCL C code may call through mppa_native.
   if (const char *paths = std::getenv("MANYCL_NATIVE_PATH"); paths && *paths) {
     std::string list = paths;

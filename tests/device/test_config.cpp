@@ -50,3 +50,46 @@ TEST(DeviceConfig, SyncLatenciesOverridableAndUnknownKeysRejected) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.error().message.find("barrier_latency"), std::string::npos);
 }
+
+// Every out-of-range value is refused with the field, the value and the allowed range.
+TEST(DeviceConfig, OutOfRangeValuesNameFieldValueAndRange) {
+  const struct {
+    const char *json;
+    const char *expect;
+  } cases[] = {
+      {R"({"clusters": 0})", "clusters = 0 is out of range (allowed: 1..256)"},
+      {R"({"clusters": 257})", "clusters = 257"},
+      {R"({"pes_per_cluster": 0})", "pes_per_cluster = 0"},
+      {R"({"spm_bytes": 1})", "spm_bytes = 1 is out of range (allowed: 4096"},
+      {R"({"spm_bytes": 2147483648})", "1 GiB"},
+      {R"({"preset": "small", "spm_reserved_bytes": 262144})", "spm_reserved_bytes = 262144"},
+      {R"({"ddr_bytes": 0})", "ddr_bytes = 0"},
+      {R"({"ddr_bytes": 18446744073709551615})", "ddr_bytes = 18446744073709551615"},
+      {R"({"clock_hz": 0})", "clock_hz = 0"},
+      {R"({"clock_hz": -5})", "clock_hz = -5"},
+      {R"({"clock_hz": 1e300})", "clock_hz = 1e+300"},
+      {R"({"fp32_fmas_per_cycle": 0})", "fp32_fmas_per_cycle = 0"},
+      {R"({"noc_bytes_per_cycle": 0})", "noc_bytes_per_cycle = 0"},
+      {R"({"ddr_bytes_per_cycle": -1})", "ddr_bytes_per_cycle = -1"},
+      {R"({"clusters": -1})", "'clusters' must be a non-negative integer"},
+      {R"({"clusters": "5"})", "'clusters' must be a number"},
+      {R"({"clusters": 5)", "not valid JSON: parse error at line 1"},
+      {R"({"preset": "mppa9"})", "unknown device preset 'mppa9'"},
+  };
+  for (const auto &c : cases) {
+    auto r = config_from_json_text(c.json);
+    ASSERT_FALSE(r.ok()) << c.json;
+    EXPECT_NE(r.error().message.find(c.expect), std::string::npos)
+        << c.json << " -> " << r.error().message;
+    EXPECT_EQ(r.error().message.find('\n'), std::string::npos) << r.error().message;
+  }
+}
+
+TEST(DeviceConfig, MissingFileSaysWhy) {
+  auto r = config_from_file("/nonexistent/manycl/device.json");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.error().message.find("cannot open device file '/nonexistent/manycl/device.json': "
+                                   "No such file or directory"),
+            std::string::npos)
+      << r.error().message;
+}

@@ -1,6 +1,9 @@
 // kbin writer/reader: round trip, and rejection of corrupted binaries with a message.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cstddef>
+#include <cstring>
 #include <random>
 
 #include "handmade_program.h"
@@ -65,7 +68,52 @@ TEST(Format, EveryTruncationIsRejected) {
   }
 }
 
-TEST(Format, BitFlipsNeverCrashAndHeaderFlipsAreRejected) {
+// A bitwise CRC-32C, the definition the table-driven kbin_checksum must agree with.
+uint32_t reference_crc32c(const std::vector<uint8_t> &bytes) {
+  uint32_t crc = 0xFFFFFFFFu;
+  for (uint8_t b : bytes) {
+    crc ^= b;
+    for (int k = 0; k < 8; ++k)
+      crc = (crc >> 1) ^ (0x82F63B78u & (0u - (crc & 1u)));
+  }
+  return ~crc;
+}
+
+TEST(Format, ChecksumIsCrc32cOfTheFileWithItsFieldZeroed) {
+  auto bytes = written();
+  ASSERT_GE(bytes.size(), sizeof(kbin_header));
+  uint32_t stored;
+  std::memcpy(&stored, bytes.data() + offsetof(kbin_header, checksum), 4);
+  // The same bytes with the checksum field read as zero.
+  const size_t field = offsetof(kbin_header, checksum);
+  std::vector<uint8_t> zeroed(bytes.begin(), bytes.begin() + field);
+  zeroed.insert(zeroed.end(), 4, uint8_t{0});
+  zeroed.insert(zeroed.end(), bytes.begin() + field + 4, bytes.end());
+  EXPECT_EQ(stored, reference_crc32c(zeroed));
+  EXPECT_EQ(format::kbin_checksum(bytes.data(), bytes.size()), stored);
+  // The standard check value of CRC-32C ("123456789" -> 0xE3069283) pins the polynomial.
+  const std::string check = "123456789";
+  EXPECT_EQ(reference_crc32c({check.begin(), check.end()}), 0xE3069283u);
+}
+
+// Every single-bit flip anywhere is refused by the checksum (CRC-32C detects all of them);
+// a tampered binary must also carry a recomputed checksum to reach the other checks.
+TEST(Format, EveryBitFlipIsRejectedByTheChecksum) {
+  auto bytes = written();
+  for (size_t at = 0; at < bytes.size(); at += (at < 256 ? 1 : 7)) {
+    auto copy = bytes;
+    copy[at] ^= uint8_t(1u << (at % 8));
+    std::string msg = rejection(copy);
+    // Flips in magic, version, header size and file size are reported as what they break.
+    if (at >= 24)
+      EXPECT_NE(msg.find("checksum does not match"), std::string::npos)
+          << "byte " << at << ": " << msg;
+    else
+      EXPECT_NE(msg, "") << "byte " << at;
+  }
+}
+
+TEST(Format, ResealedBitFlipsNeverCrashAndHeaderFlipsAreRejected) {
   auto bytes = written();
   std::mt19937 rng(42);
   size_t rejected = 0;
@@ -73,12 +121,14 @@ TEST(Format, BitFlipsNeverCrashAndHeaderFlipsAreRejected) {
     auto copy = bytes;
     size_t at = rng() % copy.size();
     copy[at] ^= uint8_t(1u << (rng() % 8));
+    format::reseal_kbin(copy.data(), copy.size());
     std::string msg = rejection(copy);
     if (!msg.empty())
       ++rejected;
     // Header fields that must match the rest of the file exactly (not the minor version,
-    // the informational PE count, SPM sizes and scratch size that may grow, the preset name).
-    const bool strict = at < 10 || (at >= 12 && at < 28) || (at >= 64 && at < 72);
+    // the informational PE count, SPM sizes and scratch size that may grow, the checksum
+    // that was just recomputed, the preset name).
+    const bool strict = at < 10 || (at >= 12 && at < 28) || (at >= 64 && at < 76);
     if (strict) {
       EXPECT_NE(msg, "") << "header byte " << at;
     }
@@ -163,10 +213,15 @@ TEST(Format, BadMagicAndVersion) {
   copy[0] = 'X';
   EXPECT_NE(rejection(copy).find("magic"), std::string::npos);
   copy = bytes;
-  copy[8] = 2; // major version
-  EXPECT_NE(rejection(copy).find("version"), std::string::npos);
+  copy[8] = 1; // major version 1: before checksums
+  format::reseal_kbin(copy.data(), copy.size());
+  EXPECT_NE(rejection(copy).find("version 1.0 not supported"), std::string::npos)
+      << rejection(copy);
+  EXPECT_NE(rejection(copy).find("compile the model again"), std::string::npos);
   copy = bytes;
-  copy[10] = 7; // minor versions are accepted
+  copy[10] = 7; // minor versions are accepted (with a checksum that matches them)
+  EXPECT_NE(rejection(copy).find("checksum"), std::string::npos);
+  format::reseal_kbin(copy.data(), copy.size());
   EXPECT_EQ(rejection(copy), "");
 }
 

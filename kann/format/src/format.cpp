@@ -4,6 +4,7 @@
 #include "kann/format.h"
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <limits>
 #include <map>
@@ -25,6 +26,44 @@ static_assert(sizeof(kbin_record_header) == 8, "kbin_record_header layout");
 static_assert(sizeof(kbin_dma_args) == 104, "kbin_dma_args layout");
 static_assert(sizeof(kbin_signal_args) == 16, "kbin_signal_args layout");
 static_assert(sizeof(kbin_wait_signal_args) == 16, "kbin_wait_signal_args layout");
+
+static_assert(offsetof(kbin_header, checksum) == 76, "kbin_header checksum field");
+
+// CRC-32C, reflected polynomial 0x82F63B78, eight table lookups per 8 input bytes: a large
+// network's parameters are hundreds of megabytes and are checked at every program build.
+struct Crc32cTables {
+  uint32_t t[8][256];
+  constexpr Crc32cTables() : t{} {
+    for (uint32_t i = 0; i < 256; ++i) {
+      uint32_t c = i;
+      for (int k = 0; k < 8; ++k)
+        c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
+      t[0][i] = c;
+    }
+    for (uint32_t i = 0; i < 256; ++i)
+      for (int s = 1; s < 8; ++s)
+        t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xFF];
+  }
+};
+constexpr Crc32cTables kCrc32c;
+
+// Continues a CRC-32C (pre- and post-inverted by the caller) over `size` bytes.
+uint32_t crc32c_update(uint32_t crc, const uint8_t *p, size_t size) {
+  while (size >= 8) {
+    uint64_t word;
+    std::memcpy(&word, p, 8); // the file is little-endian, like every host this runs on
+    word ^= crc;
+    crc = kCrc32c.t[7][word & 0xFF] ^ kCrc32c.t[6][(word >> 8) & 0xFF] ^
+          kCrc32c.t[5][(word >> 16) & 0xFF] ^ kCrc32c.t[4][(word >> 24) & 0xFF] ^
+          kCrc32c.t[3][(word >> 32) & 0xFF] ^ kCrc32c.t[2][(word >> 40) & 0xFF] ^
+          kCrc32c.t[1][(word >> 48) & 0xFF] ^ kCrc32c.t[0][word >> 56];
+    p += 8;
+    size -= 8;
+  }
+  while (size--)
+    crc = (crc >> 8) ^ kCrc32c.t[0][(crc ^ *p++) & 0xFF];
+  return crc;
+}
 
 uint64_t align_up(uint64_t v, uint64_t a) {
   return (v + a - 1) / a * a;
@@ -374,6 +413,25 @@ Result<void> validate_program(const Program &p, const DeviceLimits &limits) {
   return {};
 }
 
+uint32_t kbin_checksum(const void *data, size_t size) {
+  if (data == nullptr || size < sizeof(kbin_header))
+    return 0;
+  const auto *bytes = static_cast<const uint8_t *>(data);
+  constexpr size_t at = offsetof(kbin_header, checksum);
+  const uint8_t zero[sizeof(uint32_t)] = {};
+  uint32_t crc = crc32c_update(0xFFFFFFFFu, bytes, at);
+  crc = crc32c_update(crc, zero, sizeof zero);
+  crc = crc32c_update(crc, bytes + at + sizeof zero, size - at - sizeof zero);
+  return ~crc;
+}
+
+void reseal_kbin(void *data, size_t size) {
+  if (data == nullptr || size < sizeof(kbin_header))
+    return;
+  const uint32_t crc = kbin_checksum(data, size);
+  std::memcpy(static_cast<uint8_t *>(data) + offsetof(kbin_header, checksum), &crc, sizeof crc);
+}
+
 std::vector<uint8_t> serialize_stream(const std::vector<Record> &records) {
   std::vector<uint8_t> out;
   for (const Record &r : records) {
@@ -460,6 +518,7 @@ Result<std::vector<uint8_t>> write_kbin(const Program &p) {
   for (size_t i = 0; i < parts.size(); ++i)
     if (parts[i].size)
       put_bytes(out, table[i].offset, parts[i].data, parts[i].size);
+  reseal_kbin(out.data(), out.size());
   return out;
 }
 
@@ -475,14 +534,21 @@ Result<Program> read_kbin(const void *data, size_t size, const DeviceLimits &lim
   if (h.version_major != KBIN_VERSION_MAJOR)
     return make_error("kann binary version " + std::to_string(h.version_major) + "." +
                       std::to_string(h.version_minor) + " not supported (this loader reads " +
-                      std::to_string(KBIN_VERSION_MAJOR) + ".x)");
+                      std::to_string(KBIN_VERSION_MAJOR) +
+                      ".x): compile the model again with this version's kann");
   if (h.header_size != sizeof h)
     return make_error("header size " + std::to_string(h.header_size) + ", expected " +
                       std::to_string(sizeof h));
   if (h.file_size != size)
     return make_error("binary is " + std::to_string(size) + " bytes, header says " +
                       std::to_string(h.file_size) + " (truncated or padded)");
-  if (h.flags != 0 || h.reserved != 0)
+  // Before any other field is believed: a flipped weight or record byte is otherwise a
+  // valid, different network that runs and computes garbage.
+  if (const uint32_t computed = kbin_checksum(bytes, size); computed != h.checksum)
+    return make_error("checksum does not match: header says " + hex(h.checksum) +
+                      ", the contents give " + hex(computed) +
+                      " (the binary was changed or damaged after kann compile wrote it)");
+  if (h.flags != 0)
     return make_error("unknown header flags " + hex(h.flags));
   if (h.preset[sizeof h.preset - 1] != 0)
     return make_error("preset name not terminated");

@@ -83,6 +83,14 @@ manycl::Result<std::vector<uint8_t>> write_kbin(const Program &program);
 // Parses and validates untrusted bytes.
 manycl::Result<Program> read_kbin(const void *data, size_t size, const DeviceLimits &limits = {});
 
+// The header's checksum of a whole binary: CRC-32C (Castagnoli) over `size` bytes with the
+// 4 bytes of kbin_header::checksum read as zero. Bytes shorter than a header have none (0).
+uint32_t kbin_checksum(const void *data, size_t size);
+
+// Stores kbin_checksum() in the header of bytes changed on purpose (tests that corrupt a
+// field to reach a later check, the fuzz target), so that the reader judges what they hold.
+void reseal_kbin(void *data, size_t size);
+
 // Serialized bytes of one cluster's record stream (length/function id headers included): the
 // exact bytes the device interpreter walks.
 std::vector<uint8_t> serialize_stream(const std::vector<Record> &records);

@@ -1,4 +1,4 @@
-/* kann program binary ("kbin"), version 1: the on-disk layout shared by the model compiler
+/* kann program binary ("kbin"), version 2: the on-disk layout shared by the model compiler
  * (writer), the program loader (reader/validator) and the device-side record interpreter.
  *
  * Plain C so that the interpreter and the OpenCL C side can use the same definitions. All
@@ -18,7 +18,7 @@ extern "C" {
 #endif
 
 #define KBIN_MAGIC "KANNKBIN" /* 8 bytes, no terminator in the file */
-#define KBIN_VERSION_MAJOR 1u /* readers reject another major version */
+#define KBIN_VERSION_MAJOR 2u /* readers reject another major version (2: checksum) */
 #define KBIN_VERSION_MINOR 0u /* readers accept any minor version of their major */
 #define KBIN_MAX_CLUSTERS 32u /* multicast destinations are a 32-bit mask */
 #define KBIN_MAX_SIGNALS 64u  /* = MCL_SIGNALS_PER_CLUSTER of the device API */
@@ -40,7 +40,7 @@ typedef struct kbin_header {
   uint32_t arg_count;       /* kernel arguments: one DDR buffer per input/output tensor */
   uint32_t section_count;   /* entries of the section table following the header */
   uint32_t flags;           /* none defined: must be 0 */
-  uint32_t reserved;        /* 0 */
+  uint32_t checksum;        /* CRC-32C of all file_size bytes, this field read as 0 */
   char preset[32];          /* device preset / configuration name, NUL padded */
 } kbin_header;
 

@@ -21,6 +21,8 @@
 
 #include <unistd.h>
 
+#include "cli_number.h"
+#include "input_shape.h"
 #include "kann/compile.h"
 #include "kann/format.h"
 #include "kann/onnx_import.h"
@@ -206,12 +208,22 @@ int compile(int argc, char **argv) {
   options.precision = a.get("--precision", "fp32");
   if (options.precision != "fp32" && options.precision != "fp16" && options.precision != "int8")
     return fail("--precision must be fp32, fp16 or int8");
-  try {
-    options.clusters = a.has("--clusters") || !a.get("--clusters").empty()
-                           ? unsigned(std::stoul(a.get("--clusters")))
-                           : config.value().clusters;
-  } catch (...) {
-    return fail("--clusters needs a number");
+  options.clusters = config.value().clusters;
+  if (a.options.count("--clusters")) {
+    const uint64_t most = std::min<uint64_t>(config.value().clusters, KBIN_MAX_CLUSTERS);
+    uint64_t clusters = 0;
+    std::string error;
+    if (!kann::cli::parse_integer("--clusters", a.get("--clusters"), 1, most, clusters, error))
+      return fail(error + "; the device '" + config.value().name + "' has " +
+                  std::to_string(config.value().clusters) + " clusters");
+    options.clusters = unsigned(clusters);
+  }
+  if (a.options.count("--calibration-percentile")) {
+    double percentile = 0;
+    std::string error;
+    if (!kann::cli::parse_real("--calibration-percentile", a.get("--calibration-percentile"), 50,
+                               100, percentile, error))
+      return fail(error);
   }
   std::fprintf(stderr, "kann: importing %s\n", a.positional[0].c_str());
   auto graph = kann::import_onnx_file(a.positional[0]);
@@ -353,6 +365,9 @@ int simulate(int argc, char **argv) {
     auto arr = kann::npy::read(path);
     if (!arr)
       return fail(arr.error().message);
+    std::string shape_error;
+    if (kann::cli::samples_of_shape(arr.value().shape, t.dims, false, shape_error) != 1)
+      return fail(path + ": " + shape_error + " for input '" + t.name + "'");
     if (arr.value().data.size() * 4 != t.byte_size)
       return fail(path + ": " + std::to_string(arr.value().data.size()) + " elements, input '" +
                   t.name + "' needs " + std::to_string(t.byte_size / 4));

@@ -3,9 +3,11 @@
 #include <CL/cl.h>
 
 #include <gtest/gtest.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cstddef>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -16,6 +18,7 @@
 #include <vector>
 
 #include "../common/manycl_platform.h"
+#include "kann/kbin.h"
 #include "kann/session.h"
 #include "npy.h"
 
@@ -214,13 +217,13 @@ TEST_F(KbinIcd, CorruptedBinariesAreRejectedNeverRun) {
   int rejected = 0;
   for (int trial = 0; trial < 60; ++trial) {
     auto bad = kbin;
-    // Truncations, and bit flips in the header and section table (anywhere else a flip
-    // may land in a weight, which is a valid, different network).
+    // Truncations, and bit flips anywhere (the checksum covers weights and records too;
+    // flips that cancel out leave the original, valid binary).
     if (trial % 3 == 0) {
       bad.resize(std::uniform_int_distribution<size_t>(0, bad.size() - 1)(rng));
     } else {
       for (int f = 0; f < 1 + trial % 3; ++f) {
-        size_t at = std::uniform_int_distribution<size_t>(0, 200)(rng);
+        size_t at = std::uniform_int_distribution<size_t>(0, bad.size() - 1)(rng);
         bad[at] ^= static_cast<uint8_t>(1u << (rng() % 8));
       }
     }
@@ -254,6 +257,130 @@ TEST_F(KbinIcd, CorruptedBinariesAreRejectedNeverRun) {
     clReleaseProgram(program);
   }
   EXPECT_GT(rejected, 40);
+}
+
+// Byte offset of the first byte of a section's contents, from the section table.
+uint64_t section_offset(const std::vector<uint8_t> &kbin, uint32_t kind) {
+  kbin_header h;
+  std::memcpy(&h, kbin.data(), sizeof h);
+  for (uint32_t i = 0; i < h.section_count; ++i) {
+    kbin_section s;
+    std::memcpy(&s, kbin.data() + sizeof h + i * sizeof s, sizeof s);
+    if (s.kind == kind)
+      return s.offset;
+  }
+  ADD_FAILURE() << "no section of kind " << kind;
+  return 0;
+}
+
+// One flipped byte inside a valid range (a weight, a record argument, an informational
+// header field) would otherwise be a valid, different network: the checksum refuses it at
+// clBuildProgram, and the build log says so.
+TEST_F(KbinIcd, FlippedBytesFailTheChecksumAtBuild) {
+  const auto kbin = digits_kbin(5);
+  Env env;
+  make_env(root, env);
+  kbin_stream_entry first_stream;
+  const uint64_t streams = section_offset(kbin, KBIN_SECTION_STREAMS);
+  std::memcpy(&first_stream, kbin.data() + streams, sizeof first_stream);
+  const struct {
+    const char *what;
+    uint64_t at;
+  } flips[] = {
+      {"a parameter byte", section_offset(kbin, KBIN_SECTION_PARAMS) + 100},
+      // Past the 8-byte record header: inside the first record's argument block.
+      {"a record byte", streams + first_stream.offset + sizeof(kbin_record_header) + 4},
+      {"the header's PE count", offsetof(kbin_header, pes_per_cluster)},
+  };
+  for (const auto &flip : flips) {
+    SCOPED_TRACE(flip.what);
+    ASSERT_LT(flip.at, kbin.size());
+    auto bad = kbin;
+    bad[flip.at] ^= 0x01;
+    const unsigned char *bytes = bad.data();
+    size_t length = bad.size();
+    cl_int status = 0, err = 0;
+    cl_program program =
+        clCreateProgramWithBinary(env.context, 1, &root, &length, &bytes, &status, &err);
+    ASSERT_EQ(err, CL_SUCCESS);
+    EXPECT_EQ(clBuildProgram(program, 1, &root, "", nullptr, nullptr), CL_INVALID_BINARY);
+    char log[4096] = {};
+    clGetProgramBuildInfo(program, root, CL_PROGRAM_BUILD_LOG, sizeof log, log, nullptr);
+    EXPECT_NE(std::string(log).find("checksum does not match"), std::string::npos) << log;
+    clReleaseProgram(program);
+  }
+  // The unmodified binary builds.
+  const unsigned char *bytes = kbin.data();
+  size_t length = kbin.size();
+  cl_int status = 0, err = 0;
+  cl_program program =
+      clCreateProgramWithBinary(env.context, 1, &root, &length, &bytes, &status, &err);
+  ASSERT_EQ(err, CL_SUCCESS);
+  EXPECT_EQ(clBuildProgram(program, 1, &root, "", nullptr, nullptr), CL_SUCCESS);
+  clReleaseProgram(program);
+}
+
+struct Shell {
+  int status;
+  std::string output;
+};
+
+Shell shell(const std::string &cmd) {
+  Shell r{-1, ""};
+  if (FILE *p = popen((cmd + " 2>&1").c_str(), "r")) {
+    char buf[4096];
+    while (fgets(buf, sizeof buf, p))
+      r.output += buf;
+    const int st = pclose(p);
+    r.status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  }
+  return r;
+}
+
+// `kann run` takes an input only in the network input's shape (or that shape with N samples
+// on the first axis): 64 values as (64,) or (8, 8) for a (1, 1, 8, 8) input are refused,
+// and so are counts that are not whole numbers in range.
+TEST_F(KbinIcd, KannRunRefusesOtherShapesAndBadCounts) {
+  const std::string kbin = std::string(WORK_DIR) + "/run_shape." + std::to_string(getpid());
+  {
+    auto bytes = digits_kbin(5);
+    std::ofstream(kbin + ".kbin", std::ios::binary)
+        .write(reinterpret_cast<const char *>(bytes.data()), std::streamsize(bytes.size()));
+  }
+  const std::string run = std::string(KANN_EXE) + " run " + kbin + ".kbin --input ";
+  const std::vector<float> values(64, 0.5f);
+  const struct {
+    std::vector<int64_t> shape;
+    const char *text;
+  } wrong[] = {
+      {{64}, "(64,)"}, {{8, 8}, "(8, 8)"}, {{1, 64}, "(1, 64)"}, {{1, 8, 8, 1}, "(1, 8, 8, 1)"}};
+  for (const auto &w : wrong) {
+    kann::npy::Array array{w.shape, values};
+    ASSERT_TRUE(kann::npy::write(kbin + ".npy", array).ok());
+    auto r = shell(run + kbin + ".npy");
+    EXPECT_EQ(r.status, 1) << r.output;
+    EXPECT_NE(r.output.find(std::string("shape ") + w.text +
+                            " does not match the input's shape (1, 1, 8, 8) (or (N, 1, 8, 8) "
+                            "for N samples) for input 'input'"),
+              std::string::npos)
+        << r.output;
+  }
+  // The input's own shape and three samples stacked on the first axis run.
+  for (const std::vector<int64_t> &shape : {std::vector<int64_t>{1, 1, 8, 8}, {3, 1, 8, 8}}) {
+    kann::npy::Array array{shape, std::vector<float>(size_t(shape[0]) * 64, 0.5f)};
+    ASSERT_TRUE(kann::npy::write(kbin + ".npy", array).ok());
+    auto r = shell(run + kbin + ".npy");
+    EXPECT_EQ(r.status, 0) << r.output;
+  }
+  for (const char *bad : {"--subdevices 0", "--subdevices -1", "--iterations 0", "--iterations 2x",
+                          "--iterations 99999999999999999999"}) {
+    auto r = shell(run + kbin + ".npy " + bad);
+    EXPECT_EQ(r.status, 1) << bad << "\n" << r.output;
+    EXPECT_NE(r.output.find("kann run: --"), std::string::npos) << r.output;
+    EXPECT_NE(r.output.find("expected an integer in 1.."), std::string::npos) << r.output;
+  }
+  std::remove((kbin + ".kbin").c_str());
+  std::remove((kbin + ".npy").c_str());
 }
 
 TEST_F(KbinIcd, LaunchChecks) {

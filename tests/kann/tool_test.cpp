@@ -1,6 +1,7 @@
 // The `kann` command-line tool: compile, inspect, simulate, and one-line errors.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
@@ -91,6 +92,74 @@ TEST_F(Tool, BadInputsAreOneLineErrors) {
     EXPECT_NE(r.status, 0) << args;
     EXPECT_NE(r.output.find("kann: "), std::string::npos) << r.output;
   }
+}
+
+// Numbers are taken whole and in range: "--clusters 0" used to mean "all clusters" and
+// "--clusters -1" 4294967295.
+TEST_F(Tool, NumericOptionsOutOfRangeAreOneLineErrors) {
+  const std::string compile = kann_tool + " compile " + path("cnn.onnx") + " -o " + path("n.kbin") +
+                              " --device-config small ";
+  const struct {
+    std::string args;
+    std::string expect;
+  } cases[] = {
+      {"--clusters 0", "kann: --clusters: 0 is out of range (expected an integer in 1..2); the "
+                       "device 'small' has 2 clusters"},
+      {"--clusters -1", "kann: --clusters: '-1' is not a number (expected an integer in 1..2)"},
+      {"--clusters 4294967298", "kann: --clusters: 4294967298 is out of range"},
+      {"--clusters 99999999999999999999999", "kann: --clusters: 99999999999999999999999 is out"},
+      {"--clusters 2x", "kann: --clusters: '2x' is not a number"},
+      {"--clusters ''", "kann: --clusters: '' is not a number"},
+      {"--clusters 3", "kann: --clusters: 3 is out of range (expected an integer in 1..2)"},
+      {"--calibration-percentile nan", "kann: --calibration-percentile: 'nan' is not a number"},
+      {"--calibration-percentile 20", "kann: --calibration-percentile: 20 is out of range"},
+      {"--calibration-percentile 99.9x", "'99.9x' is not a number"},
+  };
+  for (const auto &c : cases) {
+    auto r = sh(compile + c.args);
+    EXPECT_EQ(r.status, 1) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos) << c.args << "\n" << r.output;
+    EXPECT_EQ(std::count(r.output.begin(), r.output.end(), '\n'), 1) << r.output;
+    EXPECT_FALSE(fs::exists(path("n.kbin"))) << c.args;
+  }
+  // In range still compiles.
+  auto r = sh(compile + "--clusters 1");
+  EXPECT_EQ(r.status, 0) << r.output;
+}
+
+// Writes a float32 .npy of `shape` holding `values`.
+void write_npy(const fs::path &file, const std::string &shape, const std::vector<float> &values) {
+  std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + header.size() + 1) % 64)
+    header += ' ';
+  header += '\n';
+  std::ofstream f(file, std::ios::binary);
+  f.write("\x93NUMPY\x01\x00", 8);
+  uint16_t n = uint16_t(header.size());
+  f.write(reinterpret_cast<const char *>(&n), 2);
+  f << header;
+  f.write(reinterpret_cast<const char *>(values.data()), std::streamsize(values.size() * 4));
+}
+
+// The right number of values in another shape is refused with both shapes.
+TEST_F(Tool, SimulateRefusesAnInputOfAnotherShape) {
+  auto r = sh(kann_tool + " compile " + path("cnn.onnx") + " -o " + path("s.kbin") +
+              " --clusters 2 --device-config small");
+  ASSERT_EQ(r.status, 0) << r.output;
+  std::vector<float> values(3 * 20 * 18, 0.5f);
+  for (const std::string shape : {"(1080,)", "(1, 1080)", "(3, 20, 18)", "(1, 3, 18, 20)"}) {
+    write_npy(dir / "flat.npy", shape, values);
+    r = sh(kann_tool + " simulate " + path("s.kbin") + " --input " + path("flat.npy") +
+           " --output-dir " + dir.string());
+    EXPECT_EQ(r.status, 1) << shape << "\n" << r.output;
+    EXPECT_NE(r.output.find("shape " + shape + " does not match the input's shape (1, 3, 20, 18)"),
+              std::string::npos)
+        << r.output;
+  }
+  write_npy(dir / "ok.npy", "(1, 3, 20, 18)", values);
+  r = sh(kann_tool + " simulate " + path("s.kbin") + " --input " + path("ok.npy") +
+         " --output-dir " + dir.string());
+  EXPECT_EQ(r.status, 0) << r.output;
 }
 
 } // namespace

@@ -19,6 +19,8 @@
 
 #include <unistd.h>
 
+#include "../../tool/cli_number.h"
+#include "../../tool/input_shape.h"
 #include "../../tool/npy.h"
 #include "kann/format.h"
 #include "kann/session.h"
@@ -148,16 +150,17 @@ extern "C" int kann_run_main(int argc, char **argv) {
       if (!v)
         return fail("--output-dir needs a value");
       output_dir = v;
-    } else if (a == "--subdevices") {
+    } else if (a == "--subdevices" || a == "--iterations") {
       const char *v = next();
-      if (!v || std::atoi(v) < 1)
-        return fail("--subdevices needs a positive count");
-      subdevices = static_cast<unsigned>(std::atoi(v));
-    } else if (a == "--iterations") {
-      const char *v = next();
-      if (!v || std::atoi(v) < 1)
-        return fail("--iterations needs a positive count");
-      iterations = static_cast<unsigned>(std::atoi(v));
+      if (!v)
+        return fail(a + " needs a value");
+      // Sub-devices beyond the device's clusters are refused below, with the counts.
+      const uint64_t most = a == "--subdevices" ? 256 : 1000000000;
+      uint64_t count = 0;
+      std::string error;
+      if (!kann::cli::parse_integer(a, v, 1, most, count, error))
+        return fail(error);
+      (a == "--subdevices" ? subdevices : iterations) = static_cast<unsigned>(count);
     } else if (!a.empty() && a[0] == '-') {
       return fail("unknown option '" + a + "'");
     } else if (kbin_path.empty()) {
@@ -176,8 +179,9 @@ extern "C" int kann_run_main(int argc, char **argv) {
 
   cl_platform_id platform = find_manycl();
   if (!platform)
-    return fail("no ManyCL platform (install the ICD, or set OCL_ICD_VENDORS to the build tree's "
-                "vendors folder)");
+    return fail("no ManyCL platform: if a 'ManyCL:' line is printed above, fix MANYCL_DEVICES / "
+                "MANYCL_DEVICE_MODE as it says; otherwise install the ICD or set OCL_ICD_VENDORS "
+                "to the build tree's vendors folder");
   cl_device_id root;
   if (clGetDeviceIDs(platform, CL_DEVICE_TYPE_ACCELERATOR, 1, &root, nullptr) != CL_SUCCESS)
     return fail("the ManyCL platform has no device");
@@ -255,6 +259,10 @@ extern "C" int kann_run_main(int argc, char **argv) {
     auto array = kann::npy::read(input_paths[i].second);
     if (!array)
       return fail(input_paths[i].second + ": " + array.error().message);
+    std::string shape_error;
+    if (kann::cli::samples_of_shape(array->shape, input_infos[slot].dims, true, shape_error) == 0)
+      return fail(input_paths[i].second + ": " + shape_error + " for input '" +
+                  input_infos[slot].name + "'");
     uint64_t per_sample = input_infos[slot].elements();
     if (per_sample == 0 || array->data.size() % per_sample != 0)
       return fail(input_paths[i].second + ": " + std::to_string(array->data.size()) +

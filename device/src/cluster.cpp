@@ -22,7 +22,7 @@ bool Cluster::inside_run_on_pes() {
 
 Cluster::Cluster(unsigned id, unsigned cluster_count, unsigned pes, uint64_t spm_bytes)
     : id_(id), cluster_count_(cluster_count), pes_(pes), spm_bytes_(spm_bytes),
-      spm_(new std::byte[spm_bytes]) {
+      spm_(static_cast<std::byte *>(::operator new[](spm_bytes, kSpmAlignment))) {
   std::memset(spm_.get(), 0, spm_bytes);
   control_ = std::thread([this] { control_loop(); });
 }

@@ -16,7 +16,7 @@ namespace manycl::rt {
 
 namespace {
 constexpr size_t kMaxWorkGroupSize = 1024;
-constexpr size_t kArenaAlignment = 64;
+constexpr size_t kArenaAlignment = 128; // the largest OpenCL C alignment (long16)
 
 std::byte *align_up(std::byte *p, size_t alignment) {
   auto v = reinterpret_cast<uintptr_t>(p);
@@ -154,7 +154,7 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
     unsigned threads =
         static_cast<unsigned>(std::min<uint64_t>({host_threads, spm_size / need, groups_left}));
     threads = std::max(threads, 1u);
-    size_t arena_size = (spm_size / threads) & ~(kArenaAlignment - 1);
+    size_t arena_size = threads == 1 ? spm_size : (spm_size / threads) & ~(kArenaAlignment - 1);
     auto body = [&](unsigned pe) {
       std::byte *arena = spm + pe * arena_size;
       uint64_t id[3];
@@ -299,7 +299,7 @@ cl_int Kernel::set_arg(cl_uint index, size_t size, const void *value) {
     Memory *memory = Memory::from(handle);
     if (!memory || memory->context() != context())
       return CL_INVALID_MEM_OBJECT;
-    next.memory = Ref<Memory>(memory);
+    next.memory = WeakMemory(memory);
     next.value = compiler::ArgValue::pointer(memory->data());
     break;
   }
@@ -493,16 +493,25 @@ cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, con
   std::vector<compiler::ArgValue> values;
   values.reserve(args_.size());
   auto state = std::make_shared<LaunchState>();
+  std::vector<Memory *> arg_memory; // per argument index, when some argument is a buffer
   {
     std::lock_guard lock(mutex_);
-    for (auto &arg : args_) {
+    for (size_t i = 0; i < args_.size(); ++i) {
+      const Arg &arg = args_[i];
       if (!arg.set)
         return CL_INVALID_KERNEL_ARGS;
       values.push_back(arg.value);
       if (arg.memory) {
-        if (arg.memory->context() != queue->context())
+        // Kernel arguments do not keep buffers alive; the launch does, until it completes.
+        Ref<Memory> memory = arg.memory.lock();
+        if (!memory)
+          return CL_INVALID_MEM_OBJECT;
+        if (memory->context() != queue->context())
           return CL_INVALID_CONTEXT;
-        state->buffers.push_back(arg.memory);
+        if (arg_memory.empty())
+          arg_memory.resize(args_.size());
+        arg_memory[i] = memory.get();
+        state->buffers.push_back(std::move(memory));
       }
     }
   }
@@ -519,19 +528,15 @@ cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, con
     launch->executable = kbin;
     launch->args.resize(program.arg_count);
     device::Ddr &ddr = device->hardware().ddr();
-    {
-      std::lock_guard lock(mutex_);
-      for (const auto &tensor : program.tensors) {
-        const Arg &arg = args_[tensor.arg_index];
-        if (!arg.memory || arg.memory->size() < tensor.byte_size)
-          return CL_INVALID_KERNEL_ARGS;
-        // The buffer must live in this device's DDR for the RDMA engine to reach it.
-        const std::byte *data = arg.memory->data();
-        if (data < ddr.base() || data >= ddr.base() + ddr.capacity())
-          return CL_INVALID_KERNEL_ARGS;
-        launch->args[tensor.arg_index] = {static_cast<uint64_t>(data - ddr.base()),
-                                          arg.memory->size()};
-      }
+    for (const auto &tensor : program.tensors) {
+      Memory *memory = tensor.arg_index < arg_memory.size() ? arg_memory[tensor.arg_index] : nullptr;
+      if (!memory || memory->size() < tensor.byte_size)
+        return CL_INVALID_KERNEL_ARGS;
+      // The buffer must live in this device's DDR for the RDMA engine to reach it.
+      const std::byte *data = memory->data();
+      if (data < ddr.base() || data >= ddr.base() + ddr.capacity())
+        return CL_INVALID_KERNEL_ARGS;
+      launch->args[tensor.arg_index] = {static_cast<uint64_t>(data - ddr.base()), memory->size()};
     }
     if (program.scratch_size) {
       auto block = ddr.allocate(program.scratch_size);
@@ -553,7 +558,7 @@ cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, con
     return CL_OUT_OF_RESOURCES;
   }
   state->launch = std::move(launch.value());
-  if (state->launch.localMemSize() > device->config().local_mem_bytes() - kArenaAlignment)
+  if (state->launch.localMemSize() > device->config().local_mem_bytes())
     return CL_OUT_OF_RESOURCES;
   state->mode = device->config().mode;
   state->uses_barriers = info_.uses_barriers;

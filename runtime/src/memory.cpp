@@ -66,8 +66,10 @@ Result<Memory *> Memory::create_sub_buffer(Memory *parent, cl_mem_flags flags, s
   }
   cl_mem_flags parent_host = parent->flags_ & kHostAccessFlags;
   cl_mem_flags host = flags & kHostAccessFlags;
-  if (host && parent_host && host != parent_host)
-    return make_error("sub-buffer host access differs from the parent's", CL_INVALID_VALUE);
+  // Narrowing the host's access is always allowed (CL_MEM_HOST_NO_ACCESS under any parent);
+  // widening it, or switching between read-only and write-only, is not.
+  if (host && parent_host && host != parent_host && host != CL_MEM_HOST_NO_ACCESS)
+    return make_error("sub-buffer host access wider than the parent's", CL_INVALID_VALUE);
   if (size == 0)
     return make_error("sub-buffer size is 0", CL_INVALID_BUFFER_SIZE);
   if (!parent->in_bounds(origin, size))
@@ -90,12 +92,28 @@ Result<Memory *> Memory::create_sub_buffer(Memory *parent, cl_mem_flags flags, s
   return mem;
 }
 
+Memory::Memory() : anchor_(std::make_shared<Anchor>()) { anchor_->memory = this; }
+
 Memory::~Memory() {
+  {
+    std::lock_guard lock(anchor_->mutex);
+    anchor_->memory = nullptr;
+  }
   // Callbacks run in reverse order of registration, before the storage is reused.
   for (auto it = destructor_callbacks_.rbegin(); it != destructor_callbacks_.rend(); ++it)
     it->first(handle(), it->second);
   if (owns_ddr_)
     owner_->ddr().free(ddr_offset_);
+}
+
+Ref<Memory> WeakMemory::lock() const {
+  if (!anchor_)
+    return {};
+  std::lock_guard lock(anchor_->mutex);
+  Memory *memory = anchor_->memory;
+  if (!memory || !memory->try_retain())
+    return {};
+  return Ref<Memory>::adopt(memory);
 }
 
 void *Memory::map_pointer(size_t offset) const {

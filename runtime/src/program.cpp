@@ -17,7 +17,7 @@ compiler::DeviceDesc device_desc(const Device &device) {
   desc.local_mem_size = config.local_mem_bytes();
   desc.mode = config.mode == device::ExecutionMode::SPMD ? compiler::ExecMode::SPMD : compiler::ExecMode::LWI;
   desc.pes_per_cluster = config.pes_per_cluster;
-  desc.fp64 = false; // cl_khr_fp64 is not reported (yet)
+  desc.fp64 = true; // cl_khr_fp64: reported by the device (device.cpp), defined in kernels
   desc.fp16 = false;
   return desc;
 }
@@ -95,10 +95,56 @@ Result<Program *> Program::from_binaries(Context *context, std::vector<Device *>
   return program;
 }
 
+// A build for a device also covers those of its sub-devices (at any depth) that are in the
+// program's device list: they have the same configuration and run the same code, and programs
+// written for a parent device use them without building again (CTS device_partition builds for
+// the parent, then checks the build status of every device in the program).
 cl_int Program::build(const std::vector<Device *> &targets, const std::string &options) {
-  const auto &devices = targets.empty() ? devices_ : targets;
+  const auto &requested = targets.empty() ? devices_ : targets;
+  auto is_requested = [&](const Device *d) {
+    return std::find(requested.begin(), requested.end(), d) != requested.end();
+  };
+  std::map<std::string, const Device *> built_with_desc;
   cl_int result = CL_SUCCESS;
-  for (Device *device : devices) {
+  for (Device *device : requested)
+    if (cl_int r = build_one(*device, options, built_with_desc); r != CL_SUCCESS)
+      result = r;
+  for (Device *device : devices_) {
+    if (is_requested(device))
+      continue;
+    for (Device *ancestor = device->parent(); ancestor; ancestor = ancestor->parent())
+      if (is_requested(ancestor)) {
+        if (!from_source_) {
+          // A binary given for the ancestor only serves the sub-device too.
+          std::lock_guard lock(mutex_);
+          if (builds_.find(device) == builds_.end() && builds_.count(ancestor))
+            builds_[device] = builds_[ancestor];
+        }
+        build_one(*device, options, built_with_desc); // its own status and log
+        break;
+      }
+  }
+  return result;
+}
+
+cl_int Program::build_one(Device &device_ref, const std::string &options,
+                          std::map<std::string, const Device *> &built_with_desc) {
+  Device *device = &device_ref;
+  cl_int result = CL_SUCCESS;
+  // Source compiles to the same code for every device with the same compiler description:
+  // build once, share the result.
+  std::string desc_key;
+  if (from_source_) {
+    desc_key = device_desc(*device).key();
+    if (auto it = built_with_desc.find(desc_key); it != built_with_desc.end()) {
+      std::lock_guard lock(mutex_);
+      Build shared = builds_[it->second];
+      bool ok = shared.status == CL_BUILD_SUCCESS;
+      builds_[device] = std::move(shared);
+      return ok ? CL_SUCCESS : CL_BUILD_PROGRAM_FAILURE;
+    }
+  }
+  do {
     Build build;
     build.options = options;
     if (from_source_) {
@@ -122,11 +168,11 @@ cl_int Program::build(const std::vector<Device *> &targets, const std::string &o
         result = status;
       std::lock_guard lock(mutex_);
       builds_[device] = std::move(build);
-      continue;
+      break;
     } else {
       if (existing.kind == compiler::BinaryKind::None) {
         result = CL_INVALID_BINARY;
-        continue;
+        break;
       }
       build = std::move(existing);
       if (build.kind != compiler::BinaryKind::Executable) {
@@ -139,7 +185,7 @@ cl_int Program::build(const std::vector<Device *> &targets, const std::string &o
           result = compiler_error_to_cl(linked.status.code, CL_BUILD_PROGRAM_FAILURE);
           std::lock_guard lock(mutex_);
           builds_[device] = std::move(build);
-          continue;
+          break;
         }
         build.binary = std::move(linked.binary);
         build.kind = linked.kind;
@@ -159,7 +205,9 @@ cl_int Program::build(const std::vector<Device *> &targets, const std::string &o
     }
     std::lock_guard lock(mutex_);
     builds_[device] = std::move(build);
-  }
+  } while (false);
+  if (!desc_key.empty())
+    built_with_desc.emplace(desc_key, device);
   return result;
 }
 

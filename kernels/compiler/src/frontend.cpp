@@ -107,6 +107,9 @@ FrontendOutput runFrontend(llvm::LLVMContext &ctx, std::string_view source, cons
       "-cl-std=" + po.cl_std,
       extensionsFor(dev, po.cl_std),
       "-D__MANYCL__=1",
+      // The OpenCL version of the device (CL_DEVICE_VERSION), which clang leaves to the
+      // implementation; __OPENCL_C_VERSION__ (the language version) clang defines itself.
+      "-D__OPENCL_VERSION__=120",
       // Kalray's attribute for host-native functions: accepted everywhere.
       "-Dmppa_native=annotate(\"mppa_native\")",
       "-ferror-limit",

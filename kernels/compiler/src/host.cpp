@@ -16,31 +16,6 @@ namespace manycl::compiler::detail {
 
 // ---------------------------------------------------------------- printf
 namespace {
-typedef char v2c __attribute__((vector_size(2)));
-typedef char v4c __attribute__((vector_size(4)));
-typedef char v8c __attribute__((vector_size(8)));
-typedef char v16c __attribute__((vector_size(16)));
-typedef short v2s __attribute__((vector_size(4)));
-typedef short v4s __attribute__((vector_size(8)));
-typedef short v8s __attribute__((vector_size(16)));
-typedef short v16s __attribute__((vector_size(32)));
-typedef int v2i __attribute__((vector_size(8)));
-typedef int v4i __attribute__((vector_size(16)));
-typedef int v8i __attribute__((vector_size(32)));
-typedef int v16i __attribute__((vector_size(64)));
-typedef long v2l __attribute__((vector_size(16)));
-typedef long v4l __attribute__((vector_size(32)));
-typedef long v8l __attribute__((vector_size(64)));
-typedef long v16l __attribute__((vector_size(128)));
-typedef float v2f __attribute__((vector_size(8)));
-typedef float v4f __attribute__((vector_size(16)));
-typedef float v8f __attribute__((vector_size(32)));
-typedef float v16f __attribute__((vector_size(64)));
-typedef double v2d __attribute__((vector_size(16)));
-typedef double v4d __attribute__((vector_size(32)));
-typedef double v8d __attribute__((vector_size(64)));
-typedef double v16d __attribute__((vector_size(128)));
-
 struct PrintVal {
   int n = 1; // number of components
   bool isFloat = false;
@@ -52,16 +27,12 @@ struct PrintVal {
   uint64_t raw = 0; // bits of a scalar (small vectors arrive ABI-coerced)
 };
 
-template <class V, int N> void readV(va_list &ap, PrintVal &v, bool flt) {
-  V x = va_arg(ap, V);
-  for (int k = 0; k < N; ++k) {
-    if (flt) {
-      v.f[k] = static_cast<double>(x[k]);
-      v.i[k] = static_cast<long>(x[k]);
-    } else {
-      v.i[k] = static_cast<long>(x[k]);
-      v.f[k] = static_cast<double>(x[k]);
-    }
+template <class T> void readElements(const void *p, int n, PrintVal &v, bool flt) {
+  for (int k = 0; k < n; ++k) {
+    T x;
+    std::memcpy(&x, static_cast<const char *>(p) + k * sizeof(T), sizeof(T));
+    v.f[k] = static_cast<double>(x);
+    v.i[k] = flt ? static_cast<long>(static_cast<double>(x)) : static_cast<long>(x);
   }
 }
 
@@ -77,71 +48,32 @@ bool readArg(va_list &ap, const char *&d, PrintVal &v) {
     char e = *d ? *d++ : '?';
     if (*d == ';')
       ++d;
+    if (n < 1 || n > 16)
+      return false;
     v.n = n;
     v.vec = true;
-    int s = n == 3 ? 4 : n;
+    // Vectors arrive by address (wgfunc.cpp); half vectors were widened to float.
+    const void *p = va_arg(ap, const void *);
     switch (e) {
     case 'c':
-      if (s == 2)
-        readV<v2c, 2>(ap, v, false);
-      else if (s == 4)
-        readV<v4c, 4>(ap, v, false);
-      else if (s == 8)
-        readV<v8c, 8>(ap, v, false);
-      else
-        readV<v16c, 16>(ap, v, false);
+      readElements<int8_t>(p, n, v, false);
       break;
     case 's':
-      if (s == 2)
-        readV<v2s, 2>(ap, v, false);
-      else if (s == 4)
-        readV<v4s, 4>(ap, v, false);
-      else if (s == 8)
-        readV<v8s, 8>(ap, v, false);
-      else
-        readV<v16s, 16>(ap, v, false);
+      readElements<int16_t>(p, n, v, false);
       break;
     case 'i':
-      if (s == 2)
-        readV<v2i, 2>(ap, v, false);
-      else if (s == 4)
-        readV<v4i, 4>(ap, v, false);
-      else if (s == 8)
-        readV<v8i, 8>(ap, v, false);
-      else
-        readV<v16i, 16>(ap, v, false);
+      readElements<int32_t>(p, n, v, false);
       break;
     case 'l':
-      if (s == 2)
-        readV<v2l, 2>(ap, v, false);
-      else if (s == 4)
-        readV<v4l, 4>(ap, v, false);
-      else if (s == 8)
-        readV<v8l, 8>(ap, v, false);
-      else
-        readV<v16l, 16>(ap, v, false);
+      readElements<int64_t>(p, n, v, false);
       break;
     case 'f':
       v.isFloat = true;
-      if (s == 2)
-        readV<v2f, 2>(ap, v, true);
-      else if (s == 4)
-        readV<v4f, 4>(ap, v, true);
-      else if (s == 8)
-        readV<v8f, 8>(ap, v, true);
-      else
-        readV<v16f, 16>(ap, v, true);
+      readElements<float>(p, n, v, true);
       break;
     case 'd':
       v.isFloat = true;
-      if (s == 2)
-        readV<v2d, 2>(ap, v, true);
-      else if (s == 4)
-        readV<v4d, 4>(ap, v, true);
-      else if (s == 8)
-        readV<v8d, 8>(ap, v, true);
-      else
-        readV<v16d, 16>(ap, v, true);
+      readElements<double>(p, n, v, true);
       break;
     default:
       return false; // half vectors are not supported

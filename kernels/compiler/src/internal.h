@@ -67,6 +67,10 @@ Status readContainer(std::span<const uint8_t> bytes, Container &out);
 
 std::unique_ptr<llvm::ObjectCache> makeObjectCache(const std::string &file);
 
+// Makes every integer division and remainder of the module safe from hardware traps
+// (safe_division.cpp).
+void guardIntegerDivision(llvm::Module &M);
+
 // Host-side symbols the JIT may resolve (the fixed, explicit set).
 void *lookupHostSymbol(std::string_view name);
 

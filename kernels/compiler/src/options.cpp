@@ -100,8 +100,7 @@ ParsedOptions parseOptions(std::string_view options, OptionsKind kind) {
       po.kernel_arg_info = true;
       po.clang_args.push_back(a);
     } else if (a == "-cl-fast-relaxed-math" || a == "-cl-unsafe-math-optimizations" ||
-               a == "-cl-finite-math-only" || a == "-cl-no-signed-zeros" || a == "-cl-mad-enable" ||
-               a == "-cl-denorms-are-zero") {
+               a == "-cl-finite-math-only" || a == "-cl-no-signed-zeros" || a == "-cl-mad-enable") {
       if (a == "-cl-fast-relaxed-math" || a == "-cl-unsafe-math-optimizations")
         po.fast_math = true;
       po.clang_args.push_back(a);
@@ -110,6 +109,9 @@ ParsedOptions parseOptions(std::string_view options, OptionsKind kind) {
                                a == "-cl-uniform-work-group-size" || a == "-cl-no-subgroup-ifp")) {
       if (a != "-cl-strict-aliasing" && a != "-cl-no-subgroup-ifp")
         po.clang_args.push_back(a);
+    } else if (a == "-cl-denorms-are-zero") {
+      // Allows flushing denormals, does not require it: the device keeps them (and cc1 has no
+      // such option; the clang driver would turn it into a denormal mode for constant folding).
     } else if (compileLike && (a == "-w" || a == "-Werror")) {
       po.clang_args.push_back(a);
     } else if (compileLike && (a == "-g" || a == "-cl-g")) {

@@ -235,6 +235,10 @@ void Launch::setAsyncCopyHook(AsyncCopyHook hook, void *user) {
   impl_->hookUser = user;
 }
 
+// Every __local block starts where any OpenCL C type may live: long16 and double16 are
+// 128-byte aligned (the arena itself is 128-aligned by the runtime).
+constexpr uint64_t kLocalAlignment = 128;
+
 static uint64_t alignUp(uint64_t v, uint64_t a) {
   return (v + a - 1) / a * a;
 }
@@ -276,7 +280,7 @@ Result<Launch> Launch::prepare(const Kernel &kernel, std::span<const ArgValue> a
     if (ai.address == AddressQual::Local) {
       if (a.kind != ArgValue::Kind::Local || a.local_size == 0)
         return Status::error(ErrorCode::InvalidArgs, which + " must be a non-zero __local size");
-      off = alignUp(off, 64);
+      off = alignUp(off, kLocalAlignment);
       impl->localOffset[i] = static_cast<int64_t>(off);
       off += a.local_size;
     } else if (ai.is_pointer) {
@@ -296,7 +300,7 @@ Result<Launch> Launch::prepare(const Kernel &kernel, std::span<const ArgValue> a
       w += (a.bytes.size() + 16) / 8;
     }
   }
-  off = alignUp(off, 64);
+  off = alignUp(off, kLocalAlignment);
   impl->staticOffset = off;
   impl->total = off + info.static_local_size;
   Launch l;

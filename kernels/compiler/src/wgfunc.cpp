@@ -212,20 +212,29 @@ static std::unique_ptr<TargetMachine> makeHostTM(CodeGenOpt::Level lvl) {
 
 /// Replaces constant-expression users of `G` by instructions so that every
 /// use of G is an instruction operand.
+// Rewrites every constant expression that uses G (transitively) as instructions at its uses, so
+// that G's uses inside functions can be replaced per function. Users are looked up afresh after
+// each expansion: one constant expression may use G through several operands (e.g. `&d.a - &d`
+// with `a` at offset 0 is `sub (ptrtoint G), (ptrtoint G)`), and expanding one user may destroy
+// another, so a list taken up front could name a destroyed constant.
 static void expandConstantUsers(Constant *G) {
-  SmallVector<ConstantExpr *, 8> ces;
-  for (User *U : G->users())
-    if (auto *ce = dyn_cast<ConstantExpr>(U))
-      ces.push_back(ce);
-  for (ConstantExpr *ce : ces) {
+  SmallPtrSet<ConstantExpr *, 8> kept; // users that also serve non-instruction users
+  for (;;) {
+    ConstantExpr *ce = nullptr;
+    for (User *U : G->users())
+      if (auto *c = dyn_cast<ConstantExpr>(U); c && !kept.contains(c)) {
+        ce = c;
+        break;
+      }
+    if (!ce)
+      return;
     expandConstantUsers(ce);
     SmallVector<Use *, 8> uses;
     for (Use &u : ce->uses())
-      uses.push_back(&u);
+      if (isa<Instruction>(u.getUser()))
+        uses.push_back(&u);
     for (Use *u : uses) {
-      auto *I = dyn_cast<Instruction>(u->getUser());
-      if (!I)
-        continue;
+      auto *I = cast<Instruction>(u->getUser());
       Instruction *ni = ce->getAsInstruction();
       if (auto *phi = dyn_cast<PHINode>(I))
         ni->insertBefore(phi->getIncomingBlock(*u)->getTerminator());
@@ -235,6 +244,8 @@ static void expandConstantUsers(Constant *G) {
     }
     if (ce->use_empty())
       ce->destroyConstant();
+    else
+      kept.insert(ce);
   }
 }
 
@@ -862,6 +873,7 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
       return Status::error(ErrorCode::Internal, "cannot link builtin library");
   }
 
+  guardIntegerDivision(M);
   phase("link builtins");
   // Host CPU for all functions.
   const std::string cpu = hostCpu(), features = hostFeatures();
@@ -922,6 +934,11 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
       for (unsigned i = 1; i < ci->arg_size(); ++i) {
         Value *a = ci->getArgOperand(i);
         Type *t = a->getType();
+        // Clang's x86-64 lowering already passes vectors wider than 16 bytes in memory.
+        if (Type *byval = ci->getParamByValType(i)) {
+          a = B.CreateLoad(byval, a);
+          t = byval;
+        }
         if (t->isFloatTy() || t->isHalfTy()) {
           a = B.CreateFPExt(a, B.getDoubleTy());
           t = a->getType();
@@ -930,6 +947,17 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
           t = a->getType();
         }
         if (auto *vt = dyn_cast<FixedVectorType>(t)) {
+          // Vectors travel by address: how a 32- or 64-byte vector is passed through `...`
+          // depends on the AVX level each side was compiled for (the JIT code: the host CPU;
+          // the runtime: baseline x86-64), so by value the host would read garbage.
+          if (vt->getElementType()->isHalfTy()) {
+            a = B.CreateFPExt(a, FixedVectorType::get(B.getFloatTy(), vt->getNumElements()));
+            vt = cast<FixedVectorType>(a->getType());
+          }
+          IRBuilder<> entry(&*ci->getFunction()->getEntryBlock().getFirstInsertionPt());
+          AllocaInst *slot = entry.CreateAlloca(vt);
+          B.CreateStore(a, slot);
+          a = slot;
           desc += 'v';
           desc += std::to_string(vt->getNumElements());
           desc += code(vt->getElementType());

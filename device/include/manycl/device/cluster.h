@@ -11,6 +11,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <new>
 #include <thread>
 #include <vector>
 
@@ -27,6 +28,9 @@ public:
 
   unsigned id() const { return id_; }
   unsigned pe_count() const { return pes_; }
+  // The SPM starts at the largest OpenCL C alignment (long16: 128 bytes), so all of it is
+  // usable by a kernel's __local arena.
+  static constexpr std::align_val_t kSpmAlignment{128};
   std::byte *spm() const { return spm_.get(); }
   uint64_t spm_bytes() const { return spm_bytes_; }
 
@@ -77,7 +81,10 @@ private:
   unsigned cluster_count_;
   unsigned pes_;
   uint64_t spm_bytes_;
-  std::unique_ptr<std::byte[]> spm_;
+  struct SpmDelete {
+    void operator()(std::byte *p) const { ::operator delete[](p, kSpmAlignment); }
+  };
+  std::unique_ptr<std::byte[], SpmDelete> spm_;
 
   mutable std::mutex mutex_;
   std::condition_variable job_ready_;

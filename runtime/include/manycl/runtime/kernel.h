@@ -46,7 +46,7 @@ private:
   struct Arg {
     bool set = false;
     compiler::ArgValue value;
-    Ref<Memory> memory;
+    WeakMemory memory; // the application's buffer, not kept alive by the argument
   };
 
   Ref<Program> program_;

@@ -6,6 +6,7 @@
 
 #include <cstddef>
 #include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -46,7 +47,14 @@ public:
   cl_int info(cl_mem_info param, size_t size, void *value, size_t *size_ret);
 
 private:
-  Memory() = default;
+  friend class WeakMemory;
+  // What a WeakMemory points to; cleared when the memory object dies.
+  struct Anchor {
+    std::mutex mutex;
+    Memory *memory = nullptr;
+  };
+
+  Memory();
 
   struct Mapping {
     size_t offset;
@@ -65,9 +73,26 @@ private:
   bool owns_ddr_ = false;
   std::byte *data_ = nullptr;
 
+  std::shared_ptr<Anchor> anchor_;
   std::mutex mutex_;
   std::multimap<void *, Mapping> mappings_;
   std::vector<std::pair<void(CL_CALLBACK *)(cl_mem, void *), void *>> destructor_callbacks_;
+};
+
+// A reference that does not keep a memory object alive: what a kernel argument holds. The
+// specification counts only the application's references and the commands in flight, so a
+// buffer set as a kernel argument is still deleted (and its destructor callbacks run) once the
+// application releases it.
+class WeakMemory {
+public:
+  WeakMemory() = default;
+  explicit WeakMemory(Memory *memory) : anchor_(memory ? memory->anchor_ : nullptr) {}
+  // A strong reference, or none when the memory object is gone (or being destroyed).
+  Ref<Memory> lock() const;
+  explicit operator bool() const { return anchor_ != nullptr; }
+
+private:
+  std::shared_ptr<Memory::Anchor> anchor_;
 };
 
 // Checks the flag combination rules of clCreateBuffer / clCreateSubBuffer.

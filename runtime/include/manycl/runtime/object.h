@@ -86,6 +86,15 @@ public:
     if (refs_.fetch_sub(1, std::memory_order_acq_rel) == 1)
       delete static_cast<Derived *>(this);
   }
+  // Retains unless the object is already dying (its lifetime count reached zero).
+  bool try_retain() {
+    uint32_t current = refs_.load(std::memory_order_relaxed);
+    do {
+      if (current == 0)
+        return false;
+    } while (!refs_.compare_exchange_weak(current, current + 1, std::memory_order_acq_rel));
+    return true;
+  }
   void retain_api() {
     api_refs_.fetch_add(1, std::memory_order_relaxed);
     retain();

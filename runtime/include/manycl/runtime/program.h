@@ -71,6 +71,10 @@ public:
   cl_int build_info(Device *device, cl_program_build_info param, size_t size, void *value, size_t *size_ret);
 
 private:
+  // Builds for one device; `built_with_desc` maps a compiler description to the device whose
+  // build of this call serves every device with that description.
+  cl_int build_one(Device &device, const std::string &options,
+                   std::map<std::string, const Device *> &built_with_desc);
   cl_int build_kbin(Device &device, Build &build);
 
   Ref<Context> context_;

@@ -52,10 +52,6 @@ LIBM1(tan) LIBM1(tanh) LIBM1(tgamma)
 LIBM2(atan2) LIBM2(fmod) LIBM2(hypot) LIBM2(nextafter) LIBM2(pow) LIBM2(remainder)
 float lgammaf_r(float, int *);
 double __host_lgamma_r(double, int *) __asm__("lgamma_r");
-float remquof(float, float, int *);
-double __host_remquo(double, double, int *) __asm__("remquo");
-int ilogbf(float);
-int __host_ilogb(double) __asm__("ilogb");
 
 #define WRAP1(name) \
   float OVL name(float x) { return name##f(x); } \
@@ -115,7 +111,25 @@ float OVL atanpi(float x) { return (float)(__host_atan((double)x) / M_PI_D); }
 double OVL atanpi(double x) { return __host_atan(x) / M_PI_D; }
 float OVL atan2pi(float y, float x) { return (float)(__host_atan2((double)y, (double)x) / M_PI_D); }
 double OVL atan2pi(double y, double x) { return __host_atan2(y, x) / M_PI_D; }
-#define PI_REDUCE(T, x) T r = x - 2 * __builtin_rint(x * (T)0.5);
+// pi as a sum of two doubles, for arguments pi * r carried to about 106 bits.
+#define MCL_PI_HI 0x1.921fb54442d18p+1
+#define MCL_PI_LO 0x1.1a62633145c07p-53
+// sin, cos and tan of pi * r (|r| <= 0.5) for the double versions: the product's rounding
+// error (up to an ulp) is folded back in by a first-order correction, which keeps the results
+// within an ulp or two where sin/tan are steep relative to their value.
+static double mcl_sin_pi(double r) {
+  double hi = MCL_PI_HI * r, lo = __builtin_fma(MCL_PI_HI, r, -hi) + MCL_PI_LO * r;
+  return __host_sin(hi) + lo * __host_cos(hi);
+}
+static double mcl_cos_pi(double r) {
+  double hi = MCL_PI_HI * r, lo = __builtin_fma(MCL_PI_HI, r, -hi) + MCL_PI_LO * r;
+  return __host_cos(hi) - lo * __host_sin(hi);
+}
+static double mcl_tan_pi(double r) {
+  double hi = MCL_PI_HI * r, lo = __builtin_fma(MCL_PI_HI, r, -hi) + MCL_PI_LO * r;
+  double t = __host_tan(hi);
+  return t + lo * (1.0 + t * t);
+}
 float OVL sinpi(float x) {
   if (__builtin_isinf(x)) return __builtin_nanf("");
   double r = (double)x - 2.0 * __builtin_rint((double)x * 0.5);
@@ -124,9 +138,12 @@ float OVL sinpi(float x) {
 }
 double OVL sinpi(double x) {
   if (__builtin_isinf(x)) return __builtin_nan("");
-  PI_REDUCE(double, x)
-  if (r == 0.0 || __builtin_fabs(r) == 1.0) return __builtin_copysign(0.0, x);
-  return __host_sin(M_PI_D * r);
+  // r in [-1, 1], then folded into [-0.5, 0.5] (sin(pi r) = sin(pi (1 - r))), all exact.
+  double r = x - 2.0 * __builtin_rint(x * 0.5);
+  if (r > 0.5) r = 1.0 - r;
+  else if (r < -0.5) r = -1.0 - r;
+  if (r == 0.0) return __builtin_copysign(0.0, x);
+  return mcl_sin_pi(r);
 }
 float OVL cospi(float x) {
   if (__builtin_isinf(x)) return __builtin_nanf("");
@@ -136,27 +153,78 @@ float OVL cospi(float x) {
 }
 double OVL cospi(double x) {
   if (__builtin_isinf(x)) return __builtin_nan("");
-  double r = __builtin_fabs(x - 2.0 * __builtin_rint(x * 0.5));
+  double r = __builtin_fabs(x - 2.0 * __builtin_rint(x * 0.5)); // [0, 1]
   if (r == 0.5) return 0.0;
-  return __host_cos(M_PI_D * r);
+  // Near the zero at 1/2, cos(pi r) = sin(pi (1/2 - r)); 1/2 - r is exact for r in [1/4, 1].
+  return r < 0.25 ? mcl_cos_pi(r) : mcl_sin_pi(0.5 - r);
 }
-float OVL tanpi(float x) { return (float)(__host_tan(M_PI_D * ((double)x - __builtin_rint((double)x)))); }
-double OVL tanpi(double x) { return __host_tan(M_PI_D * (x - __builtin_rint(x))); }
-float OVL powr(float x, float y) { return x < 0 ? __builtin_nanf("") : powf(x, y); }
-double OVL powr(double x, double y) { return x < 0 ? __builtin_nan("") : __host_pow(x, y); }
+// tanpi (OpenCL C 7.4 edge cases): tanpi(+-0) = +-0; tanpi(+-inf) = NaN; at an integer n the
+// zero is copysign(0, n) for even n and copysign(0, -n) for odd n; at n + 1/2 the result is
+// +inf for even n and -inf for odd n. tanpi is odd, so |x| is reduced and the sign applied last.
+double OVL tanpi(double x) {
+  if (__builtin_isinf(x) || __builtin_isnan(x)) return x - x;
+  double ax = __builtin_fabs(x), r;
+  if (ax >= 0x1p53) {
+    r = 0.0; // every double this large is an even integer
+  } else {
+    double k = __builtin_floor(ax), f = ax - k; // both exact
+    int odd = __builtin_floor(k * 0.5) != k * 0.5;
+    if (f == 0.0) {
+      r = odd ? -0.0 : 0.0;
+    } else if (f == 0.5) {
+      r = odd ? -__builtin_inf() : __builtin_inf();
+    } else {
+      // g: distance to the nearest integer (exact); beyond 1/4, tan(pi g) = 1 / tan(pi (1/2 - g)).
+      double g = f < 0.5 ? f : 1.0 - f;
+      double t = g > 0.25 ? 1.0 / mcl_tan_pi(0.5 - g) : mcl_tan_pi(g);
+      r = f < 0.5 ? t : -t;
+    }
+  }
+  return __builtin_signbit(x) ? -r : r;
+}
+float OVL tanpi(float x) { return (float)tanpi((double)x); }
+// powr(x, y) = exp2(y * log2(x)), for x >= 0 only (OpenCL C 7.4 edge cases): NaN for x < 0,
+// for (+-0, +-0), (+inf, +-0), (+1, +-inf) and any NaN operand; +inf for (+-0, y < 0), +0 for
+// (+-0, y > 0), 1 for (x > 0 finite, +-0) and (+1, finite y); the rest is pow.
+#define MCL_POWR(T, POW)                                                                       \
+  T OVL powr(T x, T y) {                                                                       \
+    if (__builtin_isnan(x) || __builtin_isnan(y)) return x + y;                                \
+    if (x < 0) return (T)__builtin_nan("");                                                    \
+    if (x == 1) return __builtin_isinf(y) ? (T)__builtin_nan("") : (T)1;                       \
+    if (y == 0) return x == 0 || __builtin_isinf(x) ? (T)__builtin_nan("") : (T)1;             \
+    if (x == 0) return y < 0 ? (T)__builtin_inf() : (T)0;                                      \
+    return POW(x, y);                                                                          \
+  }
+MCL_POWR(float, powf)
+MCL_POWR(double, __host_pow)
 float OVL pown(float x, int n) { return (float)__host_pow((double)x, (double)n); }
 double OVL pown(double x, int n) { return __host_pow(x, (double)n); }
+// rootn edge cases: NaN for n = 0 and for x < 0 with n even; for odd n the result has the sign
+// of x (rootn(-0, 3) = -0, rootn(-0, -3) = -inf), for even n it is positive.
 float OVL rootn(float x, int n) {
-  if (n == 0) return __builtin_nanf("");
-  if (x < 0 && (n & 1) == 0) return __builtin_nanf("");
+  if (n == 0 || (x < 0 && (n & 1) == 0)) return __builtin_nanf("");
+  // In double, the rounding of 1/n moves the result by far less than a float ulp.
   double r = __host_pow(__builtin_fabs((double)x), 1.0 / n);
-  return (float)(x < 0 ? -r : r);
+  return (float)((n & 1) ? __builtin_copysign(r, (double)x) : r);
 }
 double OVL rootn(double x, int n) {
-  if (n == 0) return __builtin_nan("");
-  if (x < 0 && (n & 1) == 0) return __builtin_nan("");
-  double r = __host_pow(__builtin_fabs(x), 1.0 / n);
-  return x < 0 ? -r : r;
+  if (n == 0 || (x < 0 && (n & 1) == 0)) return __builtin_nan("");
+  double ax = __builtin_fabs(x), r;
+  if (n == 1) {
+    r = ax;
+  } else if (n == -1) {
+    r = 1.0 / ax;
+  } else {
+    // 1/n = hi + lo exactly enough: x^(1/n) = x^hi * x^lo, and x^lo = 1 + lo ln(x) to far
+    // below an ulp. pow(x, hi) alone is off by |ln(x) / n| ulps (hundreds for large x).
+    double dn = (double)n, hi = 1.0 / dn;
+    r = __host_pow(ax, hi);
+    if (ax != 0 && !__builtin_isinf(ax) && r != 0 && !__builtin_isinf(r)) {
+      double lo = __builtin_fma(-hi, dn, 1.0) / dn;
+      r = __builtin_fma(r, lo * __host_log(ax), r);
+    }
+  }
+  return (n & 1) ? __builtin_copysign(r, x) : r;
 }
 float OVL fdim(float x, float y) { return x != x || y != y ? __builtin_nanf("") : (x > y ? x - y : 0.0f); }
 double OVL fdim(double x, double y) { return x != x || y != y ? __builtin_nan("") : (x > y ? x - y : 0.0); }
@@ -166,8 +234,22 @@ float OVL minmag(float x, float y) { float ax = __builtin_fabsf(x), ay = __built
 double OVL minmag(double x, double y) { double ax = __builtin_fabs(x), ay = __builtin_fabs(y); return ax < ay ? x : ay < ax ? y : __builtin_fmin(x, y); }
 float OVL ldexp(float x, int n) { return __builtin_ldexpf(x, n); }
 double OVL ldexp(double x, int n) { return __builtin_ldexp(x, n); }
-int OVL ilogb(float x) { return ilogbf(x); }
-int OVL ilogb(double x) { return __host_ilogb(x); }
+// ilogb from the bits: the host's ilogb follows C (FP_ILOGBNAN = INT_MIN on glibc), OpenCL C
+// wants FP_ILOGBNAN (INT_MAX) for NaN, FP_ILOGB0 for +-0 and INT_MAX for +-inf.
+int OVL ilogb(float x) {
+  uint u = as_uint(x) & 0x7fffffffu;
+  if (u >= 0x7f800000u) return u == 0x7f800000u ? INT_MAX : FP_ILOGBNAN;
+  if (u == 0) return FP_ILOGB0;
+  if (u < 0x00800000u) return -118 - (int)__builtin_clz(u); // subnormal: 31 - clz - 149
+  return (int)(u >> 23) - 127;
+}
+int OVL ilogb(double x) {
+  ulong u = as_ulong(x) & 0x7ffffffffffffffful;
+  if (u >= 0x7ff0000000000000ul) return u == 0x7ff0000000000000ul ? INT_MAX : FP_ILOGBNAN;
+  if (u == 0) return FP_ILOGB0;
+  if (u < 0x0010000000000000ul) return -1011 - (int)__builtin_clzl(u); // 63 - clz - 1074
+  return (int)(u >> 52) - 1023;
+}
 float OVL nan(uint c) { return as_float(0x7fc00000u | (c & 0x3fffffu)); }
 double OVL nan(ulong c) { return as_double(0x7ff8000000000000ul | (c & 0x7fffffffffffful)); }
 FOR_N(V1, float, float, rsqrt) FOR_N(V1, double, double, rsqrt)
@@ -232,13 +314,34 @@ FOR_N(V1, float, float, half_recip) FOR_N(V1, float, float, native_recip)
 #ifdef MANYCL_GENERIC_ONLY
 float lgammaf_r(float, int *);
 double __host_lgamma_r(double, int *) __asm__("lgamma_r");
-float remquof(float, float, int *);
-double __host_remquo(double, double, int *) __asm__("remquo");
+float fmodf(float, float);
+double __host_fmod(double, double) __asm__("fmod");
 #endif
 static float OVL MANYCL_LGR(float x, int *s) { return lgammaf_r(x, s); }
 static double OVL MANYCL_LGR(double x, int *s) { return __host_lgamma_r(x, s); }
-static float OVL MANYCL_RQ(float x, float y, int *s) { return remquof(x, y, s); }
-static double OVL MANYCL_RQ(double x, double y, int *s) { return __host_remquo(x, y, s); }
+// remquo: OpenCL C wants at least the 7 low bits of the quotient (glibc's remquo gives 3).
+// fmod by 128 |y| keeps the quotient modulo 128 (and its parity, for ties), then binary long
+// division finds the rest: every subtraction r - 2^k |y| with 2^k |y| <= r < 2^(k+1) |y| is
+// exact (Sterbenz), and so is the final rounding step, so r is the exact IEEE remainder.
+#define MCL_REMQUO(T, FMOD)                                                                    \
+  static T OVL MANYCL_RQ(T x, T y, int *quo) {                                                 \
+    *quo = 0;                                                                                  \
+    if (__builtin_isnan(x) || __builtin_isnan(y) || __builtin_isinf(x) || y == 0)              \
+      return (T)__builtin_nan("");                                                             \
+    if (__builtin_isinf(y) || x == 0) return x;                                                \
+    T ay = __builtin_fabs(y);                                                                  \
+    T r = __builtin_fabs(x);                                                                   \
+    if (r >= ay * (T)128) r = FMOD(r, ay * (T)128);                                            \
+    int q = 0;                                                                                 \
+    for (int b = 64; b >= 1; b >>= 1)                                                          \
+      if (r >= ay * (T)b) { r -= ay * (T)b; q += b; }                                          \
+    if ((T)2 * r > ay || ((T)2 * r == ay && (q & 1))) { r -= ay; ++q; }                        \
+    q &= 127;                                                                                  \
+    *quo = (__builtin_signbit(x) != 0) != (__builtin_signbit(y) != 0) ? -q : q;                \
+    return __builtin_signbit(x) ? -r : r;                                                      \
+  }
+MCL_REMQUO(float, fmodf)
+MCL_REMQUO(double, __host_fmod)
 #define PTRMATH_V(N, AS, T)                                                                       \
   T##N OVL fract(T##N x, AS T##N *ip) { T##N r, f; for (int i = 0; i < N; ++i) { T t; r[i] = fract(x[i], &t); f[i] = t; } *ip = f; return r; } \
   T##N OVL modf(T##N x, AS T##N *ip) { T##N r, f; for (int i = 0; i < N; ++i) { T t; r[i] = modf(x[i], &t); f[i] = t; } *ip = f; return r; } \

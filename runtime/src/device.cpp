@@ -26,12 +26,13 @@ std::vector<unsigned> all_clusters(unsigned n) {
 } // namespace
 
 Device::Device(device::Device &hardware)
-    : hardware_(hardware), clusters_(all_clusters(hardware.cluster_count())) {}
+    : hardware_(hardware), clusters_(all_clusters(hardware.cluster_count())),
+      pes_(clusters_.size(), hardware.config().pes_per_cluster) {}
 
-Device::Device(Device *parent, std::vector<unsigned> clusters,
+Device::Device(Device *parent, std::vector<unsigned> clusters, std::vector<unsigned> pes,
                std::vector<cl_device_partition_property> partition_type)
     : hardware_(parent->hardware_), parent_(parent), clusters_(std::move(clusters)),
-      partition_type_(std::move(partition_type)) {
+      pes_(std::move(pes)), partition_type_(std::move(partition_type)) {
   parent_->retain();
 }
 
@@ -50,8 +51,24 @@ void Device::retain_device() {
 bool Device::release_device() { return is_root() ? true : release_api(); }
 
 unsigned Device::compute_units() const {
-  unsigned n = static_cast<unsigned>(clusters_.size());
-  return config().mode == device::ExecutionMode::SPMD ? n : n * config().pes_per_cluster;
+  if (config().mode == device::ExecutionMode::SPMD)
+    return static_cast<unsigned>(clusters_.size());
+  unsigned n = 0;
+  for (unsigned p : pes_)
+    n += p;
+  return n;
+}
+
+unsigned Device::pes_on(unsigned cluster) const {
+  for (size_t i = 0; i < clusters_.size(); ++i)
+    if (clusters_[i] == cluster)
+      return pes_[i];
+  return 0;
+}
+
+bool Device::owns_whole_clusters() const {
+  return std::all_of(pes_.begin(), pes_.end(),
+                     [&](unsigned p) { return p == config().pes_per_cluster; });
 }
 
 device::Cluster &Device::pick_cluster() {
@@ -200,9 +217,9 @@ cl_int Device::info(cl_device_info param, size_t size, void *value, size_t *size
   case CL_DEVICE_PARENT_DEVICE:
     return out.scalar<cl_device_id>(parent_ ? parent_->handle() : nullptr);
   case CL_DEVICE_PARTITION_MAX_SUB_DEVICES:
-    return out.scalar<cl_uint>(clusters_.size() > 1 ? static_cast<cl_uint>(clusters_.size()) : 0);
+    return out.scalar<cl_uint>(units > 1 ? units : 0);
   case CL_DEVICE_PARTITION_PROPERTIES: {
-    if (clusters_.size() > 1) {
+    if (units > 1) {
       cl_device_partition_property kinds[] = {CL_DEVICE_PARTITION_EQUALLY, CL_DEVICE_PARTITION_BY_COUNTS,
                                               CL_DEVICE_PARTITION_BY_AFFINITY_DOMAIN};
       return out.array(kinds, 3);
@@ -225,17 +242,22 @@ cl_int Device::info(cl_device_info param, size_t size, void *value, size_t *size
   }
 }
 
-// Partitioning works in the unit the application sees, compute units, but a sub-device must
-// own whole clusters: in LWI mode (compute unit = PE) counts must be multiples of the PEs
-// per cluster.
-Result<std::vector<std::vector<unsigned>>>
+// Partitioning works in the unit the application sees, compute units. In SPMD mode that is a
+// cluster; in LWI mode a PE, and a sub-device may own some PEs of a cluster: the work-groups of
+// sub-devices that share a cluster then run on that cluster one command after the other (they
+// share its SPM), each command using only its sub-device's PEs.
+Result<std::vector<Device::Share>>
 Device::plan_partition(const cl_device_partition_property *properties,
                        std::vector<cl_device_partition_property> &type) {
   if (!properties || properties[0] == 0)
     return make_error("no partition scheme", CL_INVALID_VALUE);
-  const unsigned per_cu = config().mode == device::ExecutionMode::SPMD ? 1 : config().pes_per_cluster;
+  const bool spmd = config().mode == device::ExecutionMode::SPMD;
   const unsigned units = compute_units();
-  std::vector<unsigned> cluster_counts;
+  // The cluster of each compute unit, in order.
+  std::vector<unsigned> unit_cluster;
+  for (size_t i = 0; i < clusters_.size(); ++i)
+    unit_cluster.insert(unit_cluster.end(), spmd ? 1 : pes_[i], clusters_[i]);
+  std::vector<unsigned> unit_counts;
 
   switch (properties[0]) {
   case CL_DEVICE_PARTITION_EQUALLY: {
@@ -247,13 +269,9 @@ Device::plan_partition(const cl_device_partition_property *properties,
     if (static_cast<uint64_t>(n) > units)
       return make_error("more compute units per sub-device than the device has",
                         CL_INVALID_DEVICE_PARTITION_COUNT);
-    if (n % per_cu != 0)
-      return make_error("sub-devices must own whole clusters", CL_DEVICE_PARTITION_FAILED);
-    unsigned clusters_each = static_cast<unsigned>(n) / per_cu;
-    unsigned count = static_cast<unsigned>(clusters_.size()) / clusters_each;
-    if (count < 2 && clusters_each == clusters_.size())
+    if (static_cast<uint64_t>(n) == units)
       return make_error("the partition would equal the device", CL_DEVICE_PARTITION_FAILED);
-    cluster_counts.assign(count, clusters_each);
+    unit_counts.assign(units / static_cast<unsigned>(n), static_cast<unsigned>(n));
     type = {CL_DEVICE_PARTITION_EQUALLY, n, 0};
     break;
   }
@@ -268,15 +286,13 @@ Device::plan_partition(const cl_device_partition_property *properties,
       if (static_cast<uint64_t>(n) > units)
         return make_error("a count exceeds the compute units", CL_INVALID_DEVICE_PARTITION_COUNT);
       total += static_cast<uint64_t>(n);
-      if (total > units || i > clusters_.size())
+      if (total > units || i > units)
         return make_error("more compute units or sub-devices than the device has",
                           CL_INVALID_DEVICE_PARTITION_COUNT);
-      if (n % per_cu != 0)
-        return make_error("sub-devices must own whole clusters", CL_DEVICE_PARTITION_FAILED);
-      cluster_counts.push_back(static_cast<unsigned>(n) / per_cu);
+      unit_counts.push_back(static_cast<unsigned>(n));
       type.push_back(n);
     }
-    if (cluster_counts.empty())
+    if (unit_counts.empty())
       return make_error("BY_COUNTS with no count", CL_INVALID_DEVICE_PARTITION_COUNT);
     type.push_back(CL_DEVICE_PARTITION_BY_COUNTS_LIST_END);
     type.push_back(0);
@@ -290,7 +306,8 @@ Device::plan_partition(const cl_device_partition_property *properties,
       return make_error("unsupported affinity domain", CL_INVALID_VALUE);
     if (clusters_.size() < 2)
       return make_error("one cluster cannot be partitioned further", CL_DEVICE_PARTITION_FAILED);
-    cluster_counts.assign(clusters_.size(), 1);
+    for (size_t i = 0; i < clusters_.size(); ++i)
+      unit_counts.push_back(spmd ? 1 : pes_[i]); // one sub-device per cluster (NUMA node)
     type = {CL_DEVICE_PARTITION_BY_AFFINITY_DOMAIN, domain, 0};
     break;
   }
@@ -298,11 +315,19 @@ Device::plan_partition(const cl_device_partition_property *properties,
     return make_error("unknown partition scheme", CL_INVALID_VALUE);
   }
 
-  std::vector<std::vector<unsigned>> plan;
+  std::vector<Share> plan;
   size_t next = 0;
-  for (unsigned count : cluster_counts) {
-    plan.emplace_back(clusters_.begin() + next, clusters_.begin() + next + count);
+  for (unsigned count : unit_counts) {
+    Share share;
+    for (size_t u = next; u < next + count; ++u) {
+      if (share.clusters.empty() || share.clusters.back() != unit_cluster[u]) {
+        share.clusters.push_back(unit_cluster[u]);
+        share.pes.push_back(0);
+      }
+      share.pes.back() += spmd ? pes_on(unit_cluster[u]) : 1;
+    }
     next += count;
+    plan.push_back(std::move(share));
   }
   return plan;
 }
@@ -313,8 +338,8 @@ Result<std::vector<Device *>> Device::partition(const cl_device_partition_proper
   if (!plan)
     return plan.error();
   std::vector<Device *> devices;
-  for (auto &clusters : plan.value())
-    devices.push_back(new Device(this, std::move(clusters), type));
+  for (auto &share : plan.value())
+    devices.push_back(new Device(this, std::move(share.clusters), std::move(share.pes), type));
   return devices;
 }
 

@@ -522,7 +522,7 @@ cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, con
     const auto &program = kbin->program();
     if (work_dim != 1 || global[0] != program.cluster_count || (offset && offset[0] != 0))
       return CL_INVALID_GLOBAL_WORK_SIZE;
-    if (program.cluster_count != device->clusters().size())
+    if (program.cluster_count != device->clusters().size() || !device->owns_whole_clusters())
       return CL_INVALID_PROGRAM_EXECUTABLE;
     auto launch = std::make_shared<KbinLaunch>();
     launch->executable = kbin;
@@ -613,8 +613,10 @@ void LaunchState::start(Ref<Event> started, bool on_enqueuing_thread) {
   auto self = shared_from_this();
   for (unsigned g = 0; g < helpers; ++g) {
     device::Cluster &cluster = device->hardware().cluster(clusters[g]);
-    cluster.submit([self, &cluster, threads, g] {
-      self->run_share(cluster, g, threads);
+    // An LWI sub-device may own only some PEs of a cluster.
+    unsigned cluster_threads = std::min(threads, device->pes_on(clusters[g]));
+    cluster.submit([self, &cluster, cluster_threads, g] {
+      self->run_share(cluster, g, cluster_threads);
       if (self->clusters_left.fetch_sub(1) == 1) {
         self->end_command();
         self->complete();
@@ -650,7 +652,7 @@ void LaunchState::run_alone(device::Cluster &cluster) {
   }
   recorder = std::move(begun.value());
   event->set_recorder(recorder);
-  run_share(cluster, 0, pe_threads_per_cluster(*device));
+  run_share(cluster, 0, std::min(pe_threads_per_cluster(*device), device->pes_on(cluster.id())));
   end_command();
 }
 

@@ -74,7 +74,8 @@ TEST_F(ConfigTest, DeviceReportsTheConfiguredMachine) {
   EXPECT_EQ(want("cus"), device_info<cl_uint>(device, CL_DEVICE_MAX_COMPUTE_UNITS));
   EXPECT_EQ(want("spm"), device_info<cl_ulong>(device, CL_DEVICE_LOCAL_MEM_SIZE));
   EXPECT_EQ(want("ddr"), device_info<cl_ulong>(device, CL_DEVICE_GLOBAL_MEM_SIZE));
-  EXPECT_EQ(want("clusters") > 1 ? want("clusters") : 0,
+  // One sub-device per compute unit at most (cluster in SPMD mode, PE in LWI mode).
+  EXPECT_EQ(want("cus") > 1 ? want("cus") : 0,
             device_info<cl_uint>(device, CL_DEVICE_PARTITION_MAX_SUB_DEVICES));
   const bool lwi = config["mode"] == "lwi";
   EXPECT_EQ(lwi ? want("clusters") * want("pes") : want("clusters"), want("cus"));
@@ -130,26 +131,93 @@ TEST_F(ConfigTest, EveryDeviceIsUsable) {
   }
 }
 
-TEST_F(ConfigTest, LwiPartitionsInWholeClusters) {
+// In LWI mode a compute unit is a PE: sub-devices may own single PEs, several of them sharing
+// a cluster (and its SPM), and each one runs kernels correctly, also all at once.
+TEST_F(ConfigTest, LwiPartitionsIntoPes) {
   if (!platform)
     GTEST_SKIP() << "no platform expected";
   if (config["mode"] != "lwi")
     GTEST_SKIP() << "SPMD configuration";
   const cl_uint pes = config["pes_per_cluster"].get<cl_uint>();
   const cl_uint clusters = config["clusters"].get<cl_uint>();
-  cl_device_partition_property props[] = {CL_DEVICE_PARTITION_EQUALLY, static_cast<cl_device_partition_property>(pes), 0};
+  const cl_uint units = pes * clusters;
+  EXPECT_EQ(units, device_info<cl_uint>(device, CL_DEVICE_PARTITION_MAX_SUB_DEVICES));
+  cl_device_partition_property whole[] = {CL_DEVICE_PARTITION_EQUALLY, static_cast<cl_device_partition_property>(pes), 0};
   std::vector<cl_device_id> subs(clusters);
   cl_uint n = 0;
-  CL_OK(clCreateSubDevices(device, props, clusters, subs.data(), &n));
+  CL_OK(clCreateSubDevices(device, whole, clusters, subs.data(), &n));
   EXPECT_EQ(clusters, n);
   for (cl_device_id s : subs) {
     EXPECT_EQ(pes, device_info<cl_uint>(s, CL_DEVICE_MAX_COMPUTE_UNITS));
     clReleaseDevice(s);
   }
-  cl_device_partition_property half[] = {CL_DEVICE_PARTITION_BY_COUNTS, static_cast<cl_device_partition_property>(pes / 2),
-                                         CL_DEVICE_PARTITION_BY_COUNTS_LIST_END, 0};
-  cl_int e = clCreateSubDevices(device, half, 0, nullptr, &n);
-  EXPECT_TRUE(e == CL_DEVICE_PARTITION_FAILED || e == CL_INVALID_VALUE) << e;
+  // EQUALLY 1: one sub-device per PE.
+  cl_device_partition_property single[] = {CL_DEVICE_PARTITION_EQUALLY, 1, 0};
+  CL_OK(clCreateSubDevices(device, single, 0, nullptr, &n));
+  EXPECT_EQ(units, n);
+  // EQUALLY with every compute unit would give the device itself.
+  cl_device_partition_property all[] = {CL_DEVICE_PARTITION_EQUALLY, static_cast<cl_device_partition_property>(units), 0};
+  EXPECT_EQ(CL_DEVICE_PARTITION_FAILED, clCreateSubDevices(device, all, 0, nullptr, &n));
+  // BY_COUNTS {1, units - 1}: the first PE alone, the rest of its cluster with the others.
+  cl_device_partition_property counts[] = {CL_DEVICE_PARTITION_BY_COUNTS, 1,
+                                           static_cast<cl_device_partition_property>(units - 1),
+                                           CL_DEVICE_PARTITION_BY_COUNTS_LIST_END, 0};
+  cl_device_id pair[2] = {};
+  CL_OK(clCreateSubDevices(device, counts, 2, pair, &n));
+  ASSERT_EQ(2u, n);
+  EXPECT_EQ(1u, device_info<cl_uint>(pair[0], CL_DEVICE_MAX_COMPUTE_UNITS));
+  EXPECT_EQ(units - 1, device_info<cl_uint>(pair[1], CL_DEVICE_MAX_COMPUTE_UNITS));
+  // A one-PE sub-device cannot be partitioned further.
+  EXPECT_EQ(0u, device_info<cl_uint>(pair[0], CL_DEVICE_PARTITION_MAX_SUB_DEVICES));
+  cl_device_partition_property too_many[] = {CL_DEVICE_PARTITION_BY_COUNTS, 1,
+                                             static_cast<cl_device_partition_property>(units),
+                                             CL_DEVICE_PARTITION_BY_COUNTS_LIST_END, 0};
+  EXPECT_EQ(CL_INVALID_DEVICE_PARTITION_COUNT, clCreateSubDevices(device, too_many, 0, nullptr, &n));
+
+  // Both sub-devices (sharing the first cluster) run a kernel at the same time.
+  cl_int err = CL_SUCCESS;
+  cl_context ctx = clCreateContext(nullptr, 2, pair, nullptr, nullptr, &err);
+  ASSERT_EQ(CL_SUCCESS, err);
+  const char *source = R"(__kernel void square(__global int *x, __local int *tmp) {
+      size_t l = get_local_id(0);
+      tmp[l] = x[get_global_id(0)];
+      barrier(CLK_LOCAL_MEM_FENCE);
+      x[get_global_id(0)] = tmp[l] * tmp[l];
+    })";
+  cl_program program = clCreateProgramWithSource(ctx, 1, &source, nullptr, &err);
+  ASSERT_EQ(CL_SUCCESS, err);
+  CL_OK(clBuildProgram(program, 0, nullptr, "", nullptr, nullptr));
+  const size_t count = 4096, local = 64;
+  std::vector<cl_mem> buffers;
+  std::vector<cl_command_queue> queues;
+  std::vector<cl_kernel> kernels;
+  for (int d = 0; d < 2; ++d) {
+    std::vector<cl_int> data(count);
+    for (size_t i = 0; i < count; ++i)
+      data[i] = static_cast<cl_int>(i % 1000) * (d + 1);
+    buffers.push_back(clCreateBuffer(ctx, CL_MEM_COPY_HOST_PTR, count * 4, data.data(), &err));
+    queues.push_back(clCreateCommandQueue(ctx, pair[d], 0, &err));
+    kernels.push_back(clCreateKernel(program, "square", &err));
+    CL_OK(clSetKernelArg(kernels[d], 0, sizeof(cl_mem), &buffers[d]));
+    CL_OK(clSetKernelArg(kernels[d], 1, local * 4, nullptr));
+  }
+  for (int d = 0; d < 2; ++d)
+    CL_OK(clEnqueueNDRangeKernel(queues[d], kernels[d], 1, nullptr, &count, &local, 0, nullptr, nullptr));
+  for (int d = 0; d < 2; ++d) {
+    std::vector<cl_int> out(count);
+    CL_OK(clEnqueueReadBuffer(queues[d], buffers[d], CL_TRUE, 0, count * 4, out.data(), 0, nullptr, nullptr));
+    for (size_t i = 0; i < count; i += 97) {
+      cl_int v = static_cast<cl_int>(i % 1000) * (d + 1);
+      ASSERT_EQ(v * v, out[i]) << "sub-device " << d << " item " << i;
+    }
+    clReleaseKernel(kernels[d]);
+    clReleaseCommandQueue(queues[d]);
+    clReleaseMemObject(buffers[d]);
+  }
+  clReleaseProgram(program);
+  clReleaseContext(ctx);
+  clReleaseDevice(pair[0]);
+  clReleaseDevice(pair[1]);
 }
 
 // DDR capacity: only meaningful on a device with a small DDR (the small_ddr device file).

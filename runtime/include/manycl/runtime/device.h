@@ -18,8 +18,9 @@ class Device : public Object<Device, _cl_device_id, Kind::Device> {
 public:
   // A root device covering all clusters of `hardware`.
   explicit Device(device::Device &hardware);
-  // A sub-device of `parent` owning `clusters` (indices into the hardware's clusters).
-  Device(Device *parent, std::vector<unsigned> clusters,
+  // A sub-device of `parent` owning `pes[i]` PEs of cluster `clusters[i]` (indices into the
+  // hardware's clusters). Only LWI sub-devices own part of a cluster.
+  Device(Device *parent, std::vector<unsigned> clusters, std::vector<unsigned> pes,
          std::vector<cl_device_partition_property> partition_type);
   ~Device();
 
@@ -30,6 +31,10 @@ public:
   const device::DeviceConfig &config() const { return hardware_.config(); }
   const std::vector<unsigned> &clusters() const { return clusters_; }
   unsigned compute_units() const;
+  // The PEs this device may use on hardware cluster `cluster` (0 when not one of its clusters).
+  unsigned pes_on(unsigned cluster) const;
+  // Whether every cluster of the device is wholly its own (kann programs need whole clusters).
+  bool owns_whole_clusters() const;
 
   // Picks the cluster that runs the next command: the least busy one, round-robin on ties.
   device::Cluster &pick_cluster();
@@ -50,12 +55,16 @@ public:
   bool release_device();
 
 private:
-  Result<std::vector<std::vector<unsigned>>> plan_partition(const cl_device_partition_property *properties,
-                                                            std::vector<cl_device_partition_property> &type);
+  struct Share {
+    std::vector<unsigned> clusters, pes;
+  };
+  Result<std::vector<Share>> plan_partition(const cl_device_partition_property *properties,
+                                            std::vector<cl_device_partition_property> &type);
 
   device::Device &hardware_;
   Device *parent_ = nullptr;
   std::vector<unsigned> clusters_;
+  std::vector<unsigned> pes_; // PEs owned on each of clusters_
   std::vector<cl_device_partition_property> partition_type_;
   std::atomic<unsigned> next_cluster_{0};
   std::mutex gang_submit_mutex_;

@@ -10,6 +10,7 @@
 
 #include "manycl/device/device.h"
 #include "manycl/device/report.h"
+#include "manycl/env.h"
 
 namespace manycl::device {
 
@@ -44,8 +45,7 @@ template <class Pred> bool spin_briefly(Pred ready) {
 
 std::chrono::milliseconds sync_timeout() {
   static const std::chrono::milliseconds timeout = [] {
-    const char *env = std::getenv("MANYCL_SYNC_TIMEOUT_S");
-    long seconds = env && *env ? std::strtol(env, nullptr, 10) : 0;
+    long seconds = env::number("MANYCL_SYNC_TIMEOUT_S", 0);
     return std::chrono::milliseconds(seconds > 0 ? seconds * 1000 : 120 * 1000);
   }();
   return timeout;
@@ -122,8 +122,7 @@ ScopedClusterContext::~ScopedClusterContext() {
 bool checked_mode() {
   int state = checked_mode_state.load(std::memory_order_relaxed);
   if (state < 0) {
-    const char *env = std::getenv("MANYCL_CHECK");
-    state = env && *env && std::strcmp(env, "0") != 0 ? 1 : 0;
+    state = env::flag("MANYCL_CHECK") ? 1 : 0;
     checked_mode_state.store(state, std::memory_order_relaxed);
   }
   return state == 1;

@@ -9,6 +9,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "manycl/env.h"
+
 namespace manycl::device {
 
 uint64_t DeviceConfig::max_alloc() const {
@@ -207,8 +209,8 @@ Result<DeviceConfig> config_from_spec(const std::string &spec) {
 }
 
 Result<std::vector<DeviceConfig>> configs_from_environment() {
-  const char *env = std::getenv("MANYCL_DEVICES");
-  std::string specs = env && *env ? env : "mppa3";
+  const char *devices = env::get("MANYCL_DEVICES");
+  std::string specs = devices ? devices : "mppa3";
   std::vector<DeviceConfig> configs;
   std::stringstream stream(specs);
   std::string spec;
@@ -223,7 +225,7 @@ Result<std::vector<DeviceConfig>> configs_from_environment() {
   if (configs.empty())
     return make_error("MANYCL_DEVICES='" + specs + "' names no device (give a preset: " +
                       "mppa3, small, or a device file path)");
-  if (const char *mode = std::getenv("MANYCL_DEVICE_MODE"); mode && *mode) {
+  if (const char *mode = env::get("MANYCL_DEVICE_MODE")) {
     std::string m = mode;
     ExecutionMode chosen;
     if (m == "lwi" || m == "LWI")

@@ -11,6 +11,7 @@
 #include "manycl/device/command.h"
 #include "manycl/device/device.h"
 #include "manycl/device/report.h"
+#include "manycl/log.h"
 
 using namespace manycl::device;
 
@@ -64,13 +65,7 @@ DmaShape shape_of(const mcl_dma_shape *s) {
                   s->src_plane_stride, s->dst_row_stride, s->dst_plane_stride};
 }
 
-bool log_to_stderr() {
-  static const bool on = [] {
-    const char *env = std::getenv("MANYCL_DEVICE_LOG");
-    return env && *env && std::strcmp(env, "0") != 0;
-  }();
-  return on;
-}
+bool log_to_stderr() { return manycl::log::enabled(manycl::log::kDevice); }
 
 } // namespace
 

@@ -3,6 +3,8 @@
 #include <cstdlib>
 #include <hwloc.h>
 
+#include "manycl/env.h"
+
 namespace manycl::device {
 
 struct HostPlacement::Impl {
@@ -49,7 +51,7 @@ std::pair<unsigned, unsigned> HostPlacement::pu_range(unsigned cluster, unsigned
 bool HostPlacement::bind_current_thread(unsigned cluster, unsigned clusters) const {
   if (!impl_->topology || impl_->synthetic)
     return false;
-  if (const char *bind = std::getenv("MANYCL_BIND"); bind && bind[0] == '0')
+  if (const char *bind = env::get("MANYCL_BIND"); bind && bind[0] == '0')
     return false;
   auto [first, last] = pu_range(cluster, clusters);
   if (first == last)

@@ -9,6 +9,7 @@
 #include <nlohmann/json.hpp>
 
 #include "manycl/device/command.h"
+#include "manycl/env.h"
 
 namespace manycl::device {
 
@@ -117,11 +118,11 @@ struct Reports::Impl {
 };
 
 Reports::Reports() : impl_(std::make_unique<Impl>()) {
-  if (const char *t = std::getenv("MANYCL_TRACE"))
+  if (const char *t = env::get("MANYCL_TRACE"))
     impl_->trace_path = t;
   impl_->tracing = !impl_->trace_path.empty();
-  if (const char *s = std::getenv("MANYCL_STATS"); s && std::string(s) != "0")
-    impl_->stats_destination = s;
+  if (env::flag("MANYCL_STATS"))
+    impl_->stats_destination = env::get("MANYCL_STATS");
 }
 
 Reports &Reports::instance() {

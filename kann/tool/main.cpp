@@ -21,16 +21,16 @@
 
 #include <unistd.h>
 
-#include "cli_number.h"
-#include "input_shape.h"
+#include "kann/cli_number.h"
 #include "kann/compile.h"
 #include "kann/format.h"
+#include "kann/input_shape.h"
+#include "kann/npy.h"
 #include "kann/onnx_import.h"
 #include "kann/passes.h"
 #include "kann/quantize.h"
 #include "manycl/device/config.h"
 #include "manycl/kbin_runner.h"
-#include "npy.h"
 
 extern "C" int kann_run_main(int argc, char **argv) __attribute__((weak));
 

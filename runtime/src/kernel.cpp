@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "manycl/device/host_placement.h"
+#include "manycl/env.h"
 
 #include "manycl/runtime/device.h"
 #include "manycl/runtime/info.h"
@@ -40,10 +41,7 @@ private:
 unsigned pe_threads_per_cluster(const Device &device) {
   unsigned pes = device.config().pes_per_cluster;
   // Read once: every launch asks.
-  static const long forced = [] {
-    const char *env = std::getenv("MANYCL_PE_THREADS");
-    return env && *env ? std::strtol(env, nullptr, 10) : 0L;
-  }();
+  static const long forced = env::number("MANYCL_PE_THREADS", 0);
   if (forced > 0)
     return std::min<unsigned>(static_cast<unsigned>(forced), pes);
   unsigned host = device::HostPlacement::host().host_pus();

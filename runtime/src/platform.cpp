@@ -7,6 +7,7 @@
 #include "manycl/compiler/compiler.h"
 #include <future>
 
+#include "manycl/env.h"
 #include "manycl/runtime/device.h"
 #include "manycl/runtime/info.h"
 
@@ -48,7 +49,7 @@ Platform::Platform() {
   if (!configs)
     return;
   // Native libraries whose functions OpenCL C code may call through mppa_native.
-  if (const char *paths = std::getenv("MANYCL_NATIVE_PATH"); paths && *paths) {
+  if (const char *paths = env::get("MANYCL_NATIVE_PATH")) {
     std::string list = paths;
     size_t start = 0;
     while (start <= list.size()) {

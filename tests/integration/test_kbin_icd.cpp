@@ -20,7 +20,7 @@
 #include "../common/manycl_platform.h"
 #include "kann/kbin.h"
 #include "kann/session.h"
-#include "npy.h"
+#include "kann/npy.h"
 
 namespace {
 

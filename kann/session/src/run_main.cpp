@@ -19,10 +19,10 @@
 
 #include <unistd.h>
 
-#include "../../tool/cli_number.h"
-#include "../../tool/input_shape.h"
-#include "../../tool/npy.h"
+#include "kann/cli_number.h"
 #include "kann/format.h"
+#include "kann/input_shape.h"
+#include "kann/npy.h"
 #include "kann/session.h"
 
 namespace {

@@ -33,7 +33,7 @@
 #include "kann/format.h"
 #include "kann/session.h"
 #include "manycl/device/config.h"
-#include "npy.h"
+#include "kann/npy.h"
 
 namespace {
 

@@ -1,4 +1,4 @@
-#include "npy.h"
+#include "kann/npy.h"
 
 #include <cstring>
 #include <fstream>

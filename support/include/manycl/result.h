@@ -1,5 +1,7 @@
-// A small result type used inside ManyCL: a value or an error with a message.
-// Exceptions never cross the C ABI, so fallible internal calls return this.
+// The one result type of ManyCL's runtime and device: a value, or an error carrying an
+// OpenCL error code (where one applies) and a message for the user. The API layer turns the
+// code into the entry point's return value and logs the message (MANYCL_LOG=api, see
+// manycl/log.h); exceptions never cross the C ABI, so fallible internal calls return this.
 #pragma once
 
 #include <string>

@@ -11,10 +11,18 @@ namespace manycl::rt {
 
 namespace {
 constexpr size_t kMaxWorkGroupSize = 1024;
-// Only what the compiler and builtin library really implement.
+// Only what the compiler and builtin library really implement (cl_khr_fp64: the double
+// builtins pass the CTS math_brute_force; compiler::DeviceDesc::fp64 defines it in kernels).
 constexpr const char *kDeviceExtensions =
-    "cl_khr_global_int32_base_atomics cl_khr_global_int32_extended_atomics "
+    "cl_khr_fp64 cl_khr_global_int32_base_atomics cl_khr_global_int32_extended_atomics "
     "cl_khr_local_int32_base_atomics cl_khr_local_int32_extended_atomics cl_khr_byte_addressable_store";
+// Doubles are the host's IEEE-754 binary64: fused multiply-add (fma() is one fused operation),
+// infinities and NaNs, subnormals kept (never flushed), and all four IEEE rounding modes in the
+// hardware (the conversions with explicit rounding, convert_*_rtz/_rtp/_rtn, are exact). This
+// is also the minimum OpenCL 1.2 requires of a device reporting cl_khr_fp64.
+constexpr cl_device_fp_config kDoubleFpConfig = CL_FP_FMA | CL_FP_ROUND_TO_NEAREST |
+                                                CL_FP_ROUND_TO_ZERO | CL_FP_ROUND_TO_INF |
+                                                CL_FP_INF_NAN | CL_FP_DENORM;
 constexpr cl_uint kMemBaseAlignBits = device::Ddr::kAlignment * 8;
 
 std::vector<unsigned> all_clusters(unsigned n) {
@@ -119,9 +127,9 @@ cl_int Device::info(cl_device_info param, size_t size, void *value, size_t *size
     return out.scalar<cl_uint>(4);
   case CL_DEVICE_PREFERRED_VECTOR_WIDTH_LONG:
   case CL_DEVICE_NATIVE_VECTOR_WIDTH_LONG:
-    return out.scalar<cl_uint>(2);
   case CL_DEVICE_PREFERRED_VECTOR_WIDTH_DOUBLE:
   case CL_DEVICE_NATIVE_VECTOR_WIDTH_DOUBLE:
+    return out.scalar<cl_uint>(2);
   case CL_DEVICE_PREFERRED_VECTOR_WIDTH_HALF:
   case CL_DEVICE_NATIVE_VECTOR_WIDTH_HALF:
     return out.scalar<cl_uint>(0);
@@ -155,6 +163,7 @@ cl_int Device::info(cl_device_info param, size_t size, void *value, size_t *size
     return out.scalar<cl_device_fp_config>(CL_FP_DENORM | CL_FP_INF_NAN | CL_FP_ROUND_TO_NEAREST |
                                            CL_FP_FMA);
   case CL_DEVICE_DOUBLE_FP_CONFIG:
+    return out.scalar<cl_device_fp_config>(kDoubleFpConfig);
   case CL_DEVICE_HALF_FP_CONFIG:
     return out.scalar<cl_device_fp_config>(0);
   case CL_DEVICE_GLOBAL_MEM_CACHE_TYPE:

@@ -368,4 +368,47 @@ TEST_F(ConformanceRegressionTest, BuildForParentServesSubDevices) {
     clReleaseDevice(devices[i]);
 }
 
+// pyopencl's random number kernels pass long4 / double4 to functions: clang warned that the
+// x86-64 calling convention of 256-bit vectors needs AVX (an ABI of ManyCL's own, shared with
+// the builtin library), so every build "succeeded with warnings" and -Werror failed it.
+TEST_F(ConformanceRegressionTest, WideVectorCallsBuildWithoutAbiWarnings) {
+  cl_program p = build(R"(
+    long4 twice(long4 v) { return v * 2; }
+    float8 halve(float8 v) { return v * 0.5f; }
+    __kernel void wide(__global const int4 *in, __global long4 *l, __global float8 *f) {
+      size_t i = get_global_id(0);
+      l[i] = twice(convert_long4(in[i]));
+      f[i] = halve(convert_float8((int8)(in[i], in[i] + 1)));
+    })",
+                       "-Werror");
+  EXPECT_EQ(std::string::npos, build_log(p, device).find("ABI")) << build_log(p, device);
+  cl_kernel k = kernel(p, "wide");
+  std::vector<cl_int> input(4 * 8);
+  for (size_t i = 0; i < input.size(); ++i)
+    input[i] = static_cast<cl_int>(i) - 5;
+  cl_int err = CL_SUCCESS;
+  cl_mem in = clCreateBuffer(context, CL_MEM_COPY_HOST_PTR, input.size() * sizeof(cl_int),
+                             input.data(), &err);
+  CL_OK(err);
+  cl_mem l = make_buffer(input.size() * sizeof(cl_long));
+  cl_mem f = make_buffer(2 * input.size() * sizeof(cl_float));
+  CL_OK(clSetKernelArg(k, 0, sizeof(in), &in));
+  CL_OK(clSetKernelArg(k, 1, sizeof(l), &l));
+  CL_OK(clSetKernelArg(k, 2, sizeof(f), &f));
+  run(k, input.size() / 4);
+  std::vector<cl_long> longs = read<cl_long>(l, input.size());
+  std::vector<cl_float> floats = read<cl_float>(f, 2 * input.size());
+  for (size_t i = 0; i < input.size(); ++i) {
+    EXPECT_EQ(2 * static_cast<cl_long>(input[i]), longs[i]) << i;
+    size_t item = i / 4, lane = i % 4;
+    EXPECT_EQ(input[i] * 0.5f, floats[item * 8 + lane]) << i;
+    EXPECT_EQ((input[i] + 1) * 0.5f, floats[item * 8 + 4 + lane]) << i;
+  }
+  clReleaseMemObject(in);
+  clReleaseMemObject(l);
+  clReleaseMemObject(f);
+  clReleaseKernel(k);
+  clReleaseProgram(p);
+}
+
 } // namespace

@@ -2,7 +2,9 @@
 // clGetExtensionFunctionAddress[ForPlatform] and cl_khr_icd 2.0's
 // clIcdGetFunctionAddressForPlatformKHR. Every slot is filled: implemented entry points,
 // generic rejecters for unsupported features, and Windows-only slots with a function that
-// answers CL_INVALID_OPERATION.
+// answers CL_INVALID_OPERATION. Every function handed out goes through api::Guarded
+// (manycl/runtime/api_guard.h): no exception crosses the C ABI, and MANYCL_LOG=api logs
+// failed calls.
 #include "dispatch.h"
 
 #include <cstring>
@@ -11,6 +13,7 @@
 #include <unordered_map>
 
 #include "manycl/runtime/api.h"
+#include "manycl/runtime/api_guard.h"
 #include "manycl/runtime/platform.h"
 #include "vendor_extensions.h"
 
@@ -23,6 +26,8 @@ namespace {
 template <class Fn, cl_int Error> struct Reject;
 template <class R, class... Args, cl_int Error> struct Reject<R(CL_API_CALL *)(Args...), Error> {
   static R CL_API_CALL call(Args... args) {
+    if (log::enabled(log::kApi))
+      log::set_api_detail("not supported by ManyCL");
     if constexpr (std::is_same_v<R, cl_int>) {
       ((void)args, ...);
       return Error;
@@ -50,8 +55,8 @@ cl_icd_dispatch make_table() {
   cl_icd_dispatch table;
   std::memset(&table, 0, sizeof(table));
   size_t filled = 0;
-#define X(name) table.name = &manycl::api::name, ++filled;
-#define U(name, error) table.name = &Reject<cl_api_##name, error>::call, ++filled;
+#define X(name) table.name = api::guarded<#name, &api::name>, ++filled;
+#define U(name, error) table.name = api::guarded<#name, &Reject<cl_api_##name, error>::call>, ++filled;
 #define V(name) table.name = reinterpret_cast<void *>(&windows_only_entry_point), ++filled;
 #include "manycl/runtime/dispatch_slots.def"
 #undef X
@@ -78,8 +83,9 @@ static_assert(count_slots() * sizeof(void *) == sizeof(cl_icd_dispatch),
 const std::unordered_map<std::string_view, void *> &core_entry_points() {
   static const auto *map = [] {
     auto *m = new std::unordered_map<std::string_view, void *>();
-#define X(name) (*m)[#name] = reinterpret_cast<void *>(&manycl::api::name);
-#define U(name, error) (*m)[#name] = reinterpret_cast<void *>(&Reject<cl_api_##name, error>::call);
+#define X(name) (*m)[#name] = reinterpret_cast<void *>(api::guarded<#name, &api::name>);
+#define U(name, error)                                                                             \
+  (*m)[#name] = reinterpret_cast<void *>(api::guarded<#name, &Reject<cl_api_##name, error>::call>);
 #define V(name)
 #include "manycl/runtime/dispatch_slots.def"
 #undef X
@@ -98,12 +104,13 @@ const cl_icd_dispatch &dispatch_table() {
 }
 
 void *extension_function(std::string_view name) {
-  if (name == "clIcdGetPlatformIDsKHR")
-    return reinterpret_cast<void *>(&manycl::api::clIcdGetPlatformIDsKHR);
-  if (name == "clIcdSetPlatformDispatchDataKHR")
-    return reinterpret_cast<void *>(&manycl::api::clIcdSetPlatformDispatchDataKHR);
-  if (name == "clIcdGetFunctionAddressForPlatformKHR")
-    return reinterpret_cast<void *>(&manycl::api::clIcdGetFunctionAddressForPlatformKHR);
+#define GUARDED(fn)                                                                                \
+  if (name == #fn)                                                                                 \
+    return reinterpret_cast<void *>(api::guarded<#fn, &api::fn>);
+  GUARDED(clIcdGetPlatformIDsKHR)
+  GUARDED(clIcdSetPlatformDispatchDataKHR)
+  GUARDED(clIcdGetFunctionAddressForPlatformKHR)
+#undef GUARDED
   return vendor_extension_function(name);
 }
 

@@ -1,26 +1,54 @@
 // Context and command-queue entry points.
+#include <string>
+
 #include "common.h"
 
 namespace manycl::api {
 
 namespace {
 
+// A bad CL_CONTEXT_PLATFORM is reported before the devices are looked at, the other property
+// errors after.
 cl_int check_context_properties_platform(const cl_context_properties *properties) {
   if (!properties)
     return CL_SUCCESS;
   for (size_t i = 0; properties[i] != 0; i += 2)
     if (properties[i] == CL_CONTEXT_PLATFORM && !Platform::from(reinterpret_cast<cl_platform_id>(properties[i + 1])))
-      return CL_INVALID_PLATFORM;
+      return error(CL_INVALID_PLATFORM, "CL_CONTEXT_PLATFORM is not a valid platform");
+  return CL_SUCCESS;
+}
+
+cl_int check_context_properties(const cl_context_properties *properties) {
+  if (!properties)
+    return CL_SUCCESS;
+  bool seen_platform = false, seen_sync = false;
+  for (size_t i = 0; properties[i] != 0; i += 2) {
+    cl_context_properties name = properties[i];
+    cl_context_properties value = properties[i + 1];
+    if (name == CL_CONTEXT_PLATFORM) {
+      if (seen_platform)
+        return error(CL_INVALID_PROPERTY, "CL_CONTEXT_PLATFORM given twice");
+      seen_platform = true;
+    } else if (name == CL_CONTEXT_INTEROP_USER_SYNC) {
+      if (seen_sync)
+        return error(CL_INVALID_PROPERTY, "CL_CONTEXT_INTEROP_USER_SYNC given twice");
+      seen_sync = true;
+      if (value != CL_TRUE && value != CL_FALSE)
+        return error(CL_INVALID_PROPERTY, "CL_CONTEXT_INTEROP_USER_SYNC is neither CL_TRUE nor CL_FALSE");
+    } else {
+      return error(CL_INVALID_PROPERTY, "unsupported context property " + std::to_string(name));
+    }
+  }
   return CL_SUCCESS;
 }
 
 cl_context make_context(const cl_context_properties *properties, std::vector<Device *> devices,
                         rt::ContextNotify notify, void *user_data, cl_int *errcode_ret) {
-  auto context = Context::create(properties, std::move(devices), notify, user_data);
-  if (!context)
-    return fail<_cl_context>(errcode_ret, context.error().code);
+  if (cl_int e = check_context_properties(properties); e != CL_SUCCESS)
+    return fail<_cl_context>(errcode_ret, e);
+  Context *context = Context::create(properties, std::move(devices), notify, user_data);
   set_error(errcode_ret, CL_SUCCESS);
-  return context.value()->handle();
+  return context->handle();
 }
 
 } // namespace
@@ -102,13 +130,19 @@ cl_command_queue make_queue(cl_context context, cl_device_id device, cl_command_
   if (!c)
     return fail<_cl_command_queue>(errcode_ret, CL_INVALID_CONTEXT);
   Device *d = Device::from(device);
-  if (!d || !c->has_device(d))
+  if (!d)
     return fail<_cl_command_queue>(errcode_ret, CL_INVALID_DEVICE);
-  auto queue = Queue::create(c, d, properties, std::move(list));
-  if (!queue)
-    return fail<_cl_command_queue>(errcode_ret, queue.error().code);
+  if (!c->has_device(d))
+    return fail<_cl_command_queue>(errcode_ret, CL_INVALID_DEVICE, "the device is not in the context");
+  const cl_command_queue_properties supported = CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE | CL_QUEUE_PROFILING_ENABLE;
+  const cl_command_queue_properties known = supported | CL_QUEUE_ON_DEVICE | CL_QUEUE_ON_DEVICE_DEFAULT;
+  if (properties & ~known)
+    return fail<_cl_command_queue>(errcode_ret, CL_INVALID_VALUE, "unknown queue properties");
+  if (properties & ~supported)
+    return fail<_cl_command_queue>(errcode_ret, CL_INVALID_QUEUE_PROPERTIES, "on-device queues are not supported");
+  Queue *queue = Queue::create(c, d, properties, std::move(list));
   set_error(errcode_ret, CL_SUCCESS);
-  return queue.value()->handle();
+  return queue->handle();
 }
 } // namespace
 
@@ -127,9 +161,10 @@ cl_command_queue CL_API_CALL clCreateCommandQueueWithProperties(cl_context conte
       if (properties[i] == CL_QUEUE_PROPERTIES)
         flags = static_cast<cl_command_queue_properties>(properties[i + 1]);
       else if (properties[i] == CL_QUEUE_SIZE)
-        return fail<_cl_command_queue>(errcode_ret, CL_INVALID_QUEUE_PROPERTIES);
+        return fail<_cl_command_queue>(errcode_ret, CL_INVALID_QUEUE_PROPERTIES,
+                                       "CL_QUEUE_SIZE applies to on-device queues, which are not supported");
       else
-        return fail<_cl_command_queue>(errcode_ret, CL_INVALID_VALUE);
+        return fail<_cl_command_queue>(errcode_ret, CL_INVALID_VALUE, "unknown queue property name");
       list.push_back(properties[i]);
       list.push_back(properties[i + 1]);
     }

@@ -342,8 +342,10 @@ cl_int CL_API_CALL clEnqueueUnmapMemObject(cl_command_queue queue, cl_mem memobj
     return e;
   size_t offset, size;
   cl_map_flags flags;
-  if (!mapped_ptr || !m->take_map(mapped_ptr, offset, size, flags))
-    return CL_INVALID_VALUE;
+  if (!mapped_ptr)
+    return error(CL_INVALID_VALUE, "mapped_ptr is NULL");
+  if (auto taken = m->take_map(mapped_ptr, offset, size, flags); !taken)
+    return error(taken.error());
   Ref<Memory> keep(m);
   bool write_back = flags & (CL_MAP_WRITE | CL_MAP_WRITE_INVALIDATE_REGION);
   Event *ev = q->enqueue(CL_COMMAND_UNMAP_MEM_OBJECT, [keep, offset, size, write_back] {

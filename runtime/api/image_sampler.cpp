@@ -37,7 +37,7 @@ cl_int CL_API_CALL clGetSupportedImageFormats(cl_context context, cl_mem_flags f
                                               cl_uint *num_image_formats) {
   if (!Context::from(context))
     return CL_INVALID_CONTEXT;
-  if (rt::validate_mem_flags(flags) != CL_SUCCESS && !(flags & CL_MEM_KERNEL_READ_AND_WRITE))
+  if (check_mem_flags(flags) != CL_SUCCESS && !(flags & CL_MEM_KERNEL_READ_AND_WRITE))
     return CL_INVALID_VALUE;
   switch (image_type) {
   case CL_MEM_OBJECT_IMAGE1D:

@@ -77,7 +77,7 @@ cl_int CL_API_CALL clCreateSubDevices(cl_device_id in_device, const cl_device_pa
     return CL_INVALID_VALUE;
   auto created = d->partition(properties);
   if (!created)
-    return created.error().code;
+    return error(created.error());
   auto &subs = created.value();
   if (out_devices && num_devices < subs.size()) {
     for (Device *s : subs)

@@ -81,7 +81,7 @@ cl_program CL_API_CALL clCreateProgramWithBinary(cl_context context, cl_uint num
     for (cl_uint i = 0; i < num_devices; ++i)
       binary_status[i] = status[i];
   if (!program)
-    return fail<_cl_program>(errcode_ret, program.error().code);
+    return fail<_cl_program>(errcode_ret, program.error());
   set_error(errcode_ret, CL_SUCCESS);
   return program.value()->handle();
 }
@@ -249,7 +249,7 @@ cl_kernel CL_API_CALL clCreateKernel(cl_program program, const char *kernel_name
     return fail<_cl_kernel>(errcode_ret, CL_INVALID_VALUE);
   auto kernel = Kernel::create(p, kernel_name);
   if (!kernel)
-    return fail<_cl_kernel>(errcode_ret, kernel.error().code);
+    return fail<_cl_kernel>(errcode_ret, kernel.error());
   set_error(errcode_ret, CL_SUCCESS);
   return kernel.value()->handle();
 }
@@ -270,7 +270,7 @@ cl_int CL_API_CALL clCreateKernelsInProgram(cl_program program, cl_uint num_kern
       if (!kernel) {
         for (size_t j = 0; j < i; ++j)
           Kernel::from(kernels[j])->release_api();
-        return kernel.error().code;
+        return error(kernel.error());
       }
       kernels[i] = kernel.value()->handle();
     }

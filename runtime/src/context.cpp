@@ -7,31 +7,13 @@
 
 namespace manycl::rt {
 
-Result<Context *> Context::create(const cl_context_properties *properties, std::vector<Device *> devices,
-                                  ContextNotify notify, void *user_data) {
+Context *Context::create(const cl_context_properties *properties, std::vector<Device *> devices,
+                         ContextNotify notify, void *user_data) {
   std::vector<cl_context_properties> kept;
   if (properties) {
-    bool seen_platform = false, seen_sync = false;
     for (size_t i = 0; properties[i] != 0; i += 2) {
-      cl_context_properties name = properties[i];
-      cl_context_properties value = properties[i + 1];
-      if (name == CL_CONTEXT_PLATFORM) {
-        if (seen_platform)
-          return make_error("CL_CONTEXT_PLATFORM given twice", CL_INVALID_PROPERTY);
-        seen_platform = true;
-        if (!Platform::from(reinterpret_cast<cl_platform_id>(value)))
-          return make_error("CL_CONTEXT_PLATFORM is not a valid platform", CL_INVALID_PLATFORM);
-      } else if (name == CL_CONTEXT_INTEROP_USER_SYNC) {
-        if (seen_sync)
-          return make_error("CL_CONTEXT_INTEROP_USER_SYNC given twice", CL_INVALID_PROPERTY);
-        seen_sync = true;
-        if (value != CL_TRUE && value != CL_FALSE)
-          return make_error("bad CL_CONTEXT_INTEROP_USER_SYNC value", CL_INVALID_PROPERTY);
-      } else {
-        return make_error("unsupported context property", CL_INVALID_PROPERTY);
-      }
-      kept.push_back(name);
-      kept.push_back(value);
+      kept.push_back(properties[i]);
+      kept.push_back(properties[i + 1]);
     }
     kept.push_back(0);
   }

@@ -6,33 +6,9 @@
 
 namespace manycl::rt {
 
-namespace {
-constexpr cl_mem_flags kAccessFlags = CL_MEM_READ_WRITE | CL_MEM_WRITE_ONLY | CL_MEM_READ_ONLY;
-constexpr cl_mem_flags kHostAccessFlags = CL_MEM_HOST_WRITE_ONLY | CL_MEM_HOST_READ_ONLY | CL_MEM_HOST_NO_ACCESS;
-constexpr cl_mem_flags kHostPtrFlags = CL_MEM_USE_HOST_PTR | CL_MEM_ALLOC_HOST_PTR | CL_MEM_COPY_HOST_PTR;
-
-int bit_count(cl_mem_flags f) { return __builtin_popcountll(f); }
-} // namespace
-
-cl_int validate_mem_flags(cl_mem_flags flags) {
-  if (flags & ~(kAccessFlags | kHostAccessFlags | kHostPtrFlags))
-    return CL_INVALID_VALUE;
-  if (bit_count(flags & kAccessFlags) > 1 || bit_count(flags & kHostAccessFlags) > 1)
-    return CL_INVALID_VALUE;
-  if ((flags & CL_MEM_USE_HOST_PTR) && (flags & (CL_MEM_ALLOC_HOST_PTR | CL_MEM_COPY_HOST_PTR)))
-    return CL_INVALID_VALUE;
-  return CL_SUCCESS;
-}
+// Flags, sizes and host pointers are checked by the entry points (runtime/api/memory.cpp).
 
 Result<Memory *> Memory::create_buffer(Context *context, cl_mem_flags flags, size_t size, void *host_ptr) {
-  if (cl_int e = validate_mem_flags(flags); e != CL_SUCCESS)
-    return make_error("invalid flags", e);
-  if (size == 0 || size > context->max_alloc())
-    return make_error("size is 0 or larger than CL_DEVICE_MAX_MEM_ALLOC_SIZE", CL_INVALID_BUFFER_SIZE);
-  bool wants_ptr = flags & (CL_MEM_USE_HOST_PTR | CL_MEM_COPY_HOST_PTR);
-  if (wants_ptr != (host_ptr != nullptr))
-    return make_error("host_ptr and USE/COPY_HOST_PTR disagree", CL_INVALID_HOST_PTR);
-
   device::Device &owner = context->memory_owner();
   auto offset = owner.ddr().allocate(size);
   if (!offset)
@@ -52,32 +28,11 @@ Result<Memory *> Memory::create_buffer(Context *context, cl_mem_flags flags, siz
   return mem;
 }
 
-Result<Memory *> Memory::create_sub_buffer(Memory *parent, cl_mem_flags flags, size_t origin, size_t size) {
-  if (cl_int e = validate_mem_flags(flags); e != CL_SUCCESS)
-    return make_error("invalid flags", e);
-  if (flags & kHostPtrFlags)
-    return make_error("sub-buffers cannot take host pointer flags", CL_INVALID_VALUE);
+Memory *Memory::create_sub_buffer(Memory *parent, cl_mem_flags flags, size_t origin, size_t size) {
   cl_mem_flags parent_access = parent->flags_ & kAccessFlags;
   cl_mem_flags access = flags & kAccessFlags;
-  if (access) {
-    if ((parent_access == CL_MEM_WRITE_ONLY && access != CL_MEM_WRITE_ONLY) ||
-        (parent_access == CL_MEM_READ_ONLY && access != CL_MEM_READ_ONLY))
-      return make_error("sub-buffer access wider than the parent's", CL_INVALID_VALUE);
-  }
   cl_mem_flags parent_host = parent->flags_ & kHostAccessFlags;
   cl_mem_flags host = flags & kHostAccessFlags;
-  // Narrowing the host's access is always allowed (CL_MEM_HOST_NO_ACCESS under any parent);
-  // widening it, or switching between read-only and write-only, is not.
-  if (host && parent_host && host != parent_host && host != CL_MEM_HOST_NO_ACCESS)
-    return make_error("sub-buffer host access wider than the parent's", CL_INVALID_VALUE);
-  if (size == 0)
-    return make_error("sub-buffer size is 0", CL_INVALID_BUFFER_SIZE);
-  if (!parent->in_bounds(origin, size))
-    return make_error("sub-buffer outside its parent", CL_INVALID_VALUE);
-  // The alignment rule: some device of the context must accept the origin.
-  if (origin % device::Ddr::kAlignment != 0)
-    return make_error("origin not aligned to CL_DEVICE_MEM_BASE_ADDR_ALIGN", CL_MISALIGNED_SUB_BUFFER_OFFSET);
-
   auto *mem = new Memory();
   mem->context_ = parent->context_;
   mem->flags_ = (access ? access : parent_access) | (host ? host : parent_host) |

@@ -6,17 +6,8 @@
 
 namespace manycl::rt {
 
-Result<Queue *> Queue::create(Context *context, Device *device,
-                              cl_command_queue_properties properties,
-                              std::vector<cl_queue_properties> property_list) {
-  const cl_command_queue_properties supported =
-      CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE | CL_QUEUE_PROFILING_ENABLE;
-  const cl_command_queue_properties known =
-      supported | CL_QUEUE_ON_DEVICE | CL_QUEUE_ON_DEVICE_DEFAULT;
-  if (properties & ~known)
-    return make_error("unknown queue properties", CL_INVALID_VALUE);
-  if (properties & ~supported)
-    return make_error("on-device queues are not supported", CL_INVALID_QUEUE_PROPERTIES);
+Queue *Queue::create(Context *context, Device *device, cl_command_queue_properties properties,
+                     std::vector<cl_queue_properties> property_list) {
   auto *queue = new Queue();
   queue->context_ = Ref<Context>(context);
   queue->device_ = device;

@@ -1,6 +1,8 @@
 #include "manycl/log.h"
 
 #include <cstdio>
+#include <exception>
+#include <new>
 
 #include <CL/cl.h>
 
@@ -142,32 +144,68 @@ std::string describe_error(int code) {
   return "error " + std::to_string(code);
 }
 
-void line(std::string_view text) {
-  std::string out;
-  out.reserve(text.size() + 9);
-  out.append("ManyCL: ").append(text).push_back('\n');
-  std::fwrite(out.data(), 1, out.size(), stderr);
+void line(std::string_view text) noexcept {
+  try {
+    std::string out;
+    out.reserve(text.size() + 9);
+    out.append("ManyCL: ").append(text).push_back('\n');
+    std::fwrite(out.data(), 1, out.size(), stderr);
+  } catch (...) {
+    // Out of memory for the line itself: print it in pieces rather than not at all.
+    std::fprintf(stderr, "ManyCL: %.*s\n", static_cast<int>(text.size()), text.data());
+  }
 }
 
 namespace {
 thread_local std::string t_api_detail;
 }
 
-void set_api_detail(std::string_view message) {
+void set_api_detail(std::string_view message) noexcept {
   // The innermost reason is the most specific one: keep the first detail of a call.
-  if (t_api_detail.empty())
-    t_api_detail.assign(message);
+  try {
+    if (t_api_detail.empty())
+      t_api_detail.assign(message);
+  } catch (...) {
+  }
 }
 
-void clear_api_detail() { t_api_detail.clear(); }
+void clear_api_detail() noexcept { t_api_detail.clear(); }
 
-void api_error(std::string_view function, int code) {
-  std::string text(function);
-  text.append(": ").append(describe_error(code));
-  if (!t_api_detail.empty())
-    text.append(": ").append(t_api_detail);
-  t_api_detail.clear();
-  line(text);
+void api_error(std::string_view function, int code) noexcept {
+  try {
+    std::string text(function);
+    text.append(": ").append(describe_error(code));
+    if (!t_api_detail.empty())
+      text.append(": ").append(t_api_detail);
+    t_api_detail.clear();
+    line(text);
+  } catch (...) {
+    t_api_detail.clear();
+  }
+}
+
+int api_exception(std::string_view function) noexcept {
+  static std::atomic<bool> logged_one{false};
+  int code = CL_OUT_OF_RESOURCES;
+  const char *what = "unknown exception";
+  try {
+    throw;
+  } catch (const std::bad_alloc &e) {
+    code = CL_OUT_OF_HOST_MEMORY;
+    what = e.what();
+  } catch (const std::exception &e) {
+    what = e.what();
+  } catch (...) {
+  }
+  clear_api_detail();
+  if (!logged_one.exchange(true, std::memory_order_relaxed) || enabled(kApi)) {
+    // Fixed-size formatting: after std::bad_alloc, building a std::string may throw again.
+    char text[512];
+    std::snprintf(text, sizeof(text), "%.*s: %s: internal exception caught at the API boundary: %s",
+                  static_cast<int>(function.size()), function.data(), error_name(code), what);
+    line(text);
+  }
+  return code;
 }
 
 } // namespace manycl::log

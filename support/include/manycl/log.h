@@ -44,14 +44,20 @@ const char *error_name(int code);
 std::string describe_error(int code);
 
 // Writes "ManyCL: <text>\n" to stderr in one call, so that lines from threads do not mix.
-void line(std::string_view text);
+void line(std::string_view text) noexcept;
 
 // Why the current API call is failing, kept per thread until the entry point returns; the
 // API layer sets it where it knows more than the error code. Only call when kApi is enabled.
-void set_api_detail(std::string_view message);
+void set_api_detail(std::string_view message) noexcept;
 // Drops a detail that the call did not end up reporting (it succeeded after all).
-void clear_api_detail();
+void clear_api_detail() noexcept;
 // Logs "ManyCL: <function>: <error name>[: <detail>]" and clears the detail.
-void api_error(std::string_view function, int code);
+void api_error(std::string_view function, int code) noexcept;
+
+// Call inside a catch block at the C ABI: maps the exception being handled to the entry
+// point's error (std::bad_alloc: CL_OUT_OF_HOST_MEMORY, anything else: CL_OUT_OF_RESOURCES)
+// and logs it. The first one of a process is logged whatever MANYCL_LOG says (it is a
+// runtime bug or memory exhaustion, never an ordinary error); the others under kApi.
+int api_exception(std::string_view function) noexcept;
 
 } // namespace manycl::log

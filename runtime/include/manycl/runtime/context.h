@@ -17,10 +17,9 @@ using ContextNotify = void(CL_CALLBACK *)(const char *, const void *, size_t, vo
 
 class Context : public Object<Context, _cl_context, Kind::Context> {
 public:
-  // Validates `properties` (CL_CONTEXT_PLATFORM, CL_CONTEXT_INTEROP_USER_SYNC) and the
-  // device list; returns the new context or the specified error code.
-  static Result<Context *> create(const cl_context_properties *properties, std::vector<Device *> devices,
-                                  ContextNotify notify, void *user_data);
+  // `properties` and `devices` are valid for clCreateContext (the entry points check them).
+  static Context *create(const cl_context_properties *properties, std::vector<Device *> devices,
+                         ContextNotify notify, void *user_data);
   ~Context();
 
   const std::vector<Device *> &devices() const { return devices_; }

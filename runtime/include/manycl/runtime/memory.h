@@ -20,8 +20,14 @@ namespace manycl::rt {
 
 class Memory : public Object<Memory, _cl_mem, Kind::Mem> {
 public:
+  // The arguments are valid for clCreateBuffer / clCreateSubBuffer (the entry points check
+  // them); only the DDR allocation can fail.
   static Result<Memory *> create_buffer(Context *context, cl_mem_flags flags, size_t size, void *host_ptr);
-  static Result<Memory *> create_sub_buffer(Memory *parent, cl_mem_flags flags, size_t origin, size_t size);
+  static Memory *create_sub_buffer(Memory *parent, cl_mem_flags flags, size_t origin, size_t size);
+  static constexpr cl_mem_flags kAccessFlags = CL_MEM_READ_WRITE | CL_MEM_WRITE_ONLY | CL_MEM_READ_ONLY;
+  static constexpr cl_mem_flags kHostAccessFlags =
+      CL_MEM_HOST_WRITE_ONLY | CL_MEM_HOST_READ_ONLY | CL_MEM_HOST_NO_ACCESS;
+  static constexpr cl_mem_flags kHostPtrFlags = CL_MEM_USE_HOST_PTR | CL_MEM_ALLOC_HOST_PTR | CL_MEM_COPY_HOST_PTR;
   ~Memory();
 
   Context *context() const { return context_.get(); }
@@ -94,8 +100,5 @@ public:
 private:
   std::shared_ptr<Memory::Anchor> anchor_;
 };
-
-// Checks the flag combination rules of clCreateBuffer / clCreateSubBuffer.
-cl_int validate_mem_flags(cl_mem_flags flags);
 
 } // namespace manycl::rt

@@ -15,9 +15,9 @@ namespace manycl::rt {
 
 class Queue : public Object<Queue, _cl_command_queue, Kind::Queue> {
 public:
-  static Result<Queue *> create(Context *context, Device *device,
-                                cl_command_queue_properties properties,
-                                std::vector<cl_queue_properties> property_list);
+  // `properties` are supported ones (the entry points check them).
+  static Queue *create(Context *context, Device *device, cl_command_queue_properties properties,
+                       std::vector<cl_queue_properties> property_list);
   ~Queue();
 
   Context *context() const { return context_.get(); }

@@ -1,0 +1,112 @@
+// MANYCL_LOG=api: every failed OpenCL call logs one "ManyCL: <function>: <error>[: <why>]"
+// line on stderr. The switch is read once per process, so each case runs api_log_probe.cpp
+// in a child process through the ICD loader, as an application would.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <string>
+#include <vector>
+
+namespace {
+
+namespace fs = std::filesystem;
+
+struct ProbeRun {
+  std::string out;                 // the probe's "call=code" lines
+  std::vector<std::string> logged; // stderr lines starting with "ManyCL:"
+  std::string err;
+};
+
+ProbeRun run_probe(const std::string &env) {
+  const fs::path err_file = fs::temp_directory_path() / ("manycl_api_log_" + std::to_string(getpid()));
+  const std::string cmd = "env -u MANYCL_LOG -u MANYCL_DEVICE_LOG " + env + " " + API_LOG_PROBE + " 2>" +
+                          err_file.string();
+  ProbeRun r;
+  if (FILE *p = popen(cmd.c_str(), "r")) {
+    char buf[256];
+    while (fgets(buf, sizeof buf, p))
+      r.out += buf;
+    pclose(p);
+  }
+  std::ifstream in(err_file);
+  std::string line;
+  while (std::getline(in, line)) {
+    r.err += line + "\n";
+    if (line.rfind("ManyCL:", 0) == 0)
+      r.logged.push_back(line);
+  }
+  fs::remove(err_file);
+  return r;
+}
+
+// The logged line for `function`, or "" (the first one when it failed more than once).
+std::string line_for(const ProbeRun &r, const std::string &function, size_t nth = 0) {
+  for (const auto &line : r.logged)
+    if (line.rfind("ManyCL: " + function + ": ", 0) == 0 && nth-- == 0)
+      return line;
+  return "";
+}
+
+TEST(ApiLog, QuietWithoutTheSwitch) {
+  ProbeRun r = run_probe("");
+  EXPECT_NE(r.out.find("clCreateBuffer=-61\n"), std::string::npos) << r.out;
+  EXPECT_TRUE(r.logged.empty()) << r.err;
+}
+
+TEST(ApiLog, EveryFailedCallLogsFunctionErrorAndReason) {
+  ProbeRun r = run_probe("MANYCL_LOG=api");
+  // The calls fail exactly as without the log.
+  EXPECT_NE(r.out.find("clCreateBuffer=-61\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("clCreateBuffer(ok)=0\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("clCreateSubBuffer=-13\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("clBuildProgram=0\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("clCreateKernel=-46\n"), std::string::npos) << r.out;
+
+  EXPECT_EQ(line_for(r, "clCreateBuffer").rfind(
+                "ManyCL: clCreateBuffer: CL_INVALID_BUFFER_SIZE: size is 0 or larger than "
+                "CL_DEVICE_MAX_MEM_ALLOC_SIZE (size 0, maximum ",
+                0),
+            0u)
+      << r.err;
+  // errcode_ret was NULL: the failure is logged all the same.
+  EXPECT_EQ(line_for(r, "clCreateBuffer", 1),
+            "ManyCL: clCreateBuffer: CL_INVALID_VALUE: more than one of CL_MEM_READ_WRITE, "
+            "CL_MEM_WRITE_ONLY, CL_MEM_READ_ONLY")
+      << r.err;
+  EXPECT_EQ(line_for(r, "clCreateSubBuffer"),
+            "ManyCL: clCreateSubBuffer: CL_MISALIGNED_SUB_BUFFER_OFFSET: origin 3 is not a multiple of "
+            "128 bytes (CL_DEVICE_MEM_BASE_ADDR_ALIGN)")
+      << r.err;
+  EXPECT_EQ(line_for(r, "clGetContextInfo"), "ManyCL: clGetContextInfo: CL_INVALID_VALUE") << r.err;
+  EXPECT_EQ(line_for(r, "clEnqueueUnmapMemObject"),
+            "ManyCL: clEnqueueUnmapMemObject: CL_INVALID_VALUE: pointer is not mapped from this memory object")
+      << r.err;
+  EXPECT_EQ(line_for(r, "clCreateKernel"),
+            "ManyCL: clCreateKernel: CL_INVALID_KERNEL_NAME: no kernel named no_such_kernel")
+      << r.err;
+  EXPECT_EQ(line_for(r, "clCreateFromGLBuffer"),
+            "ManyCL: clCreateFromGLBuffer: CL_INVALID_CONTEXT: not supported by ManyCL")
+      << r.err;
+  // Successful calls say nothing: one line per failed call above, no more.
+  EXPECT_EQ(r.logged.size(), 7u) << r.err;
+}
+
+TEST(ApiLog, AllAndListsIncludeApi) {
+  for (const char *spec : {"MANYCL_LOG=all", "MANYCL_LOG=device,api"}) {
+    ProbeRun r = run_probe(spec);
+    EXPECT_EQ(line_for(r, "clGetContextInfo"), "ManyCL: clGetContextInfo: CL_INVALID_VALUE")
+        << spec << "\n"
+        << r.err;
+  }
+}
+
+TEST(ApiLog, UnknownChannelIsNamedOnce) {
+  ProbeRun r = run_probe("MANYCL_LOG=apii");
+  ASSERT_EQ(r.logged.size(), 1u) << r.err;
+  EXPECT_EQ(r.logged[0], "ManyCL: MANYCL_LOG: unknown channel 'apii' (known: api, device, all, none)");
+}
+
+} // namespace

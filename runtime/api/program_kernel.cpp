@@ -1,5 +1,6 @@
 // Program and kernel entry points.
 #include <cstring>
+#include <string>
 
 #include "common.h"
 #include "manycl/runtime/kernel.h"
@@ -25,6 +26,22 @@ cl_int collect_devices(Context *c, cl_uint num_devices, const cl_device_id *devi
     out.push_back(d);
   }
   return CL_SUCCESS;
+}
+
+// A failed build's reason is in its build log; the API log shows where and how it starts.
+void note_build_log(const Program *p, cl_int result) {
+  if (result == CL_SUCCESS || !log::enabled(log::kApi))
+    return;
+  for (Device *d : p->devices()) {
+    Program::Build build = p->build_for(d);
+    if (build.status != CL_BUILD_ERROR || build.log.empty())
+      continue;
+    std::string first = build.log.substr(0, build.log.find('\n'));
+    if (first.size() > 200)
+      first = first.substr(0, 200) + "...";
+    log::set_api_detail("see CL_PROGRAM_BUILD_LOG of " + d->config().name + ": " + first);
+    return;
+  }
 }
 } // namespace
 
@@ -140,6 +157,7 @@ cl_int CL_API_CALL clBuildProgram(cl_program program, cl_uint num_devices, const
   if (p->has_kernels())
     return CL_INVALID_OPERATION;
   cl_int result = p->build(device_list ? devices : std::vector<Device *>{}, options ? options : "");
+  note_build_log(p, result);
   // The build is synchronous; the callback still reports its end, as the specification allows.
   if (pfn_notify)
     pfn_notify(program, user_data);
@@ -171,6 +189,7 @@ cl_int CL_API_CALL clCompileProgram(cl_program program, cl_uint num_devices, con
     headers.push_back({header_include_names[i], h->source()});
   }
   cl_int result = p->compile(device_list ? devices : std::vector<Device *>{}, options ? options : "", headers);
+  note_build_log(p, result);
   if (pfn_notify)
     pfn_notify(program, user_data);
   return result;

@@ -67,6 +67,12 @@ int main() {
   clCreateKernel(program, "no_such_kernel", &err);
   report("clCreateKernel", err);
 
+  // A build that fails: the log line points at the build log and quotes how it starts.
+  const char *broken = "__kernel void k(__global int *p) { p[0] = undeclared_name; }";
+  cl_program bad = clCreateProgramWithSource(context, 1, &broken, nullptr, &err);
+  report("clBuildProgram(broken)", clBuildProgram(bad, 1, &device, nullptr, nullptr, nullptr));
+  clReleaseProgram(bad);
+
   // A feature ManyCL does not have (GL sharing): answered by a generic function.
   clCreateFromGLBuffer(context, CL_MEM_READ_WRITE, 1, &err);
   report("clCreateFromGLBuffer", err);

@@ -87,11 +87,16 @@ TEST(ApiLog, EveryFailedCallLogsFunctionErrorAndReason) {
   EXPECT_EQ(line_for(r, "clCreateKernel"),
             "ManyCL: clCreateKernel: CL_INVALID_KERNEL_NAME: no kernel named no_such_kernel")
       << r.err;
+  EXPECT_NE(r.out.find("clBuildProgram(broken)=-11\n"), std::string::npos) << r.out;
+  const std::string build = line_for(r, "clBuildProgram");
+  EXPECT_EQ(build.rfind("ManyCL: clBuildProgram: CL_BUILD_PROGRAM_FAILURE: see CL_PROGRAM_BUILD_LOG of ", 0), 0u)
+      << r.err;
+  EXPECT_NE(build.find("undeclared_name"), std::string::npos) << build;
   EXPECT_EQ(line_for(r, "clCreateFromGLBuffer"),
             "ManyCL: clCreateFromGLBuffer: CL_INVALID_CONTEXT: not supported by ManyCL")
       << r.err;
   // Successful calls say nothing: one line per failed call above, no more.
-  EXPECT_EQ(r.logged.size(), 7u) << r.err;
+  EXPECT_EQ(r.logged.size(), 8u) << r.err;
 }
 
 TEST(ApiLog, AllAndListsIncludeApi) {

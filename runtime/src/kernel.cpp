@@ -547,14 +547,8 @@ cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, con
     state->pinned = true;
   }
   auto launch = compiler::Launch::prepare(*target->second.kernel, values, range);
-  if (!launch) {
-    auto code = launch.status().code;
-    if (code == compiler::ErrorCode::InvalidWorkGroup)
-      return CL_INVALID_WORK_GROUP_SIZE;
-    if (code == compiler::ErrorCode::InvalidArgs)
-      return CL_INVALID_KERNEL_ARGS;
-    return CL_OUT_OF_RESOURCES;
-  }
+  if (!launch)
+    return compiler_error_to_cl(launch.status().code, CL_OUT_OF_RESOURCES);
   state->launch = std::move(launch.value());
   if (state->launch.localMemSize() > device->config().local_mem_bytes())
     return CL_OUT_OF_RESOURCES;

@@ -34,6 +34,10 @@ cl_int compiler_error_to_cl(compiler::ErrorCode code, cl_int build_failure) {
     return CL_INVALID_BINARY;
   case compiler::ErrorCode::OutOfResources:
     return CL_OUT_OF_RESOURCES;
+  case compiler::ErrorCode::InvalidWorkGroup:
+    return CL_INVALID_WORK_GROUP_SIZE;
+  case compiler::ErrorCode::InvalidArgs:
+    return CL_INVALID_KERNEL_ARGS;
   default:
     return build_failure;
   }

@@ -86,6 +86,9 @@ private:
   std::atomic<int> kernels_attached_{0};
 };
 
+// The one conversion from the compiler's ErrorCode to an OpenCL code; `build_failure` is the
+// answer for a failure with no code of its own (the build/compile/link failure, or
+// CL_OUT_OF_RESOURCES for a launch).
 cl_int compiler_error_to_cl(compiler::ErrorCode code, cl_int build_failure);
 
 } // namespace manycl::rt

@@ -411,4 +411,30 @@ TEST_F(ConformanceRegressionTest, WideVectorCallsBuildWithoutAbiWarnings) {
   clReleaseProgram(p);
 }
 
+// CTS half (once cl_khr_fp64 is reported): double -> half conversions have no x86 instruction,
+// code generation calls libgcc's __truncdfhf2, which the JIT must resolve.
+TEST_F(ConformanceRegressionTest, VstoreHalfFromDouble) {
+  cl_program p = build(R"(
+    #pragma OPENCL EXTENSION cl_khr_fp64 : enable
+    __kernel void store(__global const double *d, __global half *h) {
+      size_t i = get_global_id(0);
+      vstore_half(d[i], i, h);
+      vstore_half_rtz(d[i], i + 4, h);
+    })");
+  cl_kernel k = kernel(p, "store");
+  const cl_double in[4] = {1.0 / 3.0, -2.5, 65504.0, 1e-5};
+  cl_mem d = make_buffer(sizeof(in), CL_MEM_COPY_HOST_PTR, const_cast<cl_double *>(in));
+  cl_mem h = make_buffer(8 * sizeof(cl_half));
+  CL_OK(clSetKernelArg(k, 0, sizeof(d), &d));
+  CL_OK(clSetKernelArg(k, 1, sizeof(h), &h));
+  run(k, 4);
+  // binary16 bit patterns: round to nearest even, then toward zero.
+  EXPECT_EQ((std::vector<cl_half>{0x3555, 0xc100, 0x7bff, 0x00a8, 0x3555, 0xc100, 0x7bff, 0x00a7}),
+            read<cl_half>(h, 8));
+  clReleaseMemObject(d);
+  clReleaseMemObject(h);
+  clReleaseKernel(k);
+  clReleaseProgram(p);
+}
+
 } // namespace

@@ -431,7 +431,11 @@ void *lookupHostSymbol(std::string_view name) {
     t["__manycl_async_copy"] = reinterpret_cast<void *>(&__manycl_async_copy);
     t["__manycl_async_copy_g2l"] = reinterpret_cast<void *>(&__manycl_async_copy);
     t["__manycl_async_copy_l2g"] = reinterpret_cast<void *>(&__manycl_async_copy);
+    // Half conversions without a native instruction (double -> half, or float -> half on a
+    // host without F16C) are libgcc calls; a C host program (Python) may not have loaded it.
     void *libgcc = dlopen("libgcc_s.so.1", RTLD_NOW | RTLD_NOLOAD);
+    if (!libgcc)
+      libgcc = dlopen("libgcc_s.so.1", RTLD_NOW);
     for (const char *n :
          {"__extendhfsf2", "__truncsfhf2", "__truncdfhf2", "__gnu_h2f_ieee", "__gnu_f2h_ieee"}) {
       void *p = libgcc ? dlsym(libgcc, n) : nullptr;

@@ -166,7 +166,8 @@ Result<std::shared_ptr<Program>> load(std::span<const uint8_t> binary) {
         pointerToJITTargetAddress(p), JITSymbolFlags::Exported | JITSymbolFlags::Callable);
   }
   // Helpers that LLVM code generation may introduce.
-  for (const char *n : {"memcpy", "memset", "memmove", "sincosf", "sincos", "exp10f", "exp10"}) {
+  for (const char *n : {"memcpy", "memset", "memmove", "sincosf", "sincos", "exp10f", "exp10",
+                        "__truncdfhf2", "__truncsfhf2", "__extendhfsf2"}) {
     auto name = (*jit)->mangleAndIntern(n);
     if (syms.count(name))
       continue;

@@ -63,9 +63,9 @@ void guardIntegerDivision(Module &M) {
     Value *traps = B.CreateICmpEQ(divisor, Constant::getNullValue(type));
     if (isSigned) {
       unsigned bits = type->getScalarSizeInBits();
-      Value *overflow =
-          B.CreateAnd(B.CreateICmpEQ(divisor, Constant::getAllOnesValue(type)),
-                      B.CreateICmpEQ(numerator, ConstantInt::get(type, APInt::getSignedMinValue(bits))));
+      Value *overflow = B.CreateAnd(
+          B.CreateICmpEQ(divisor, Constant::getAllOnesValue(type)),
+          B.CreateICmpEQ(numerator, ConstantInt::get(type, APInt::getSignedMinValue(bits))));
       traps = B.CreateOr(traps, overflow);
     }
     div->setOperand(1, B.CreateSelect(traps, ConstantInt::get(type, 1), divisor));

@@ -53,7 +53,15 @@ if [ ! -d "$tests" ]; then
   mv "$tests.tmp" "$tests"
 fi
 
-export OCL_ICD_VENDORS="$build/vendors"
+# The loader is pointed at a copy of the build's ICD library: a rebuild during the run (the
+# library relinked under the loader) would otherwise fail the tests that start meanwhile.
+icd="$cache/icd"
+rm -rf "$icd"
+mkdir -p "$icd"
+lib="$(head -1 "$build/vendors/manycl.icd")"
+cp "$lib" "$icd/${lib##*/}"
+echo "$icd/${lib##*/}" >"$icd/manycl.icd"
+export OCL_ICD_VENDORS="$icd"
 export PYOPENCL_TEST="${PYOPENCL_TEST:-manycl}"
 # pyopencl caches binaries by source and device name; a rebuilt ManyCL must compile afresh.
 export PYOPENCL_NO_CACHE=1
@@ -67,12 +75,12 @@ pytest=("$python" -m pytest -p no:cacheprovider -q --rootdir "$tests")
 run_one() {
   local id="$1" log="$2" rc status
   set +e
-  timeout -k 10 "$limit" "${pytest[@]}" "$id" >"$log" 2>&1
+  timeout -k 10 "$limit" "${pytest[@]}" "$id" </dev/null >"$log" 2>&1
   rc=$?
-  set -e
+  # pytest's last line: "1 passed, 2 warnings in 1.2s", "2 warnings, 1 error in 0.9s"...
   local last
-  last="$(grep -E '^(=+ )?[0-9]+ (passed|failed|skipped|error|xfailed|xpassed|deselected)' \
-    "$log" | tail -1)"
+  last="$(grep -E '^(=+ )?[0-9]+ [a-z]+.* in [0-9.]+s' "$log" | tail -1)"
+  set -e
   if [ "$rc" = 124 ] || [ "$rc" = 137 ]; then
     status=hung
   elif [ "$rc" -ge 128 ]; then
@@ -88,7 +96,9 @@ run_one() {
     status=crashed
   fi
   echo "$status rc=$rc $id" >>"$log"
-  printf '%s %s\n' "$status" "$id"
+  # The device part of the id is the same in every test: shortened to "ctx".
+  printf '%s %s (%s)\n' "$status" "$(sed -E "s/<context factory for <[^>]*>>/ctx/" <<<"$id")" \
+    "${log##*/}"
 }
 
 total_pass=0 total_fail=0 total_skip=0 total_crash=0 total_hang=0
@@ -101,6 +111,12 @@ for file in "${files[@]}"; do
   "${pytest[@]}" --collect-only "$file" 2>/dev/null | grep '::' | grep -F -- "$filter" \
     >"$logs/ids" || true
   n="$(wc -l <"$logs/ids")"
+  if [ "$n" = 0 ] && [ -z "$filter" ]; then
+    # Collection itself failed (no ManyCL platform, an import error): say why.
+    "${pytest[@]}" --collect-only "$file" | tail -20 >&2 || true
+    echo "$file: no tests collected" >&2
+    exit 1
+  fi
   echo "== $file: $n tests" >&2
   results="$logs/results"
   : >"$results"

@@ -4,26 +4,13 @@
 #include <CL/cl.h>
 #include <CL/cl_gl.h>
 
+#include "../common/manycl_platform.h"
+
 #include <cstdio>
-#include <cstring>
-#include <vector>
 
 namespace {
 
-cl_platform_id manycl_platform() {
-  cl_uint n = 0;
-  if (clGetPlatformIDs(0, nullptr, &n) != CL_SUCCESS || n == 0)
-    return nullptr;
-  std::vector<cl_platform_id> platforms(n);
-  clGetPlatformIDs(n, platforms.data(), nullptr);
-  for (cl_platform_id p : platforms) {
-    char name[64] = {};
-    clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof name, name, nullptr);
-    if (std::strcmp(name, "ManyCL") == 0)
-      return p;
-  }
-  return nullptr;
-}
+cl_platform_id manycl_platform() { return manycl_test::find_manycl_platform(); }
 
 void report(const char *what, cl_int code) { std::printf("%s=%d\n", what, code); }
 

@@ -3,26 +3,13 @@
 // stdout, leaving stderr to whatever ManyCL itself prints.
 #include <CL/cl.h>
 
+#include "../common/manycl_platform.h"
+
 #include <cstdio>
-#include <cstring>
-#include <vector>
 
 namespace {
 
-bool has_manycl() {
-  cl_uint n = 0;
-  if (clGetPlatformIDs(0, nullptr, &n) != CL_SUCCESS || n == 0)
-    return false;
-  std::vector<cl_platform_id> platforms(n);
-  clGetPlatformIDs(n, platforms.data(), nullptr);
-  for (cl_platform_id p : platforms) {
-    char name[64] = {};
-    clGetPlatformInfo(p, CL_PLATFORM_NAME, sizeof name, name, nullptr);
-    if (std::strcmp(name, "ManyCL") == 0)
-      return true;
-  }
-  return false;
-}
+bool has_manycl() { return manycl_test::find_manycl_platform() != nullptr; }
 
 } // namespace
 

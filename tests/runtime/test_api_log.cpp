@@ -2,62 +2,35 @@
 // line on stderr. The switch is read once per process, so each case runs api_log_probe.cpp
 // in a child process through the ICD loader, as an application would.
 #include <gtest/gtest.h>
-#include <unistd.h>
 
-#include <cstdio>
-#include <filesystem>
-#include <fstream>
 #include <string>
-#include <vector>
+
+#include "child_process.h"
 
 namespace {
 
-namespace fs = std::filesystem;
+using rt_test::ChildRun;
 
-struct ProbeRun {
-  std::string out;                 // the probe's "call=code" lines
-  std::vector<std::string> logged; // stderr lines starting with "ManyCL:"
-  std::string err;
-};
-
-ProbeRun run_probe(const std::string &env) {
-  const fs::path err_file = fs::temp_directory_path() / ("manycl_api_log_" + std::to_string(getpid()));
-  const std::string cmd = "env -u MANYCL_LOG -u MANYCL_DEVICE_LOG " + env + " " + API_LOG_PROBE + " 2>" +
-                          err_file.string();
-  ProbeRun r;
-  if (FILE *p = popen(cmd.c_str(), "r")) {
-    char buf[256];
-    while (fgets(buf, sizeof buf, p))
-      r.out += buf;
-    pclose(p);
-  }
-  std::ifstream in(err_file);
-  std::string line;
-  while (std::getline(in, line)) {
-    r.err += line + "\n";
-    if (line.rfind("ManyCL:", 0) == 0)
-      r.logged.push_back(line);
-  }
-  fs::remove(err_file);
-  return r;
+ChildRun run_probe(const std::string &env) {
+  return rt_test::run_child("env -u MANYCL_LOG -u MANYCL_DEVICE_LOG " + env + " " + API_LOG_PROBE);
 }
 
 // The logged line for `function`, or "" (the first one when it failed more than once).
-std::string line_for(const ProbeRun &r, const std::string &function, size_t nth = 0) {
-  for (const auto &line : r.logged)
+std::string line_for(const ChildRun &r, const std::string &function, size_t nth = 0) {
+  for (const auto &line : r.manycl_err)
     if (line.rfind("ManyCL: " + function + ": ", 0) == 0 && nth-- == 0)
       return line;
   return "";
 }
 
 TEST(ApiLog, QuietWithoutTheSwitch) {
-  ProbeRun r = run_probe("");
+  ChildRun r = run_probe("");
   EXPECT_NE(r.out.find("clCreateBuffer=-61\n"), std::string::npos) << r.out;
-  EXPECT_TRUE(r.logged.empty()) << r.err;
+  EXPECT_TRUE(r.manycl_err.empty()) << r.err;
 }
 
 TEST(ApiLog, EveryFailedCallLogsFunctionErrorAndReason) {
-  ProbeRun r = run_probe("MANYCL_LOG=api");
+  ChildRun r = run_probe("MANYCL_LOG=api");
   // The calls fail exactly as without the log.
   EXPECT_NE(r.out.find("clCreateBuffer=-61\n"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("clCreateBuffer(ok)=0\n"), std::string::npos) << r.out;
@@ -96,12 +69,12 @@ TEST(ApiLog, EveryFailedCallLogsFunctionErrorAndReason) {
             "ManyCL: clCreateFromGLBuffer: CL_INVALID_CONTEXT: not supported by ManyCL")
       << r.err;
   // Successful calls say nothing: one line per failed call above, no more.
-  EXPECT_EQ(r.logged.size(), 8u) << r.err;
+  EXPECT_EQ(r.manycl_err.size(), 8u) << r.err;
 }
 
 TEST(ApiLog, AllAndListsIncludeApi) {
   for (const char *spec : {"MANYCL_LOG=all", "MANYCL_LOG=device,api"}) {
-    ProbeRun r = run_probe(spec);
+    ChildRun r = run_probe(spec);
     EXPECT_EQ(line_for(r, "clGetContextInfo"), "ManyCL: clGetContextInfo: CL_INVALID_VALUE")
         << spec << "\n"
         << r.err;
@@ -109,9 +82,9 @@ TEST(ApiLog, AllAndListsIncludeApi) {
 }
 
 TEST(ApiLog, UnknownChannelIsNamedOnce) {
-  ProbeRun r = run_probe("MANYCL_LOG=apii");
-  ASSERT_EQ(r.logged.size(), 1u) << r.err;
-  EXPECT_EQ(r.logged[0], "ManyCL: MANYCL_LOG: unknown channel 'apii' (known: api, device, all, none)");
+  ChildRun r = run_probe("MANYCL_LOG=apii");
+  ASSERT_EQ(r.manycl_err.size(), 1u) << r.err;
+  EXPECT_EQ(r.manycl_err[0], "ManyCL: MANYCL_LOG: unknown channel 'apii' (known: api, device, all, none)");
 }
 
 } // namespace

@@ -11,39 +11,19 @@
 #include <string>
 #include <vector>
 
+#include "child_process.h"
+
 namespace {
 
 namespace fs = std::filesystem;
 
-struct Probe {
-  std::string out;                     // the probe's stdout: "manycl=0|1"
-  std::vector<std::string> manycl_err; // stderr lines starting with "ManyCL:"
-  std::string err;                     // all of stderr
-};
+using Probe = rt_test::ChildRun; // out: the probe's "manycl=0|1"
 
 // Runs the probe with `env` (shell words: VAR=value ...) and MANYCL_DEVICE_MODE unset unless
 // `env` sets it.
 Probe probe(const std::string &env) {
-  const fs::path err_file =
-      fs::temp_directory_path() / ("manycl_probe_err_" + std::to_string(getpid()));
-  const std::string cmd = "env -u MANYCL_DEVICE_MODE -u MANYCL_DEVICES " + env + " " +
-                          PLATFORM_PROBE + " 2>" + err_file.string();
-  Probe r;
-  if (FILE *p = popen(cmd.c_str(), "r")) {
-    char buf[256];
-    while (fgets(buf, sizeof buf, p))
-      r.out += buf;
-    pclose(p);
-  }
-  std::ifstream in(err_file);
-  std::string line;
-  while (std::getline(in, line)) {
-    r.err += line + "\n";
-    if (line.rfind("ManyCL:", 0) == 0)
-      r.manycl_err.push_back(line);
-  }
-  fs::remove(err_file);
-  return r;
+  return rt_test::run_child("env -u MANYCL_DEVICE_MODE -u MANYCL_DEVICES " + env + " " +
+                            PLATFORM_PROBE);
 }
 
 class ConfigErrors : public ::testing::Test {

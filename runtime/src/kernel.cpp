@@ -81,6 +81,53 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
   device::ExecutionMode mode = device::ExecutionMode::SPMD;
   bool uses_barriers = true;
 
+  // Modeled compute of OpenCL C work-groups. Work-groups run wherever a host thread takes
+  // them, but are accounted by group index, so modeled time does not depend on host timing:
+  // group L belongs to cluster L % C of the command; in SPMD the cluster runs its groups one
+  // after the other on all its PEs, in LWI group L runs on PE (L / C) % P of that cluster.
+  // Each cluster advances by its busiest PE when the command ends.
+  std::vector<unsigned> cost_pes;                     // per cluster of the command: PEs
+  std::vector<unsigned> cost_base;                    // per cluster: first counter
+  std::unique_ptr<std::atomic<uint64_t>[]> pe_cycles; // per cluster and PE
+  void init_cost(const std::vector<unsigned> &clusters) {
+    unsigned n = 0;
+    for (unsigned c : clusters) {
+      unsigned pes = std::max(1u, device->pes_on(c));
+      cost_base.push_back(n);
+      cost_pes.push_back(pes);
+      n += mode == device::ExecutionMode::SPMD ? 1 : pes;
+    }
+    pe_cycles = std::make_unique<std::atomic<uint64_t>[]>(n);
+  }
+  compiler::GroupCost group_cost(unsigned group_cluster) const {
+    compiler::GroupCost c;
+    c.pes = mode == device::ExecutionMode::SPMD ? cost_pes[group_cluster] : 1;
+    return c;
+  }
+  unsigned cost_cluster(const uint64_t id[3]) const {
+    uint64_t linear = id[0] + groups[0] * (id[1] + groups[1] * id[2]);
+    return static_cast<unsigned>(linear % cost_pes.size());
+  }
+  void account_group(const uint64_t id[3], const compiler::GroupCost &c) {
+    uint64_t linear = id[0] + groups[0] * (id[1] + groups[1] * id[2]);
+    unsigned cluster = static_cast<unsigned>(linear % cost_pes.size());
+    unsigned pe = mode == device::ExecutionMode::SPMD
+                      ? 0
+                      : static_cast<unsigned>(linear / cost_pes.size() % cost_pes[cluster]);
+    pe_cycles[cost_base[cluster] + pe].fetch_add(c.cycles, std::memory_order_relaxed);
+  }
+  void account_compute() {
+    if (pinned || !pe_cycles)
+      return;
+    for (unsigned g = 0; g < cost_pes.size(); ++g) {
+      unsigned n = mode == device::ExecutionMode::SPMD ? 1 : cost_pes[g];
+      uint64_t busiest = 0;
+      for (unsigned p = 0; p < n; ++p)
+        busiest = std::max(busiest, pe_cycles[cost_base[g] + p].load(std::memory_order_relaxed));
+      recorder->context(g).account_cycles(busiest, "opencl c");
+    }
+  }
+
   Device *device = nullptr;
   Ref<Program> program;                   // the program object, alive during the launch
   std::shared_ptr<compiler::Program> jit; // the JIT code the launch runs
@@ -138,9 +185,11 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
       PeTeam team(cluster, host_threads);
       uint64_t id[3];
       while (error.load(std::memory_order_relaxed) == CL_SUCCESS && take_group(id)) {
-        auto status = launch.runGroup(id, spm, spm_size, compiler::ExecMode::SPMD, &team);
+        compiler::GroupCost cost = group_cost(cost_cluster(id));
+        auto status = launch.runGroup(id, spm, spm_size, compiler::ExecMode::SPMD, &team, &cost);
         if (!status.ok())
           fail(status);
+        account_group(id, cost);
       }
       return;
     }
@@ -157,9 +206,12 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
       std::byte *arena = spm + pe * arena_size;
       uint64_t id[3];
       while (error.load(std::memory_order_relaxed) == CL_SUCCESS && take_group(id)) {
-        auto status = launch.runGroup(id, arena, arena_size, compiler::ExecMode::LWI, nullptr);
+        compiler::GroupCost cost = group_cost(cost_cluster(id));
+        auto status =
+            launch.runGroup(id, arena, arena_size, compiler::ExecMode::LWI, nullptr, &cost);
         if (!status.ok())
           fail(status);
+        account_group(id, cost);
       }
     };
     if (threads == 1)
@@ -527,7 +579,8 @@ cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, con
     launch->args.resize(program.arg_count);
     device::Ddr &ddr = device->hardware().ddr();
     for (const auto &tensor : program.tensors) {
-      Memory *memory = tensor.arg_index < arg_memory.size() ? arg_memory[tensor.arg_index] : nullptr;
+      Memory *memory =
+          tensor.arg_index < arg_memory.size() ? arg_memory[tensor.arg_index] : nullptr;
       if (!memory || memory->size() < tensor.byte_size)
         return CL_INVALID_KERNEL_ARGS;
       // The buffer must live in this device's DDR for the RDMA engine to reach it.
@@ -596,6 +649,7 @@ void LaunchState::start(Ref<Event> started, bool on_enqueuing_thread) {
   }
   recorder = std::move(begun.value());
   event->set_recorder(recorder);
+  init_cost(clusters);
   clusters_left.store(helpers);
   unsigned threads = pe_threads_per_cluster(*device);
   // Commands whose clusters wait for each other are submitted to all of them at once.
@@ -644,6 +698,7 @@ void LaunchState::run_alone(device::Cluster &cluster) {
   }
   recorder = std::move(begun.value());
   event->set_recorder(recorder);
+  init_cost({cluster.id()});
   run_share(cluster, 0, std::min(pe_threads_per_cluster(*device), device->pes_on(cluster.id())));
   end_command();
 }
@@ -654,6 +709,7 @@ void LaunchState::run_share(device::Cluster &cluster, unsigned group_index, unsi
 }
 
 void LaunchState::end_command() {
+  account_compute();
   const device::CommandStats &stats = recorder->end();
   if (total_groups == 1) {
     // The command's host time (begin to end) tells whether the kernel is short.

@@ -32,6 +32,14 @@ std::string DeviceDesc::key() const {
          ";fp16=" + std::to_string(fp16);
 }
 
+bool detail::costInstrumentation() {
+  static const bool on = [] {
+    const char *v = std::getenv("MANYCL_COST");
+    return !(v && std::string_view(v) == "0");
+  }();
+  return on;
+}
+
 std::string compilerVersion() {
   static const std::string v = [] {
     uint64_t h = fnv1a64(manycl_builtins_bc,
@@ -39,7 +47,7 @@ std::string compilerVersion() {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
     return std::string("manycl-compiler " MANYCL_COMPILER_VERSION " llvm-16 builtins-") + buf +
-           " cpu-" + hostCpu();
+           " cpu-" + hostCpu() + (costInstrumentation() ? " cost-1" : " cost-off");
   }();
   return v;
 }

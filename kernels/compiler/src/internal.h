@@ -33,6 +33,7 @@ enum CtxSlot : unsigned {
   SlotAsyncHook = 27,    // AsyncCopyHook
   SlotAsyncUser = 28,
   SlotFrame = 29, // per-work-item context arrays (region kernels)
+  SlotCycles = 30, // modeled cost of the PE's work-items, in ticks (cost_model.h)
   SlotCount = 32,
 };
 
@@ -70,6 +71,11 @@ std::unique_ptr<llvm::ObjectCache> makeObjectCache(const std::string &file);
 // Makes every integer division and remainder of the module safe from hardware traps
 // (safe_division.cpp).
 void guardIntegerDivision(llvm::Module &M);
+
+// Adds the modeled cost counter updates to the kernels' entry points (cost_instrument.cpp).
+void instrumentCost(llvm::Module &M, const std::vector<KernelInfo> &kernels);
+// False when MANYCL_COST=0 (kernels built without cost instrumentation).
+bool costInstrumentation();
 
 // Host-side symbols the JIT may resolve (the fixed, explicit set).
 void *lookupHostSymbol(std::string_view name);

@@ -1,6 +1,7 @@
 // Loading (validation + ORC LLJIT) and work-group execution (LWI / SPMD).
 #include "fiber.h"
 #include "frontend.h"
+#include "manycl/compiler/cost_model.h"
 
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/ExecutionEngine/ObjectCache.h>
@@ -16,6 +17,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
+#include <optional>
 #include <sys/mman.h>
 #include <thread>
 #include <unistd.h>
@@ -492,6 +494,80 @@ extern "C" void manycl::compiler::detail::__manycl_barrier(WiCtx *ctx) {
 namespace manycl::compiler {
 
 namespace {
+// The work-items of modeled PE q of P, as SPMD splits a group: by rows when there are at least
+// as many rows as PEs, else by x.
+struct Slice {
+  uint64_t xa, xb, ra, rb;
+  bool empty() const { return xa >= xb || ra >= rb; }
+};
+Slice peSlice(unsigned q, unsigned P, uint64_t lx, uint64_t rows) {
+  if (rows >= P)
+    return {0, lx, rows * q / P, rows * (q + 1) / P};
+  return {lx * q / P, lx * (q + 1) / P, 0, rows};
+}
+
+// A region kernel's group with its modeled cost: the modeled PEs' slices are spread over the
+// host threads (team, or the calling thread alone); per barrier interval each host thread
+// keeps its slowest slice, and the group takes the slowest of all plus the PE barrier.
+Status runRegionsCosted(const KernelImpl &k, void **slots, const WiCtx &ctx, uint64_t lx,
+                        uint64_t rows, PeTeam *team, GroupCost &cost) {
+  const unsigned P = std::max(1u, cost.pes);
+  const unsigned T = team ? team->size() : 1;
+  std::vector<std::vector<uint64_t>> steps(T);
+  std::optional<TeamBarrier> barrier;
+  if (team)
+    barrier.emplace(static_cast<std::ptrdiff_t>(T));
+  auto body = [&](unsigned t) {
+    WiCtx my = ctx;
+    std::vector<Slice> mine;
+    for (unsigned q = t; q < P; q += T)
+      if (Slice sl = peSlice(q, P, lx, rows); !sl.empty())
+        mine.push_back(sl);
+    if (mine.empty()) {
+      if (barrier)
+        barrier->arrive_and_drop();
+      return;
+    }
+    int32_t next = 0;
+    for (;;) {
+      uint64_t worst = 0;
+      int32_t after = kRegionExit;
+      for (const Slice &sl : mine) {
+        my.slot[SlotCycles] = 0;
+        after = k.region(slots, &my, next, sl.xa, sl.xb, sl.ra, sl.rb);
+        worst = std::max(worst, my.slot[SlotCycles]);
+      }
+      steps[t].push_back(worst);
+      next = after;
+      if (next == kRegionExit)
+        break;
+      if (barrier)
+        barrier->arrive_and_wait();
+    }
+    if (barrier)
+      barrier->arrive_and_drop();
+  };
+  if (team)
+    team->run(body);
+  else
+    body(0);
+  size_t n = 0;
+  for (auto &v : steps)
+    n = std::max(n, v.size());
+  uint64_t cycles = 0;
+  for (size_t i = 0; i < n; ++i) {
+    uint64_t worst = 0;
+    for (auto &v : steps)
+      if (i < v.size())
+        worst = std::max(worst, v[i]);
+    cycles += cost::ticksToCycles(worst);
+  }
+  if (P > 1 && n > 1)
+    cycles += (n - 1) * cost::kPeBarrierCycles;
+  cost.cycles = cycles;
+  return Status::success();
+}
+
 // Per-PE-thread scratch of barrier-free kernels whose private arrays are too large for a PE
 // thread's stack. A thread_local owner frees it when the thread exits; every live block is
 // also listed in a process-wide registry because device PE threads live until the process
@@ -537,7 +613,7 @@ private:
 } // namespace
 
 Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_size, ExecMode mode,
-                        PeTeam *team) const {
+                        PeTeam *team, GroupCost *cost) const {
   if (!impl_)
     return Status::error(ErrorCode::Internal, "empty launch");
   const Impl &L = *impl_;
@@ -596,6 +672,8 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
       frameBuf.assign(words, 0);
     auto frameAddr = (reinterpret_cast<uintptr_t>(frameBuf.data()) + 63) & ~uintptr_t(63);
     ctx.slot[SlotFrame] = frameAddr;
+    if (cost)
+      return runRegionsCosted(k, slots, ctx, ls[0], rows, single ? nullptr : team, *cost);
     if (single) {
       int32_t next = 0;
       do {
@@ -638,13 +716,34 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
     size_t words = static_cast<size_t>(k.info_.frame_size / 8) + 8;
     c.slot[SlotFrame] = (reinterpret_cast<uintptr_t>(PeScratch::get(words)) + 63) & ~uintptr_t(63);
   };
+  if (cost && k.wg) {
+    // Costed: the modeled PEs' slices one after the other on this thread (the work-items
+    // are independent, so the order cannot change the result).
+    const unsigned P = std::max(1u, cost->pes);
+    scratchFor(ctx);
+    uint64_t worst = 0;
+    for (unsigned q = 0; q < P; ++q) {
+      Slice sl = peSlice(q, P, ls[0], rows);
+      if (sl.empty())
+        continue;
+      ctx.slot[SlotCycles] = 0;
+      k.wg(slots, &ctx, sl.xa, sl.xb, sl.ra, sl.rb);
+      worst = std::max(worst, ctx.slot[SlotCycles]);
+    }
+    cost->cycles = cost::ticksToCycles(worst);
+    return Status::success();
+  }
   if (single) {
     if (k.wg) {
       scratchFor(ctx);
       k.wg(slots, &ctx, 0, ls[0], 0, rows);
       return Status::success();
     }
-    return runFibers(k, slots, ctx, 0, total, nullptr);
+    Status st = runFibers(k, slots, ctx, 0, total, nullptr);
+    if (cost) // fibers (a fallback): the group's ticks shared evenly by the PEs
+      cost->cycles =
+          cost::ticksToCycles((ctx.slot[SlotCycles] + cost->pes - 1) / std::max(1u, cost->pes));
+    return st;
   }
   const unsigned P = team->size();
   if (k.wg) {
@@ -664,14 +763,17 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
   TeamBarrier barrier(static_cast<std::ptrdiff_t>(P));
   std::mutex mu;
   Status result;
+  uint64_t ticks = 0;
   team->run([&](unsigned pe) {
     WiCtx my = ctx;
     Status s = runFibers(k, slots, my, total * pe / P, total * (pe + 1) / P, &barrier);
-    if (!s) {
-      std::lock_guard<std::mutex> g(mu);
+    std::lock_guard<std::mutex> g(mu);
+    ticks += my.slot[SlotCycles];
+    if (!s)
       result = s;
-    }
   });
+  if (cost)
+    cost->cycles = cost::ticksToCycles((ticks + cost->pes - 1) / std::max(1u, cost->pes));
   return result;
 }
 

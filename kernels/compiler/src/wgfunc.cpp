@@ -1283,6 +1283,8 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
   }
 
   phase("optimize");
+  if (costInstrumentation())
+    instrumentCost(M, kernels);
   // 9. Every remaining external must be known (host symbol or native).
   std::string unresolved;
   for (Function &F : M) {

@@ -241,6 +241,16 @@ public:
 using AsyncCopyHook = void (*)(void *user, void *dst, const void *src, size_t elem_size, size_t num,
                                size_t src_stride, size_t dst_stride);
 
+/// The modeled cost of one work-group (docs/device-model.md, "OpenCL C kernels"): the
+/// work-items are split over `pes` modeled PEs as SPMD splits them (by rows, else by x), each
+/// PE's slice is costed on its own, and the group takes, per barrier interval, the slowest
+/// PE's cycles plus cost::kPeBarrierCycles per barrier when pes > 1. Independent of the host
+/// threads that run it.
+struct GroupCost {
+  unsigned pes = 1;    ///< in: modeled PEs the group is spread over (SPMD); 1 for LWI
+  uint64_t cycles = 0; ///< out
+};
+
 /// A kernel + arguments + NDRange, prepared once per enqueue; runGroup() may
 /// then be called concurrently from several threads (one per cluster/PE).
 class Launch {
@@ -252,8 +262,9 @@ public:
   uint64_t localMemSize() const;
   /// Runs work-group `group_id`. `arena` (64-byte aligned, >= localMemSize()
   /// bytes) is the cluster's SPM slice. SPMD needs a team (else LWI is used).
+  /// With `cost`, also models the group's cycles.
   Status runGroup(const uint64_t group_id[3], void *arena, size_t arena_size, ExecMode mode,
-                  PeTeam *team = nullptr) const;
+                  PeTeam *team = nullptr, GroupCost *cost = nullptr) const;
   void setAsyncCopyHook(AsyncCopyHook hook, void *user);
 
   Launch();

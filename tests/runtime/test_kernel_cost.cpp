@@ -1,0 +1,162 @@
+// Modeled cycles of OpenCL C kernels (docs/device-model.md, "OpenCL C kernels"): exact
+// figures derived by hand from the cost table for a small kernel on the "small" device
+// (2 clusters of 4 PEs) in SPMD and LWI modes, determinism, and non-zero modeled time.
+// MANYCL_DEVICES=small,devices/small_lwi.json gives one device of each mode.
+#include "rt_common.h"
+
+namespace {
+using namespace rt_test;
+
+struct Dev {
+  cl_device_id id = nullptr;
+  bool lwi = false;
+};
+
+std::vector<Dev> cost_devices() {
+  std::vector<Dev> out;
+  cl_platform_id p = manycl_platform();
+  if (!p)
+    return out;
+  for (cl_device_id d : manycl_devices(p)) {
+    char name[128] = {};
+    clGetDeviceInfo(d, CL_DEVICE_NAME, sizeof name, name, nullptr);
+    out.push_back({d, std::string(name).find("lwi") != std::string::npos});
+  }
+  return out;
+}
+
+// Runs `kernel_name` of `src` (built with `options`) over `global` items in groups of `local`;
+// returns the command's modeled cycles (CL_EVENT_COMMAND_STATS_MCL).
+uint64_t modeled_cycles(cl_device_id dev, const char *src, const char *kernel_name,
+                        const char *options, size_t global, size_t local, int n) {
+  cl_int err = CL_SUCCESS;
+  cl_context ctx = clCreateContext(nullptr, 1, &dev, nullptr, nullptr, &err);
+  EXPECT_EQ(err, CL_SUCCESS);
+  cl_command_queue q = clCreateCommandQueue(ctx, dev, CL_QUEUE_PROFILING_ENABLE, &err);
+  EXPECT_EQ(err, CL_SUCCESS);
+  cl_program prog = clCreateProgramWithSource(ctx, 1, &src, nullptr, &err);
+  EXPECT_EQ(clBuildProgram(prog, 1, &dev, options, nullptr, nullptr), CL_SUCCESS);
+  cl_kernel k = clCreateKernel(prog, kernel_name, &err);
+  EXPECT_EQ(err, CL_SUCCESS);
+  cl_mem out = clCreateBuffer(ctx, CL_MEM_READ_WRITE, global * sizeof(float), nullptr, &err);
+  cl_mem in = clCreateBuffer(ctx, CL_MEM_READ_WRITE, global * sizeof(float), nullptr, &err);
+  float zero = 0.5f;
+  clEnqueueFillBuffer(q, in, &zero, sizeof zero, 0, global * sizeof(float), 0, nullptr, nullptr);
+  clSetKernelArg(k, 0, sizeof out, &out);
+  clSetKernelArg(k, 1, sizeof in, &in);
+  if (n >= 0) {
+    clSetKernelArg(k, 2, local * sizeof(float), nullptr);
+    clSetKernelArg(k, 3, sizeof n, &n);
+  }
+  cl_event ev = nullptr;
+  EXPECT_EQ(clEnqueueNDRangeKernel(q, k, 1, nullptr, &global, &local, 0, nullptr, &ev), CL_SUCCESS);
+  clFinish(q);
+  size_t size = 0;
+  clGetEventInfo(ev, CL_EVENT_COMMAND_STATS_MCL, 0, nullptr, &size);
+  std::string json(size, '\0');
+  clGetEventInfo(ev, CL_EVENT_COMMAND_STATS_MCL, size, json.data(), nullptr);
+  uint64_t cycles = 0;
+  if (auto pos = json.find("\"modeled_cycles\":"); pos != std::string::npos)
+    cycles = std::stoull(json.substr(pos + 17));
+  cl_ulong start = 0, end = 0;
+  clGetEventProfilingInfo(ev, CL_PROFILING_MODELED_START_MCL, sizeof start, &start, nullptr);
+  clGetEventProfilingInfo(ev, CL_PROFILING_MODELED_END_MCL, sizeof end, &end, nullptr);
+  EXPECT_GT(end, start);
+  clReleaseEvent(ev);
+  clReleaseMemObject(in);
+  clReleaseMemObject(out);
+  clReleaseKernel(k);
+  clReleaseProgram(prog);
+  clReleaseCommandQueue(q);
+  clReleaseContext(ctx);
+  return cycles;
+}
+
+const char *kStraight = R"(
+kernel void axpb(global float *out, global const float *in) {
+  size_t i = get_global_id(0);
+  out[i] = in[i] * 2.0f + 1.0f;
+})";
+
+const char *kLoopBarrier = R"(
+kernel void lb(global float *out, global const float *in, local float *t, int n) {
+  size_t l = get_local_id(0);
+  float s = in[get_global_id(0)];
+  for (int j = 0; j < n; ++j)
+    s = s * 0.5f + 1.0f;
+  t[l] = s;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  out[get_global_id(0)] = t[get_local_size(0) - 1 - l];
+})";
+
+uint64_t on(bool lwi, const char *src, const char *name, const char *opt, size_t global,
+            size_t local, int n) {
+  for (const Dev &d : cost_devices())
+    if (d.lwi == lwi)
+      return modeled_cycles(d.id, src, name, opt, global, local, n);
+  ADD_FAILURE() << "no " << (lwi ? "LWI" : "SPMD") << " device";
+  return 0;
+}
+
+// Derivations (docs/device-model.md cost table; ticks = 1/384 cycle, a slot = 64 ticks, a
+// __global float access = 1 slot + 4 B x 120 / 64 cycles = 64 + 2880 ticks, __local = 64).
+// The "small" device: 2 clusters of 4 PEs; 64 items in groups of 16: groups 0, 2 on cluster 0,
+// 1, 3 on cluster 1. -cl-opt-disable code (LLVM 16, O1), per block of __manycl_wg_axpb:
+//   entry 2 arg loads, 2 icmp, br: 320; setup 2 and, br: 192; row head br: 64;
+//   row setup 3 ctx loads, mul, br: 320; exit add, icmp, br: 192; ret: 64 (1152 in all);
+//   per item: add, add, gep, load global, fmuladd, gep, store global, add, icmp, br
+//   = 640 + 2 x 2880 = 6400.
+// SPMD: each PE gets 4 items: 1152 + 4 x 6400 = 26752 ticks -> 70 cycles per group, two groups
+// per cluster: 140. LWI: one PE runs 16 items: 1152 + 16 x 6400 = 103552 -> 270 cycles; each
+// cluster's two groups run on PEs 0 and 1: 270.
+TEST(KernelCost, StraightLineSpmdAndLwi) {
+  EXPECT_EQ(on(false, kStraight, "axpb", "-cl-opt-disable", 64, 16, -1), 140u);
+  EXPECT_EQ(on(true, kStraight, "axpb", "-cl-opt-disable", 64, 16, -1), 270u);
+}
+
+// __manycl_region_lb, -cl-opt-disable. Region 0 (items: load global, the loop, store __local):
+// fixed 448 (entry: 5 SPM loads, icmp, switch) + 128 + 256 + 64 + 320 + 192 + 64 = 1472, per
+// item 3200 (4 slots + global load) + 320 (store __local, 4 slots) + n x 256 (fmuladd, add,
+// icmp, br). Region 1 (load __local, store global): 1472 fixed, per item 640 + 2944 = 3584.
+// SPMD (4 items per PE, one barrier of 20 cycles):
+//   n=0: ceil(15552/384)=41 + ceil(15808/384)=42 + 20 = 103 per group, 206 per cluster;
+//   n=1: 44 + 42 + 20 = 106 -> 212;  n=5: 54 + 42 + 20 = 116 -> 232.
+// LWI (16 items on one PE, barriers free): region 1 = ceil(58816/384) = 154;
+//   n=0: 151 + 154 = 305;  n=1: 162 + 154 = 316;  n=5: 204 + 154 = 358.
+TEST(KernelCost, LoopLocalBarrierSpmd) {
+  EXPECT_EQ(on(false, kLoopBarrier, "lb", "-cl-opt-disable", 64, 16, 0), 206u);
+  EXPECT_EQ(on(false, kLoopBarrier, "lb", "-cl-opt-disable", 64, 16, 1), 212u);
+  EXPECT_EQ(on(false, kLoopBarrier, "lb", "-cl-opt-disable", 64, 16, 5), 232u);
+}
+TEST(KernelCost, LoopLocalBarrierLwi) {
+  EXPECT_EQ(on(true, kLoopBarrier, "lb", "-cl-opt-disable", 64, 16, 0), 305u);
+  EXPECT_EQ(on(true, kLoopBarrier, "lb", "-cl-opt-disable", 64, 16, 1), 316u);
+  EXPECT_EQ(on(true, kLoopBarrier, "lb", "-cl-opt-disable", 64, 16, 5), 358u);
+}
+
+// Optimized code costs what it executes: never zero, and not far from the unoptimized figure
+// (vectorization only saves loop overhead in the model).
+TEST(KernelCost, OptimizedCloseToUnoptimized) {
+  for (bool lwi : {false, true}) {
+    uint64_t o0 = on(lwi, kLoopBarrier, "lb", "-cl-opt-disable", 4096, 64, 3);
+    uint64_t o3 = on(lwi, kLoopBarrier, "lb", "", 4096, 64, 3);
+    EXPECT_GT(o3, o0 * 8 / 10) << lwi;
+    EXPECT_LT(o3, o0 * 12 / 10) << lwi;
+  }
+}
+
+// Many groups taken by whichever cluster is free: modeled cycles do not depend on it
+// (ctest runs this with MANYCL_PE_THREADS=4; the figures are the same with 1).
+TEST(KernelCost, DeterministicOverRuns) {
+  for (bool lwi : {false, true}) {
+    uint64_t first = on(lwi, kLoopBarrier, "lb", "", 16384, 64, 2);
+    EXPECT_GT(first, 0u);
+    for (int r = 0; r < 4; ++r)
+      EXPECT_EQ(on(lwi, kLoopBarrier, "lb", "", 16384, 64, 2), first) << lwi;
+    uint64_t s = on(lwi, kStraight, "axpb", "", 16384, 128, -1);
+    for (int r = 0; r < 4; ++r)
+      EXPECT_EQ(on(lwi, kStraight, "axpb", "", 16384, 128, -1), s) << lwi;
+  }
+}
+
+} // namespace

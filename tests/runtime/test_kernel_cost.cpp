@@ -159,4 +159,15 @@ TEST(KernelCost, DeterministicOverRuns) {
   }
 }
 
+// Every NDRange kernel is costed, also one that does nothing: its work-group functions still
+// run their set-up code on every PE.
+TEST(KernelCost, EveryKernelHasModeledTime) {
+  const char *empty = "kernel void nothing(global float *o, global const float *i) {}";
+  for (bool lwi : {false, true})
+    for (const char *opt : {"", "-cl-opt-disable"}) {
+      EXPECT_GT(on(lwi, empty, "nothing", opt, 64, 16, -1), 0u) << lwi << " '" << opt << "'";
+      EXPECT_GT(on(lwi, kStraight, "axpb", opt, 1, 1, -1), 0u) << lwi << " '" << opt << "'";
+    }
+}
+
 } // namespace

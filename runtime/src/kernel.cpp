@@ -99,18 +99,19 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
     }
     pe_cycles = std::make_unique<std::atomic<uint64_t>[]>(n);
   }
+  uint64_t linear_group(const uint64_t id[3]) const {
+    return id[0] + groups[0] * (id[1] + groups[1] * id[2]);
+  }
   compiler::GroupCost group_cost(unsigned group_cluster) const {
     compiler::GroupCost c;
     c.pes = mode == device::ExecutionMode::SPMD ? cost_pes[group_cluster] : 1;
     return c;
   }
   unsigned cost_cluster(const uint64_t id[3]) const {
-    uint64_t linear = id[0] + groups[0] * (id[1] + groups[1] * id[2]);
-    return static_cast<unsigned>(linear % cost_pes.size());
+    return static_cast<unsigned>(linear_group(id) % cost_pes.size());
   }
-  void account_group(const uint64_t id[3], const compiler::GroupCost &c) {
-    uint64_t linear = id[0] + groups[0] * (id[1] + groups[1] * id[2]);
-    unsigned cluster = static_cast<unsigned>(linear % cost_pes.size());
+  void account_group(const uint64_t id[3], unsigned cluster, const compiler::GroupCost &c) {
+    uint64_t linear = linear_group(id);
     unsigned pe = mode == device::ExecutionMode::SPMD
                       ? 0
                       : static_cast<unsigned>(linear / cost_pes.size() % cost_pes[cluster]);
@@ -185,11 +186,12 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
       PeTeam team(cluster, host_threads);
       uint64_t id[3];
       while (error.load(std::memory_order_relaxed) == CL_SUCCESS && take_group(id)) {
-        compiler::GroupCost cost = group_cost(cost_cluster(id));
+        unsigned cost_at = cost_cluster(id);
+        compiler::GroupCost cost = group_cost(cost_at);
         auto status = launch.runGroup(id, spm, spm_size, compiler::ExecMode::SPMD, &team, &cost);
         if (!status.ok())
           fail(status);
-        account_group(id, cost);
+        account_group(id, cost_at, cost);
       }
       return;
     }
@@ -206,12 +208,13 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
       std::byte *arena = spm + pe * arena_size;
       uint64_t id[3];
       while (error.load(std::memory_order_relaxed) == CL_SUCCESS && take_group(id)) {
-        compiler::GroupCost cost = group_cost(cost_cluster(id));
+        unsigned cost_at = cost_cluster(id);
+        compiler::GroupCost cost = group_cost(cost_at);
         auto status =
             launch.runGroup(id, arena, arena_size, compiler::ExecMode::LWI, nullptr, &cost);
         if (!status.ok())
           fail(status);
-        account_group(id, cost);
+        account_group(id, cost_at, cost);
       }
     };
     if (threads == 1)
@@ -543,7 +546,9 @@ cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, con
   std::vector<compiler::ArgValue> values;
   values.reserve(args_.size());
   auto state = std::make_shared<LaunchState>();
-  std::vector<Memory *> arg_memory; // per argument index, when some argument is a buffer
+  // kann programs address their tensors by argument index.
+  const bool kbin_launch = target->second.kbin != nullptr;
+  std::vector<Memory *> arg_memory(kbin_launch ? args_.size() : 0);
   {
     std::lock_guard lock(mutex_);
     for (size_t i = 0; i < args_.size(); ++i) {
@@ -558,9 +563,8 @@ cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, con
           return CL_INVALID_MEM_OBJECT;
         if (memory->context() != queue->context())
           return CL_INVALID_CONTEXT;
-        if (arg_memory.empty())
-          arg_memory.resize(args_.size());
-        arg_memory[i] = memory.get();
+        if (kbin_launch)
+          arg_memory[i] = memory.get();
         state->buffers.push_back(std::move(memory));
       }
     }

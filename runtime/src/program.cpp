@@ -119,10 +119,17 @@ cl_int Program::build(const std::vector<Device *> &targets, const std::string &o
     for (Device *ancestor = device->parent(); ancestor; ancestor = ancestor->parent())
       if (is_requested(ancestor)) {
         if (!from_source_) {
-          // A binary given for the ancestor only serves the sub-device too.
-          std::lock_guard lock(mutex_);
-          if (builds_.find(device) == builds_.end() && builds_.count(ancestor))
-            builds_[device] = builds_[ancestor];
+          // A binary given for the ancestor only serves the sub-device too: an OpenCL C
+          // executable as it was loaded for the ancestor; a kbin is validated and uploaded
+          // for the sub-device's own clusters.
+          std::unique_lock lock(mutex_);
+          auto own = builds_.find(device);
+          auto theirs = builds_.find(ancestor);
+          if (own == builds_.end() && theirs != builds_.end()) {
+            builds_[device] = theirs->second;
+            if (!theirs->second.is_kbin)
+              break;
+          }
         }
         build_one(*device, options, built_with_desc); // its own status and log
         break;

@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "../common/manycl_platform.h"
+#include "../common/cl_session.h"
 
 #include <chrono>
 #include <cstring>
@@ -17,42 +17,9 @@
 
 namespace {
 
-struct Cl {
-  cl_platform_id platform = nullptr;
-  cl_device_id device = nullptr;
-  cl_context context = nullptr;
-  cl_command_queue queue = nullptr;
-
-  explicit Cl(cl_device_id d = nullptr) {
-    platform = manycl_test::find_manycl_platform();
-    if (!platform)
-      return;
-    if (d)
-      device = d;
-    else
-      clGetDeviceIDs(platform, CL_DEVICE_TYPE_ACCELERATOR, 1, &device, nullptr);
-    cl_int err;
-    context = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &err);
-    queue = clCreateCommandQueue(context, device, CL_QUEUE_PROFILING_ENABLE, &err);
-  }
-  ~Cl() {
-    if (queue)
-      clReleaseCommandQueue(queue);
-    if (context)
-      clReleaseContext(context);
-  }
-  cl_program build(const char *source) {
-    cl_int err;
-    cl_program p = clCreateProgramWithSource(context, 1, &source, nullptr, &err);
-    EXPECT_EQ(err, CL_SUCCESS);
-    err = clBuildProgram(p, 1, &device, "", nullptr, nullptr);
-    if (err != CL_SUCCESS) {
-      char log[8192] = {};
-      clGetProgramBuildInfo(p, device, CL_PROGRAM_BUILD_LOG, sizeof log, log, nullptr);
-      ADD_FAILURE() << "build failed: " << log;
-    }
-    return p;
-  }
+// Profiling on: the tests read the commands' modeled times.
+struct Cl : manycl_test::ClSession {
+  explicit Cl(cl_device_id d = nullptr) : ClSession(d, CL_QUEUE_PROFILING_ENABLE) {}
 };
 
 const char *kAsyncCopy = R"(

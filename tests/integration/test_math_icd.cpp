@@ -6,7 +6,7 @@
 
 #include <gtest/gtest.h>
 
-#include "../common/manycl_platform.h"
+#include "../common/cl_session.h"
 
 #include <climits>
 #include <cmath>
@@ -18,46 +18,7 @@
 
 namespace {
 
-struct Cl {
-  cl_platform_id platform = nullptr;
-  cl_device_id device = nullptr;
-  cl_context context = nullptr;
-  cl_command_queue queue = nullptr;
-
-  Cl() {
-    platform = manycl_test::find_manycl_platform();
-    if (!platform)
-      return;
-    clGetDeviceIDs(platform, CL_DEVICE_TYPE_ACCELERATOR, 1, &device, nullptr);
-    cl_int err;
-    context = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &err);
-    queue = clCreateCommandQueue(context, device, 0, &err);
-  }
-  ~Cl() {
-    if (queue)
-      clReleaseCommandQueue(queue);
-    if (context)
-      clReleaseContext(context);
-  }
-  Cl(const Cl &) = delete;
-  Cl &operator=(const Cl &) = delete;
-
-  // nullptr (and a test failure with the build log) when the build fails.
-  cl_program build(const std::string &source, const char *options = "") {
-    const char *text = source.c_str();
-    cl_int err;
-    cl_program p = clCreateProgramWithSource(context, 1, &text, nullptr, &err);
-    EXPECT_EQ(err, CL_SUCCESS);
-    if (clBuildProgram(p, 1, &device, options, nullptr, nullptr) != CL_SUCCESS) {
-      std::string log(16384, '\0');
-      clGetProgramBuildInfo(p, device, CL_PROGRAM_BUILD_LOG, log.size(), log.data(), nullptr);
-      ADD_FAILURE() << "build failed: " << log.c_str();
-      clReleaseProgram(p);
-      return nullptr;
-    }
-    return p;
-  }
-
+struct Cl : manycl_test::ClSession {
   template <class T> cl_mem buffer(std::vector<T> &v) {
     cl_int err;
     cl_mem m = clCreateBuffer(context, CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR, v.size() * sizeof(T),

@@ -52,7 +52,8 @@ int usage() {
                "  kann simulate MODEL.kbin --input X.npy [--input NAME=X.npy ...]\n"
                "               [--output-dir DIR] [--device-config PRESET|FILE.json]\n"
                "  kann run MODEL.kbin --input X.npy [--output-dir DIR] [--subdevices K]\n"
-               "               [--iterations N]\n");
+               "               [--iterations N]\n"
+               "  kann --version\n");
   return 2;
 }
 
@@ -426,6 +427,11 @@ int main(int argc, char **argv) {
       return kann_run_main(argc - 1, argv + 1);
     return fail("'kann run' needs the OpenCL host library, which this build does not include; "
                 "'kann simulate' runs a binary on the simulated device directly");
+  }
+  if (cmd == "--version" || cmd == "version") {
+    // The CMake project version: the same string as `pkg-config --modversion manycl`.
+    std::printf("kann %s\n", KANN_VERSION);
+    return 0;
   }
   if (cmd == "-h" || cmd == "--help" || cmd == "help") {
     usage();

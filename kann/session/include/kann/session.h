@@ -19,9 +19,13 @@
 
 #include "manycl/result.h"
 
+// What libkann.so exports; the library is built with hidden visibility, so template
+// instances and helpers of its implementation never become part of its ABI.
+#define KANN_API __attribute__((visibility("default")))
+
 namespace kann {
 
-struct TensorInfo {
+struct KANN_API TensorInfo {
   std::string name;
   bool is_input = true;
   uint32_t arg_index = 0;     // kernel argument of its buffer
@@ -41,7 +45,7 @@ struct RunStats {
   uint64_t ddr_bytes_written = 0;
 };
 
-class Session {
+class KANN_API Session {
 public:
   // Creates the program from the kbin, builds it for `device` (the build log explains a
   // rejection: wrong cluster count, SPM too small, corrupt binary) and allocates buffers.

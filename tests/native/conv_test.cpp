@@ -553,23 +553,4 @@ TEST(NativeConvTable, CheckedModeRejectsCorruptTable) {
   EXPECT_NE(std::string(msg).find("table"), std::string::npos);
 }
 
-TEST(NativeCost, ConvCyclesFollowMacRates) {
-  mcl_conv_args a{};
-  a.input = {0, 8, 8, 16, 128, 16, 1, MCL_DTYPE_F32};
-  a.output = {0, 8, 8, 32, 256, 32, 1, MCL_DTYPE_F32};
-  a.groups = 1;
-  a.kernel_h = a.kernel_w = 3;
-  const uint64_t macs = 8ull * 8 * 32 * 9 * 16;
-  const uint64_t f32 = mcl_native_cost(MCL_NATIVE_FN_CONV2D, &a, 16);
-  EXPECT_GE(f32, macs / (8 * 16));
-  a.input.dtype = a.output.dtype = MCL_DTYPE_F16;
-  const uint64_t f16 = mcl_native_cost(MCL_NATIVE_FN_CONV2D, &a, 16);
-  a.input.dtype = a.output.dtype = MCL_DTYPE_S8;
-  const uint64_t i8 = mcl_native_cost(MCL_NATIVE_FN_CONV2D, &a, 16);
-  EXPECT_GT(f32, f16);
-  EXPECT_GT(f16, i8);
-  EXPECT_EQ(f32, 100 + macs / (8 * 16) + 2048 / 8 / 16); // overhead + MACs + epilogue
-  EXPECT_GE(mcl_native_cost(MCL_NATIVE_FN_CONV2D, &a, 1), i8 * 8);
-}
-
 } // namespace

@@ -1,5 +1,6 @@
 // Convolution, transposed convolution and GEMM: compile-time planning (address tables),
 // parameter packing, and the run-time drivers that split work over the PEs.
+#include "cost_model.h"
 #include "internal.h"
 
 #include <atomic>
@@ -470,3 +471,69 @@ int mcl_native_set_isa(const char *name) {
 uint32_t mcl_native_dtype_size(uint32_t dtype) { return dtype_size(dtype); }
 
 } // extern "C"
+
+namespace manycl::native::cost {
+
+// Convolution / GEMM on the matrix engine. Output pixels form row blocks of 4 along a row
+// (a row of width 13 pays for 16), output channels column blocks of 4, and the reduction
+// runs tap by tap over the input channels in blocks of k_block (3 channels pay for a whole
+// block). A work unit is a register tile of mr x nr blocks: per tap it loads its pixels'
+// channels with 4-row load-scatters (32 bytes of one pixel each), its weights as packed
+// 32-byte blocks and its address-table entries, and issues mr*nr block operations per
+// channel block. Depthwise convolutions have no reduction to block: they run on the VLIW.
+Cost conv_cost(uint32_t fn, const mcl_conv_args &a, uint32_t pes) {
+  const uint64_t groups = std::max<uint32_t>(1, a.groups);
+  const uint64_t cin_g = a.input.c / groups, cout_g = a.output.c / groups;
+  const bool transposed = fn == MCL_NATIVE_FN_CONV_TRANSPOSE2D;
+  // A transposed convolution reaches each output pixel through 1/(stride_h*stride_w) of
+  // its taps; the others are skipped, not multiplied by zero.
+  const uint64_t taps =
+      transposed ? ceil_div(a.kernel_h, std::max<uint16_t>(1, a.stride_h)) *
+                       ceil_div(a.kernel_w, std::max<uint16_t>(1, a.stride_w))
+                 : (uint64_t)a.kernel_h * a.kernel_w;
+  const uint64_t pixels = (uint64_t)a.output.h * a.output.w;
+  const uint32_t out_bytes = dtype_size(a.output.dtype);
+  const bool int8 = is_int8(a.input.dtype);
+  // Epilogue work per output element: bias, activation, and the conversion to the output
+  // type (INT8: scale, round, zero point, clamp).
+  const double epilogue_ops = 1.0 + activation_ops(a.act) + (int8 ? 4.0 : 0.0) +
+                              (a.output.dtype == MCL_DTYPE_F16 ? 1.0 : 0.0);
+  Cost c;
+  if (conv_is_depthwise(a)) {
+    // Vectors across channels; a row of outputs slides its window in registers, so each
+    // output loads kernel_h input vectors (times the horizontal stride) and stores one.
+    const uint32_t in_bytes = dtype_size(a.input.dtype);
+    const double bytes = (double)a.kernel_h * std::max<uint16_t>(1, a.stride_w) * in_bytes +
+                         out_bytes;
+    const double ops = (double)taps + epilogue_ops;
+    c = stream(pixels * a.output.c, bytes, ops, a.input.dtype, pes);
+    c.macs = c.padded_macs = pixels * a.output.c * taps;
+    return c;
+  }
+  const MatrixEngine e = matrix_engine(a.input.dtype);
+  const uint64_t row_blocks = (uint64_t)a.output.h * ceil_div(a.output.w, kBlockRows);
+  const uint64_t col_blocks = ceil_div(cout_g, kBlockRows);
+  const uint64_t mr = std::min<uint64_t>(e.mr, row_blocks), nr = std::min<uint64_t>(e.nr, col_blocks);
+  const uint64_t units = groups * ceil_div(row_blocks, mr) * ceil_div(col_blocks, nr);
+  const uint64_t k_blocks = ceil_div(cin_g, e.k_block);     // per tap
+  const uint64_t panels = ceil_div(cin_g * e.in_bytes, kLsuBytes); // 32-byte loads per pixel
+  UnitCost u;
+  const double eff = kMatrixEfficiencyPct / 100.0;
+  u.matrix = (double)taps * k_blocks * mr * nr * e.block_cycles / eff;
+  const double left = (double)panels * kBlockRows * mr;  // load-scatters of the pixels
+  const double right = (double)nr * ceil_div(k_blocks * e.k_block * kBlockRows * e.weight_bytes, kLsuBytes);
+  // One scalar load per pixel and tap from the address table ([pixel][tap]: strided).
+  const double addresses = (a.flags & MCL_CONV_NO_TABLE) ? 0.0 : (double)kBlockRows * mr;
+  const double tile_elems = (double)mr * nr * kBlockRows * kBlockRows;
+  u.load_store = (double)taps * (left + right + addresses) + tile_elems * out_bytes / kLsuBytes;
+  u.epilogue = (double)mr * nr * e.acc_move_cycles_per_block +
+               tile_elems * epilogue_ops / vliw_rate(MCL_DTYPE_F32);
+  u.overhead = (double)kUnitCycles + (double)taps * kTapCycles;
+  c = finish(units, pes, u);
+  c.macs = pixels * a.output.c * taps * cin_g;
+  c.padded_macs = groups * row_blocks * kBlockRows * col_blocks * kBlockRows * taps * k_blocks *
+                  e.k_block;
+  return c;
+}
+
+} // namespace manycl::native::cost

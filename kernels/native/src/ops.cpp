@@ -1,6 +1,7 @@
 // Pooling, element-wise, per-channel scale, activations, softmax, resize, copy/convert, pad
 // and MatMul. These are bandwidth-bound: plain loops over the contiguous channel axis, one
 // instantiation per element type, rows split over the PEs.
+#include "cost_model.h"
 #include "internal.h"
 
 #include <limits>
@@ -498,3 +499,100 @@ Status run_matmul(const mcl_native_exec &exec, const mcl_matmul_args &a) {
 }
 
 } // namespace manycl::native
+
+namespace manycl::native::cost {
+
+namespace {
+
+// Arithmetic type of vector work: FP16 stays FP16; INT8 is computed on dequantized FP32.
+uint32_t arith(uint32_t dtype) { return dtype == MCL_DTYPE_F16 ? MCL_DTYPE_F16 : MCL_DTYPE_F32; }
+
+// VLIW operations to dequantize an INT8 operand (subtract, scale) or quantize a result
+// (scale, round, zero point, clamp).
+double dequant_ops(uint32_t dtype) { return is_int8(dtype) ? 2.0 : 0.0; }
+double quant_ops(uint32_t dtype) { return is_int8(dtype) ? 4.0 : 0.0; }
+
+// Bytes an operand tile contributes per output element: 0 when broadcast over pixels (a
+// per-channel vector stays in registers).
+double operand_bytes(const mcl_tile &t) {
+  if (t.row_stride == 0 && t.pixel_stride == 0)
+    return 0.0;
+  return dtype_size(t.dtype);
+}
+
+} // namespace
+
+Cost matmul_cost(const mcl_matmul_args &a, uint32_t pes) {
+  // The same blocked GEMM as a 1x1 convolution without an address table (B's columns are
+  // loaded with load-scatters like packed weights: same bytes per block).
+  mcl_conv_args c{};
+  c.input = a.a;
+  c.output = a.output;
+  c.groups = 1;
+  c.kernel_h = c.kernel_w = c.stride_h = c.stride_w = c.dilation_h = c.dilation_w = 1;
+  c.flags = MCL_CONV_NO_TABLE;
+  c.act = a.act;
+  return conv_cost(MCL_NATIVE_FN_CONV2D, c, pes);
+}
+
+Cost pool_cost(const mcl_pool_args &a, uint32_t pes) {
+  const uint64_t taps = (uint64_t)a.kernel_h * a.kernel_w;
+  const uint32_t in_bytes = dtype_size(a.input.dtype);
+  // A row of outputs slides its window in registers; a global pool (one output column)
+  // reads every tap.
+  const double loads = a.output.w > 1 ? std::min<double>((double)taps, (double)a.kernel_h *
+                                                             std::max<uint16_t>(1, a.stride_w))
+                                      : (double)taps;
+  const double bytes = loads * in_bytes + dtype_size(a.output.dtype);
+  const double ops = (double)taps + (a.kind == MCL_POOL_AVG ? 1.0 : 0.0) +
+                     (a.kind == MCL_POOL_AVG ? dequant_ops(a.input.dtype) + quant_ops(a.output.dtype)
+                                             : 0.0);
+  return stream(elements(a.output), bytes, ops, arith(a.input.dtype), pes);
+}
+
+Cost eltwise_cost(const mcl_eltwise_args &a, uint32_t pes) {
+  const double bytes = operand_bytes(a.a) + operand_bytes(a.b) + dtype_size(a.output.dtype);
+  const double op = a.op == MCL_ELTWISE_DIV ? 8.0 : 1.0; // reciprocal + Newton steps
+  const double ops = op + activation_ops(a.act) + dequant_ops(a.a.dtype) +
+                     dequant_ops(a.b.dtype) + quant_ops(a.output.dtype);
+  return stream(elements(a.output), bytes, ops, arith(a.output.dtype), pes);
+}
+
+Cost scale_shift_cost(const mcl_scale_shift_args &a, uint32_t pes) {
+  const double bytes = (double)dtype_size(a.input.dtype) + dtype_size(a.output.dtype);
+  const double ops = 1.0 + activation_ops(a.act) + dequant_ops(a.input.dtype) +
+                     quant_ops(a.output.dtype);
+  return stream(elements(a.output), bytes, ops, arith(a.output.dtype), pes);
+}
+
+Cost unary_cost(uint32_t fn, const mcl_unary_args &a, uint32_t pes) {
+  const double in = dtype_size(a.input.dtype), out = dtype_size(a.output.dtype);
+  double bytes = in + out, ops;
+  if (fn == MCL_NATIVE_FN_SOFTMAX) {
+    bytes = 2 * in + out; // max pass, then exp/sum/scale
+    ops = 16.0;           // max, subtract, exp, add, reciprocal-multiply
+  } else if (fn == MCL_NATIVE_FN_COPY) {
+    ops = a.input.dtype == a.output.dtype ? 0.0
+                                          : 1.0 + dequant_ops(a.input.dtype) + quant_ops(a.output.dtype);
+  } else {
+    ops = activation_ops(a.act) + dequant_ops(a.input.dtype) + quant_ops(a.output.dtype);
+  }
+  return stream(elements(a.output), bytes, ops, arith(a.output.dtype), pes);
+}
+
+Cost resize_cost(const mcl_resize_args &a, uint32_t pes) {
+  const bool bilinear = a.mode == MCL_RESIZE_BILINEAR;
+  const double in = dtype_size(a.input.dtype);
+  const double bytes = (bilinear ? 4.0 : 1.0) * in + dtype_size(a.output.dtype);
+  const double ops = bilinear ? 8.0 + dequant_ops(a.input.dtype) + quant_ops(a.output.dtype) : 0.0;
+  return stream(elements(a.output), bytes, ops, arith(a.output.dtype), pes);
+}
+
+Cost pad_cost(const mcl_pad_args &a, uint32_t pes) {
+  const uint64_t out = elements(a.output);
+  const double bytes = (double)dtype_size(a.output.dtype) +
+                       (out ? (double)elements(a.input) * dtype_size(a.input.dtype) / out : 0.0);
+  return stream(out, bytes, 0.0, arith(a.output.dtype), pes);
+}
+
+} // namespace manycl::native::cost

@@ -1,5 +1,6 @@
 // The registry: argument-block sizes, the validator the program loader runs on untrusted
 // blocks, dispatch, and the modeled cycle cost.
+#include "cost_model.h"
 #include "internal.h"
 
 #include <cstdio>
@@ -359,37 +360,6 @@ void write_message(const Status &s, char *msg, size_t cap) {
   std::snprintf(msg, cap, "%s", s.message.c_str());
 }
 
-uint64_t div_up(uint64_t a, uint64_t b) { return (a + b - 1) / b; }
-
-// Per-PE rates of the simulated coprocessor (MAC or FMA per cycle).
-uint64_t mac_rate(uint32_t dtype) {
-  switch (dtype) {
-  case MCL_DTYPE_S8:
-  case MCL_DTYPE_U8:
-    return 128;
-  case MCL_DTYPE_F16:
-    return 16;
-  default:
-    return 8; // FP32: documented assumption
-  }
-}
-
-constexpr uint64_t kCallOverhead = 100; // cycles: dispatch, PE fan-out, fence
-
-uint64_t elements(const mcl_tile &t) { return (uint64_t)t.h * t.w * t.c; }
-
-// Element-wise work: 8 elements per cycle per PE, `weight` cycles per group of 8.
-uint64_t vector_cycles(uint64_t elems, uint64_t weight, uint32_t pes) {
-  return div_up(div_up(elems, 8) * weight, pes);
-}
-
-uint64_t act_weight(const mcl_activation &a) {
-  return a.kind >= MCL_ACT_SIGMOID && a.kind != MCL_ACT_HARD_SIGMOID &&
-                 a.kind != MCL_ACT_HARD_SWISH
-             ? 4
-             : 1;
-}
-
 } // namespace
 
 extern "C" {
@@ -409,67 +379,56 @@ int mcl_native_validate(uint32_t fn, const void *args, size_t size, uint64_t spm
   return s.code;
 }
 
-uint64_t mcl_native_cost(uint32_t fn, const void *args, uint32_t pes) {
-  pes = pes == 0 ? 1 : pes;
+int mcl_native_cost_detail(uint32_t fn, const void *args, uint32_t pes,
+                           mcl_native_cost_breakdown *out) {
+  if (!out)
+    return MCL_NATIVE_ERR_BAD_ARGS;
+  *out = mcl_native_cost_breakdown{};
   if (!args || fn == 0 || fn >= MCL_NATIVE_FN_COUNT_)
-    return 0;
-  uint64_t cycles = 0;
+    return MCL_NATIVE_ERR_UNKNOWN_FUNCTION;
+  pes = pes == 0 ? 1 : pes;
+  cost::Cost c;
   switch (fn) {
   case MCL_NATIVE_FN_CONV2D:
   case MCL_NATIVE_FN_CONV_TRANSPOSE2D:
-  case MCL_NATIVE_FN_GEMM: {
-    mcl_conv_args a = fn == MCL_NATIVE_FN_GEMM ? gemm_as_conv(load_block<mcl_gemm_args>(args))
-                                               : load_block<mcl_conv_args>(args);
-    const uint64_t groups = std::max<uint32_t>(1, a.groups);
-    const uint64_t macs = (uint64_t)a.output.h * a.output.w * a.output.c * a.kernel_h *
-                          a.kernel_w * (a.input.c / groups);
-    cycles = div_up(macs, mac_rate(a.input.dtype) * pes) +
-             vector_cycles(elements(a.output), act_weight(a.act), pes);
+    c = cost::conv_cost(fn, load_block<mcl_conv_args>(args), pes);
     break;
-  }
-  case MCL_NATIVE_FN_MATMUL: {
-    const auto a = load_block<mcl_matmul_args>(args);
-    cycles = div_up(elements(a.output) * a.a.c, mac_rate(a.output.dtype) * pes);
+  case MCL_NATIVE_FN_GEMM:
+    c = cost::conv_cost(MCL_NATIVE_FN_CONV2D, gemm_as_conv(load_block<mcl_gemm_args>(args)), pes);
     break;
-  }
-  case MCL_NATIVE_FN_POOL2D: {
-    const auto a = load_block<mcl_pool_args>(args);
-    cycles = vector_cycles(elements(a.output) * a.kernel_h * a.kernel_w, 1, pes);
+  case MCL_NATIVE_FN_MATMUL:
+    c = cost::matmul_cost(load_block<mcl_matmul_args>(args), pes);
     break;
-  }
-  case MCL_NATIVE_FN_ELTWISE: {
-    const auto a = load_block<mcl_eltwise_args>(args);
-    cycles = vector_cycles(elements(a.output), 1 + act_weight(a.act), pes);
+  case MCL_NATIVE_FN_POOL2D:
+    c = cost::pool_cost(load_block<mcl_pool_args>(args), pes);
     break;
-  }
-  case MCL_NATIVE_FN_SCALE_SHIFT: {
-    const auto a = load_block<mcl_scale_shift_args>(args);
-    cycles = vector_cycles(elements(a.output), 1 + act_weight(a.act), pes);
+  case MCL_NATIVE_FN_ELTWISE:
+    c = cost::eltwise_cost(load_block<mcl_eltwise_args>(args), pes);
     break;
-  }
+  case MCL_NATIVE_FN_SCALE_SHIFT:
+    c = cost::scale_shift_cost(load_block<mcl_scale_shift_args>(args), pes);
+    break;
   case MCL_NATIVE_FN_ACTIVATION:
   case MCL_NATIVE_FN_COPY:
-  case MCL_NATIVE_FN_SOFTMAX: {
-    const auto a = load_block<mcl_unary_args>(args);
-    const uint64_t w = fn == MCL_NATIVE_FN_SOFTMAX ? 6 : fn == MCL_NATIVE_FN_COPY ? 1
-                                                                               : act_weight(a.act);
-    cycles = vector_cycles(elements(a.output), w, pes);
+  case MCL_NATIVE_FN_SOFTMAX:
+    c = cost::unary_cost(fn, load_block<mcl_unary_args>(args), pes);
     break;
-  }
-  case MCL_NATIVE_FN_RESIZE: {
-    const auto a = load_block<mcl_resize_args>(args);
-    cycles = vector_cycles(elements(a.output), a.mode == MCL_RESIZE_BILINEAR ? 4 : 1, pes);
+  case MCL_NATIVE_FN_RESIZE:
+    c = cost::resize_cost(load_block<mcl_resize_args>(args), pes);
     break;
-  }
-  case MCL_NATIVE_FN_PAD: {
-    const auto a = load_block<mcl_pad_args>(args);
-    cycles = vector_cycles(elements(a.output), 1, pes);
+  case MCL_NATIVE_FN_PAD:
+    c = cost::pad_cost(load_block<mcl_pad_args>(args), pes);
     break;
-  }
   default:
-    break;
+    return MCL_NATIVE_ERR_UNKNOWN_FUNCTION;
   }
-  return kCallOverhead + cycles;
+  *out = {c.total, c.matrix, c.load_store, c.vliw, c.overhead, c.macs, c.padded_macs, c.bound, 0};
+  return MCL_NATIVE_OK;
+}
+
+uint64_t mcl_native_cost(uint32_t fn, const void *args, uint32_t pes) {
+  mcl_native_cost_breakdown b;
+  return mcl_native_cost_detail(fn, args, pes, &b) == MCL_NATIVE_OK ? b.total : 0;
 }
 
 int mcl_native_run(const mcl_native_exec *exec, uint32_t fn, const void *args, size_t size,

@@ -49,6 +49,32 @@ int mcl_native_run(const mcl_native_exec *exec, uint32_t fn_id, const void *args
  * must be valid. */
 uint64_t mcl_native_cost(uint32_t fn_id, const void *args, uint32_t pe_count);
 
+/* What limits a call: the lane with the most cycles on the slowest PE. */
+enum mcl_native_bound {
+  MCL_NATIVE_BOUND_NONE = 0,
+  MCL_NATIVE_BOUND_MATRIX = 1,     /* tensor coprocessor (FPU for FP32) issue */
+  MCL_NATIVE_BOUND_LOAD_STORE = 2, /* the 32 B/cycle SMEM load/store path */
+  MCL_NATIVE_BOUND_VLIW = 3,       /* vector work on the VLIW lanes */
+  MCL_NATIVE_BOUND_OVERHEAD = 4    /* call, work-unit and tap overheads */
+};
+
+/* The modeled cycles of one call and their split (per lane, slowest PE). */
+typedef struct mcl_native_cost_breakdown {
+  uint64_t total;       /* = mcl_native_cost() */
+  uint64_t matrix;      /* matrix-engine issue cycles */
+  uint64_t load_store;  /* load/store cycles */
+  uint64_t vliw;        /* vector cycles (loop body and epilogue) */
+  uint64_t overhead;    /* call + unit + tap overheads */
+  uint64_t macs;        /* multiply-accumulates the operation needs */
+  uint64_t padded_macs; /* multiply-accumulates executed, partial blocks included */
+  uint32_t bound;       /* mcl_native_bound */
+  uint32_t reserved0;
+} mcl_native_cost_breakdown;
+
+/* Fills *out for one call (a valid block); returns 0, or MCL_NATIVE_ERR_UNKNOWN_FUNCTION. */
+int mcl_native_cost_detail(uint32_t fn_id, const void *args, uint32_t pe_count,
+                           mcl_native_cost_breakdown *out);
+
 /* ---- compile-time helpers for convolution / GEMM ---- */
 
 /* Number of int32 entries of the address table of a conv (out_h*out_w*kernel_h*kernel_w). */

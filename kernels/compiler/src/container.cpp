@@ -6,7 +6,7 @@
 namespace manycl::compiler::detail {
 
 static const char kMagic[8] = {'M', 'A', 'N', 'Y', 'C', 'L', 'B', '\0'};
-static const uint32_t kFormatVersion = 2;
+static const uint32_t kFormatVersion = 3;
 static const size_t kHeaderSize = 32;
 
 uint64_t fnv1a64(const void *data, size_t n, uint64_t h) {
@@ -115,6 +115,7 @@ std::vector<uint8_t> writeContainer(const Container &c) {
     w.u8(k.uses_printf ? 1 : 0);
     w.u8(k.region_based ? 1 : 0);
     w.u64(k.frame_size);
+    w.u8(static_cast<uint8_t>(k.cost));
   }
   w.str(c.bitcode);
 
@@ -203,6 +204,10 @@ Status readContainer(std::span<const uint8_t> bytes, Container &out) {
     k.frame_size = r.u64();
     if (k.frame_size > (1ull << 30))
       return bad("bad frame size");
+    uint8_t cost = r.u8();
+    if (cost > static_cast<uint8_t>(KernelInfo::Cost::Uniform))
+      return bad("bad cost kind");
+    k.cost = static_cast<KernelInfo::Cost>(cost);
     if (k.static_local_size > (1ull << 40) || k.private_size > (1ull << 40))
       return bad("bad sizes");
     c.kernels.push_back(std::move(k));

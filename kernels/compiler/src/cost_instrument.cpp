@@ -4,24 +4,30 @@
 // It runs on the optimized module, so what it costs is the code that really executes, and
 // -cl-opt-disable costs only the extra code it leaves. Vector operations cost per element
 // (the host vectorizer's lanes are not the PE's), and shuffles/inserts/extracts cost nothing,
-// so vectorizing the work-item loop changes only the loop overhead it saves. One counter
-// update per block (load, add, store; no call) keeps the host overhead small.
+// so vectorizing the work-item loop changes only the loop overhead it saves. Each block adds its
+// cost to a register (one add, no call, no memory), stored to the context once per call.
 #include "internal.h"
 #include "manycl/compiler/cost_model.h"
 
+#include <llvm/Analysis/LoopInfo.h>
 #include <llvm/Analysis/ValueTracking.h>
 #include <llvm/Analysis/VectorUtils.h>
+#include <llvm/IR/Dominators.h>
 #include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/InstIterator.h>
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Operator.h>
+#include <llvm/Transforms/Utils/PromoteMemToReg.h>
+
+#include <map>
 
 namespace manycl::compiler::detail {
 using namespace llvm;
 using namespace manycl::compiler::cost;
 
-static_assert(kCounterSlot == SlotCycles && SlotCycles < SlotCount);
+static_assert(kCounterSlot == SlotCycles && SlotCyclesItem < SlotCount);
 
 namespace {
 
@@ -220,29 +226,155 @@ private:
   }
 };
 
+// Where a block's cost is paid, from the loop nest of the entry point (work-group and region
+// functions: an outer loop over rows, work-item loops inside it): once per call (no loop), once
+// per row (in a row loop, outside the work-item loops) or per work-item (in a work-item loop or
+// deeper).
+enum CostClass : unsigned { PerCall = 0, PerRow = 1, PerItem = 2 };
+CostClass classOf(const LoopInfo &LI, const BasicBlock *BB) {
+  unsigned d = LI.getLoopDepth(BB);
+  return d == 0 ? PerCall : d == 1 ? PerRow : PerItem;
+}
+
 } // namespace
 
-void instrumentCost(Module &M, const std::vector<KernelInfo> &kernels) {
-  for (const KernelInfo &k : kernels) {
+// True when `BB`, whose innermost loop is `L`, runs exactly once per trip of `L`: it dominates
+// the latch and every block leaving the loop, and no trip ends inside the loop.
+bool oncePerTrip(const Loop &L, const BasicBlock &BB, const DominatorTree &DT) {
+  if (&BB == L.getHeader())
+    return true;
+  const BasicBlock *latch = L.getLoopLatch();
+  if (!latch || !DT.dominates(&BB, latch))
+    return false;
+  SmallVector<BasicBlock *, 4> exiting;
+  L.getExitingBlocks(exiting);
+  for (const BasicBlock *e : exiting)
+    if (!DT.dominates(&BB, e))
+      return false;
+  for (const BasicBlock *b : L.blocks())
+    if (succ_empty(b))
+      return false;
+  return true;
+}
+
+// True when every work-item of a group takes the same path through the work-item function `wi`
+// (clean SSA, before the work-group loops exist): every conditional branch depends only on values
+// that are the same for all work-items (kernel arguments, group-invariant context slots,
+// constants, loop counters and other phis fed by such values), never on the item's ids x, y, z
+// or on memory (which may differ per item, or have been written by one).
+// Then all items cost the same apart from how the host compiler lays out the work-item loops.
+bool uniformControlFlow(const Function &wi, const Value *x, const Value *y, const Value *z) {
+  SmallPtrSet<const Value *, 32> varying;
+  std::vector<const Value *> work;
+  auto mark = [&](const Value *v) {
+    if (varying.insert(v).second)
+      work.push_back(v);
+  };
+  for (const Value *v : {x, y, z})
+    mark(v);
+  for (const Instruction &I : instructions(wi)) {
+    if (auto *ld = dyn_cast<LoadInst>(&I); ld && ld->getMetadata(LLVMContext::MD_invariant_load))
+      continue; // the pointer decides
+    if (I.mayReadFromMemory())
+      mark(&I);
+  }
+  // Optimistic: a phi (a loop counter, a join of uniform branches) is uniform until one of its
+  // incoming values is not.
+  while (!work.empty()) {
+    const Value *v = work.back();
+    work.pop_back();
+    for (const User *U : v->users())
+      if (isa<Instruction>(U))
+        mark(U);
+  }
+  for (const BasicBlock &BB : wi) {
+    const Instruction *T = BB.getTerminator();
+    if (auto *br = dyn_cast<BranchInst>(T); br && br->isConditional()) {
+      if (varying.contains(br->getCondition()))
+        return false;
+    } else if (auto *sw = dyn_cast<SwitchInst>(T)) {
+      if (varying.contains(sw->getCondition()))
+        return false;
+    } else if (isa<IndirectBrInst>(T) || isa<CallBrInst>(T) || isa<InvokeInst>(T)) {
+      return false;
+    }
+  }
+  return true;
+}
+
+void instrumentCost(Module &M, std::vector<KernelInfo> &kernels) {
+  for (KernelInfo &k : kernels) {
     std::string entry = !k.uses_barriers ? wgName(k.name)
                         : k.region_based ? regionName(k.name)
                                          : fiberName(k.name);
     Function *F = M.getFunction(entry);
     if (!F || F->isDeclaration() || F->arg_size() < 2)
       continue;
+    DominatorTree DT(*F);
+    LoopInfo LI(DT);
+    // Uniform when the work-group builder found uniform control flow (uniformControlFlow);
+    // fibers run one work-item per call, their ticks are shared among the PEs as a whole.
+    if (k.cost != KernelInfo::Cost::Uniform || (k.uses_barriers && !k.region_based))
+      k.cost = KernelInfo::Cost::PerCall;
+    // The blocks' costs before any instrumentation is added.
     BlockCoster coster(*F, k);
     std::vector<std::pair<BasicBlock *, uint64_t>> costs;
     for (BasicBlock &BB : *F)
       costs.emplace_back(&BB, coster.block(BB));
-    Value *ctx = F->getArg(1);
+    // Accumulators, kept in registers (promoted below) and added to the context slots once per
+    // call: a counter in memory would put a load and a store in every block, and its
+    // store-to-load chain would bound a tight work-item loop. A block executed exactly once per
+    // trip of its innermost loop adds its ticks at the loop's header, together with the others,
+    // to the loop's own accumulator: one add per trip, and the loops' additions do not form one
+    // long dependency chain. Other blocks add to their class's accumulator.
+    IRBuilder<> E(&*F->getEntryBlock().getFirstInsertionPt());
+    std::vector<AllocaInst *> accs;
+    std::vector<CostClass> accClass;
+    auto newAcc = [&](CostClass c) {
+      AllocaInst *a = E.CreateAlloca(E.getInt64Ty());
+      E.CreateStore(E.getInt64(0), a);
+      accs.push_back(a);
+      accClass.push_back(c);
+      return a;
+    };
+    AllocaInst *acc[3] = {newAcc(PerCall), newAcc(PerRow), newAcc(PerItem)};
+    auto addTicks = [](BasicBlock *BB, AllocaInst *a, uint64_t ticks) {
+      IRBuilder<> B(BB->getTerminator());
+      B.CreateStore(B.CreateAdd(B.CreateLoad(B.getInt64Ty(), a), B.getInt64(ticks)), a);
+    };
+    std::map<Loop *, uint64_t> perTrip;
+    std::vector<Loop *> tripOrder;
+    std::vector<ReturnInst *> rets;
     for (auto &[BB, ticks] : costs) {
+      if (auto *ret = dyn_cast<ReturnInst>(BB->getTerminator()))
+        rets.push_back(ret);
       if (ticks == 0)
         continue;
-      IRBuilder<> B(BB->getTerminator());
-      Value *slot = B.CreateConstInBoundsGEP1_64(B.getInt64Ty(), ctx, kCounterSlot);
-      Value *v = B.CreateLoad(B.getInt64Ty(), slot);
-      B.CreateStore(B.CreateAdd(v, B.getInt64(ticks)), slot);
+      if (Loop *L = LI.getLoopFor(BB); L && oncePerTrip(*L, *BB, DT)) {
+        if (perTrip.emplace(L, 0).second)
+          tripOrder.push_back(L);
+        perTrip[L] += ticks;
+        continue;
+      }
+      addTicks(BB, acc[classOf(LI, BB)], ticks);
     }
+    for (Loop *L : tripOrder)
+      addTicks(L->getHeader(), newAcc(classOf(LI, L->getHeader())), perTrip[L]);
+    Value *ctx = F->getArg(1);
+    for (ReturnInst *ret : rets) {
+      IRBuilder<> B(ret);
+      Value *v[3] = {B.getInt64(0), B.getInt64(0), B.getInt64(0)};
+      for (size_t i = 0; i < accs.size(); ++i)
+        v[accClass[i]] = B.CreateAdd(v[accClass[i]], B.CreateLoad(B.getInt64Ty(), accs[i]));
+      auto add = [&](unsigned slot, Value *ticks) {
+        Value *p = B.CreateConstInBoundsGEP1_64(B.getInt64Ty(), ctx, slot);
+        B.CreateStore(B.CreateAdd(B.CreateLoad(B.getInt64Ty(), p), ticks), p);
+      };
+      add(SlotCycles, B.CreateAdd(B.CreateAdd(v[PerCall], v[PerRow]), v[PerItem]));
+      add(SlotCyclesRow, v[PerRow]);
+      add(SlotCyclesItem, v[PerItem]);
+    }
+    PromoteMemToReg(accs, DT);
   }
 }
 

@@ -10,6 +10,8 @@
 #include <vector>
 
 namespace llvm {
+class Function;
+class Value;
 class Module;
 class LLVMContext;
 class ObjectCache;
@@ -32,9 +34,13 @@ enum CtxSlot : unsigned {
   SlotSched = 26,        // fiber scheduler of this PE (barrier kernels)
   SlotAsyncHook = 27,    // AsyncCopyHook
   SlotAsyncUser = 28,
-  SlotFrame = 29, // per-work-item context arrays (region kernels)
+  SlotFrame = 29,  // per-work-item context arrays (region kernels)
   SlotCycles = 30, // modeled cost of the PE's work-items, in ticks (cost_model.h)
-  SlotCount = 32,
+  // Of SlotCycles, the part spent in per-row blocks (in the row loop, outside the work-item
+  // loops) and in per-item blocks (inside the work-item loops): KernelInfo::Cost::Uniform.
+  SlotCyclesRow = 31,
+  SlotCyclesItem = 32,
+  SlotCount = 34,
 };
 
 struct WiCtx {
@@ -72,8 +78,14 @@ std::unique_ptr<llvm::ObjectCache> makeObjectCache(const std::string &file);
 // (safe_division.cpp).
 void guardIntegerDivision(llvm::Module &M);
 
-// Adds the modeled cost counter updates to the kernels' entry points (cost_instrument.cpp).
-void instrumentCost(llvm::Module &M, const std::vector<KernelInfo> &kernels);
+// Adds the modeled cost counter updates to the kernels' entry points and sets each kernel's
+// KernelInfo::cost: Uniform where the work-group builder set it (uniformControlFlow), else
+// PerCall (cost_instrument.cpp).
+void instrumentCost(llvm::Module &M, std::vector<KernelInfo> &kernels);
+// True when every work-item takes the same path through the work-item function `wi` (clean SSA)
+// whose work-item ids are x, y and z.
+bool uniformControlFlow(const llvm::Function &wi, const llvm::Value *x, const llvm::Value *y,
+                        const llvm::Value *z);
 // False when MANYCL_COST=0 (kernels built without cost instrumentation).
 bool costInstrumentation();
 

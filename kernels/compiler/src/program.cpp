@@ -506,12 +506,49 @@ Slice peSlice(unsigned q, unsigned P, uint64_t lx, uint64_t rows) {
   return {lx * q / P, lx * (q + 1) / P, 0, rows};
 }
 
-// A region kernel's group with its modeled cost: the modeled PEs' slices are spread over the
-// host threads (team, or the calling thread alone); per barrier interval each host thread
-// keeps its slowest slice, and the group takes the slowest of all plus the PE barrier.
+// The ticks of the slowest modeled PE of P after one call over a whole group of lx x rows
+// items, for a kernel whose items all cost the same (KernelInfo::Cost::Uniform): each PE pays
+// the per-call cost, its share of the rows' cost and its share of the items' cost, as if it had
+// run its slice in a call of its own (an x slice runs every row).
+uint64_t slowestPeShare(const WiCtx &c, unsigned P, uint64_t lx, uint64_t rows) {
+  const uint64_t row = c.slot[SlotCyclesRow], item = c.slot[SlotCyclesItem];
+  const uint64_t perCall = c.slot[SlotCycles] - row - item;
+  // The slowest PE has the largest slice (peSlice: slices differ by at most one row or x):
+  // ceil(rows / P) rows of lx items, or all rows of ceil(lx / P) items.
+  const uint64_t r = rows >= P ? (rows + P - 1) / P : rows;
+  const uint64_t x = rows >= P ? lx : (lx + P - 1) / P;
+  const uint64_t total = lx * rows;
+  // row x r / rows + item x (x r) / total, over the common denominator total = lx x rows.
+  const unsigned __int128 num = static_cast<unsigned __int128>(row) * r * lx +
+                                static_cast<unsigned __int128>(item) * x * r + total - 1;
+  // A 128-bit division is a library call: only when the 64-bit one cannot do it.
+  const uint64_t share =
+      num >> 64 ? static_cast<uint64_t>(num / total) : static_cast<uint64_t>(num) / total;
+  return perCall + share;
+}
+
+// A region kernel's group with its modeled cost. Items of equal cost: each region runs over the
+// whole group in one call on the calling thread (its work-item loop vectorizes; the split over
+// PEs is arithmetic, and the same whatever the host threads). Otherwise the modeled PEs' slices
+// are spread over the host threads (team, or the calling thread alone); per barrier interval
+// each host thread keeps its slowest slice. The group takes the slowest PE of every interval
+// plus the PE barrier.
 Status runRegionsCosted(const KernelImpl &k, void **slots, const WiCtx &ctx, uint64_t lx,
                         uint64_t rows, PeTeam *team, GroupCost &cost) {
   const unsigned P = std::max(1u, cost.pes);
+  if (k.info_.cost == KernelInfo::Cost::Uniform) {
+    WiCtx my = ctx;
+    uint64_t cycles = 0, intervals = 0;
+    for (int32_t next = 0; next != kRegionExit; ++intervals) {
+      my.slot[SlotCycles] = my.slot[SlotCyclesRow] = my.slot[SlotCyclesItem] = 0;
+      next = k.region(slots, &my, next, 0, lx, 0, rows);
+      cycles += cost::ticksToCycles(slowestPeShare(my, P, lx, rows));
+    }
+    if (P > 1 && intervals > 1)
+      cycles += (intervals - 1) * cost::kPeBarrierCycles;
+    cost.cycles = cycles;
+    return Status::success();
+  }
   const unsigned T = team ? team->size() : 1;
   std::vector<std::vector<uint64_t>> steps(T);
   std::optional<TeamBarrier> barrier;
@@ -672,7 +709,7 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
       frameBuf.assign(words, 0);
     auto frameAddr = (reinterpret_cast<uintptr_t>(frameBuf.data()) + 63) & ~uintptr_t(63);
     ctx.slot[SlotFrame] = frameAddr;
-    if (cost)
+    if (cost && k.info_.cost != KernelInfo::Cost::None)
       return runRegionsCosted(k, slots, ctx, ls[0], rows, single ? nullptr : team, *cost);
     if (single) {
       int32_t next = 0;
@@ -716,11 +753,18 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
     size_t words = static_cast<size_t>(k.info_.frame_size / 8) + 8;
     c.slot[SlotFrame] = (reinterpret_cast<uintptr_t>(PeScratch::get(words)) + 63) & ~uintptr_t(63);
   };
-  if (cost && k.wg) {
-    // Costed: the modeled PEs' slices one after the other on this thread (the work-items
-    // are independent, so the order cannot change the result).
+  if (cost && k.wg && k.info_.cost != KernelInfo::Cost::None) {
     const unsigned P = std::max(1u, cost->pes);
     scratchFor(ctx);
+    if (k.info_.cost == KernelInfo::Cost::Uniform || P == 1) {
+      // Items of equal cost: the whole group in one call (a vectorized work-item loop), the
+      // split over the modeled PEs arithmetic.
+      k.wg(slots, &ctx, 0, ls[0], 0, rows);
+      cost->cycles = cost::ticksToCycles(slowestPeShare(ctx, P, ls[0], rows));
+      return Status::success();
+    }
+    // Otherwise each modeled PE's slice in a call of its own, one after the other on this
+    // thread (the work-items are independent, so the order cannot change the result).
     uint64_t worst = 0;
     for (unsigned q = 0; q < P; ++q) {
       Slice sl = peSlice(q, P, ls[0], rows);

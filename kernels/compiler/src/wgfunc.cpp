@@ -1079,21 +1079,38 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
 
   // 6. Entry points.
   const char *method = std::getenv("MANYCL_WG_METHOD"); // "fibers" forces fibers
+  auto cleanSsa = [](Function &F) {
+    FunctionAnalysisManager FAM;
+    PassBuilder PB;
+    PB.registerFunctionAnalyses(FAM);
+    FunctionPassManager FPM;
+    FPM.addPass(SROAPass(SROAOptions::ModifyCFG));
+    FPM.addPass(PromotePass());
+    FPM.addPass(SimplifyCFGPass());
+    FPM.run(F, FAM);
+  };
+  // Work-items that all take the same path cost the same: the executor then runs a group in
+  // one call and splits its cost over the modeled PEs arithmetically (KernelInfo::Cost).
+  auto uniformItems = [](Function &F, unsigned nargs) {
+    return uniformControlFlow(F, F.getArg(nargs + 1), F.getArg(nargs + 2), F.getArg(nargs + 3));
+  };
   for (size_t ki = 0; ki < kernels.size(); ++ki) {
     KernelInfo &k = kernels[ki];
     Function *wi = wis[ki];
+    const unsigned nargs = static_cast<unsigned>(k.args.size());
+    if (!k.uses_barriers) {
+      ValueToValueMapTy vm;
+      Function *copy = CloneFunction(wi, vm);
+      cleanSsa(*copy);
+      if (uniformItems(*copy, nargs))
+        k.cost = KernelInfo::Cost::Uniform;
+      copy->eraseFromParent();
+    }
     if (k.uses_barriers && !(method && std::string(method) == "fibers")) {
       // Clean SSA first so that only real values cross barriers.
-      {
-        FunctionAnalysisManager FAM;
-        PassBuilder PB;
-        PB.registerFunctionAnalyses(FAM);
-        FunctionPassManager FPM;
-        FPM.addPass(SROAPass(SROAOptions::ModifyCFG));
-        FPM.addPass(PromotePass());
-        FPM.addPass(SimplifyCFGPass());
-        FPM.run(*wi, FAM);
-      }
+      cleanSsa(*wi);
+      if (uniformItems(*wi, nargs))
+        k.cost = KernelInfo::Cost::Uniform;
       // Work on a copy so that the fiber fallback keeps the original.
       ValueToValueMapTy vm;
       Function *copy = CloneFunction(wi, vm);
@@ -1285,6 +1302,9 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
   phase("optimize");
   if (costInstrumentation())
     instrumentCost(M, kernels);
+  else
+    for (KernelInfo &k : kernels)
+      k.cost = KernelInfo::Cost::None;
   // 9. Every remaining external must be known (host symbol or native).
   std::string unresolved;
   for (Function &F : M) {

@@ -112,6 +112,12 @@ struct KernelInfo {
   // Internal (how the work-group function was generated):
   bool region_based = false; ///< barrier kernel compiled to barrier-free regions
   uint64_t frame_size = 0;   ///< per-work-item bytes of values live across barriers
+  /// How the entry point reports its modeled cost (cost_instrument.cpp): not at all
+  /// (MANYCL_COST=0), per call (the executor runs each modeled PE's slice as its own call), or
+  /// per call, per row and per item with every work-item costing the same (the executor runs
+  /// the whole group in one call and apportions the cost to the PEs arithmetically).
+  enum class Cost : uint8_t { None = 0, PerCall = 1, Uniform = 2 };
+  Cost cost = Cost::None;
 };
 
 enum class BinaryKind : uint8_t { None = 0, Executable = 1, Object = 2, Library = 3 };

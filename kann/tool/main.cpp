@@ -4,6 +4,7 @@
 //                [--device-config preset|file.json] [--report report.html] [--report-json f]
 //   kann inspect model.kbin [--records]
 //   kann simulate model.kbin --input x.npy [--output-dir DIR] [--device-config spec]
+//                [--trace trace.json]
 //                (runs the records on a simulated device directly, without OpenCL)
 //   kann run ...  (through OpenCL: provided by the host library when linked in)
 // Errors are one line on stderr and a non-zero exit code.
@@ -30,6 +31,7 @@
 #include "kann/passes.h"
 #include "kann/quantize.h"
 #include "manycl/device/config.h"
+#include "manycl/device/report.h"
 #include "manycl/kbin_runner.h"
 
 extern "C" int kann_run_main(int argc, char **argv) __attribute__((weak));
@@ -51,8 +53,9 @@ int usage() {
                "  kann inspect MODEL.kbin [--records]\n"
                "  kann simulate MODEL.kbin --input X.npy [--input NAME=X.npy ...]\n"
                "               [--output-dir DIR] [--device-config PRESET|FILE.json]\n"
+               "               [--trace TRACE.json]\n"
                "  kann run MODEL.kbin --input X.npy [--output-dir DIR] [--subdevices K]\n"
-               "               [--iterations N]\n"
+               "               [--iterations N] [--trace TRACE.json]\n"
                "  kann --version\n");
   return 2;
 }
@@ -329,7 +332,7 @@ int inspect(int argc, char **argv) {
 }
 
 int simulate(int argc, char **argv) {
-  Args a = parse(argc, argv, {"--input", "--output-dir", "--device-config"}, {});
+  Args a = parse(argc, argv, {"--input", "--output-dir", "--device-config", "--trace"}, {});
   if (!a.error.empty())
     return fail(a.error);
   if (a.positional.size() != 1)
@@ -375,10 +378,18 @@ int simulate(int argc, char **argv) {
     args[t.arg_index].resize(t.byte_size);
     std::memcpy(args[t.arg_index].data(), arr.value().data.data(), t.byte_size);
   }
+  const std::string trace = a.get("--trace");
+  if (!trace.empty())
+    manycl::device::Reports::instance().set_trace_path(trace);
   manycl::device::Device device(config.value());
   auto run = manycl::interp::run_kbin(device, prog, args);
   if (!run)
     return fail(run.error().message);
+  if (!trace.empty()) {
+    if (auto written = manycl::device::Reports::instance().flush(); !written)
+      return fail("--trace: " + written.error().message);
+    std::printf("trace (Perfetto / chrome://tracing JSON) written to %s\n", trace.c_str());
+  }
   const std::string dir = a.get("--output-dir", ".");
   std::error_code ec;
   std::filesystem::create_directories(dir, ec);

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <mutex>
 
+#include "kann/steps.h"
 #include "manycl/compiler/compiler.h"
 #include "manycl/interpreter.h"
 #include "manycl/runtime/device.h"
@@ -27,6 +28,8 @@ void kbin_cluster_entry(uint32_t group) {
   run.scratch = launch->scratch;
   run.args = launch->args.data();
   run.arg_count = static_cast<uint32_t>(launch->args.size());
+  run.step_names = launch->executable->step_names().data();
+  run.step_name_count = static_cast<uint32_t>(launch->executable->step_names().size());
   char message[512];
   // A failure marks the device command failed; the runtime turns that into the event's error.
   mcl_kbin_run_cluster(&run, message, sizeof message);
@@ -50,6 +53,9 @@ Result<std::shared_ptr<KbinExecutable>> KbinExecutable::load(const std::vector<u
   exe->program_ = std::move(program.value());
   for (const auto &records : exe->program_.streams)
     exe->streams_.push_back(kann::format::serialize_stream(records));
+  exe->step_names_ = kann::format::step_names(exe->program_);
+  for (const auto &name : exe->step_names_)
+    exe->step_name_ptrs_.push_back(name.c_str());
   exe->hardware_ = &device.hardware();
   if (!exe->program_.params.empty()) {
     // Parameters are uploaded once per program and device; every launch reads them in place.

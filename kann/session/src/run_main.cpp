@@ -129,7 +129,7 @@ struct Worker {
 } // namespace
 
 extern "C" int kann_run_main(int argc, char **argv) {
-  std::string kbin_path, output_dir;
+  std::string kbin_path, output_dir, trace_path;
   std::vector<std::pair<std::string, std::string>> input_paths; // name (may be empty), path
   unsigned subdevices = 1, iterations = 1;
   for (int i = 1; i < argc; ++i) {
@@ -150,6 +150,11 @@ extern "C" int kann_run_main(int argc, char **argv) {
       if (!v)
         return fail("--output-dir needs a value");
       output_dir = v;
+    } else if (a == "--trace") {
+      const char *v = next();
+      if (!v || !*v)
+        return fail("--trace needs a file name");
+      trace_path = v;
     } else if (a == "--subdevices" || a == "--iterations") {
       const char *v = next();
       if (!v)
@@ -171,7 +176,15 @@ extern "C" int kann_run_main(int argc, char **argv) {
   }
   if (kbin_path.empty())
     return fail("usage: kann run MODEL.kbin --input X.npy [--output-dir DIR] [--subdevices K] "
-                "[--iterations N]");
+                "[--iterations N] [--trace TRACE.json]");
+  if (!trace_path.empty()) {
+    // The ICD writes the trace (MANYCL_TRACE) when the process exits; it reads the variable
+    // when it first starts, which is the clGetPlatformIDs below. Opened here so that a path
+    // that cannot be written is an error now, not a line at exit.
+    if (!std::ofstream(trace_path))
+      return fail("--trace: cannot write '" + trace_path + "'");
+    setenv("MANYCL_TRACE", trace_path.c_str(), 1);
+  }
   std::ifstream in(kbin_path, std::ios::binary);
   if (!in)
     return fail("cannot read '" + kbin_path + "'");
@@ -388,6 +401,9 @@ extern "C" int kann_run_main(int argc, char **argv) {
   }
   if (!output_dir.empty())
     std::printf("outputs written to %s\n", output_dir.c_str());
+  if (!trace_path.empty())
+    std::printf("trace (Perfetto / chrome://tracing JSON) written to %s at exit\n",
+                trace_path.c_str());
 
   for (auto &w : workers) {
     w.session.reset();

@@ -9,6 +9,10 @@
 #include <vector>
 
 #include "kann/kbin.h"
+#include "kann/steps.h"
+#include "manycl/device/command.h"
+#include "manycl/device/device.h"
+#include "manycl/device/report.h"
 #include "manycl/native/native.h"
 
 namespace {
@@ -130,6 +134,13 @@ extern "C" int mcl_kbin_run_cluster(const mcl_kbin_cluster_run *run, char *msg, 
   alignas(16) uint8_t block[1024];
   uint64_t at = 0;
   uint64_t index = 0;
+  // Operator steps on the trace (only while tracing: otherwise nothing is read or kept).
+  manycl::device::ClusterContext *traced = nullptr;
+  if (manycl::device::Reports::instance().tracing())
+    traced = manycl::device::current_cluster_context();
+  const bool multi_cluster = traced && traced->group_size() > 1;
+  uint64_t step_start = traced ? traced->now() : 0;
+  uint32_t step = 0, previous_fn = 0;
   char native_msg[256];
   while (at < run->records_size) {
     kbin_record_header h;
@@ -200,6 +211,18 @@ extern "C" int mcl_kbin_run_cluster(const mcl_kbin_cluster_run *run, char *msg, 
     }
     if (status != MCL_OK)
       return fail(msg, cap, status, where + error);
+    if (traced && kann::format::ends_step(previous_fn, h.function_id, multi_cluster)) {
+      const uint64_t now = traced->now();
+      std::string name = step < run->step_name_count && run->step_names && run->step_names[step]
+                             ? run->step_names[step]
+                             : "step " + std::to_string(step);
+      manycl::device::Reports::instance().modeled_span(
+          traced->device().index(), traced->device_cluster(), manycl::device::TraceTrack::Compute,
+          std::move(name), step_start, now, "{\"step\":" + std::to_string(step) + "}");
+      step_start = now;
+      ++step;
+    }
+    previous_fn = h.function_id;
     at += h.length;
     ++index;
   }

@@ -3,6 +3,7 @@
 #include <cstring>
 #include <string>
 
+#include "kann/steps.h"
 #include "manycl/interpreter.h"
 
 namespace manycl::interp {
@@ -58,6 +59,10 @@ Result<KbinRunResult> run_kbin(device::Device &device, const kann::format::Progr
       return w.error();
     windows[t.arg_index] = w.value();
   }
+  const std::vector<std::string> step_names = kann::format::step_names(program);
+  std::vector<const char *> step_name_ptrs;
+  for (const auto &n : step_names)
+    step_name_ptrs.push_back(n.c_str());
   std::vector<std::vector<uint8_t>> streams;
   for (const auto &s : program.streams)
     streams.push_back(kann::format::serialize_stream(s));
@@ -79,6 +84,8 @@ Result<KbinRunResult> run_kbin(device::Device &device, const kann::format::Progr
     run.scratch = scratch.value();
     run.args = windows.data();
     run.arg_count = static_cast<uint32_t>(windows.size());
+    run.step_names = step_name_ptrs.data();
+    run.step_name_count = static_cast<uint32_t>(step_name_ptrs.size());
     char msg[512];
     if (mcl_kbin_run_cluster(&run, msg, sizeof msg) != 0)
       messages[g] = msg;

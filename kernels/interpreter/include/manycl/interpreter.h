@@ -26,6 +26,11 @@ typedef struct mcl_kbin_cluster_run {
   const mcl_ddr_window *args; /* DDR window of each kernel argument buffer */
   uint32_t arg_count;
   uint32_t flags; /* mcl_kbin_run_flags */
+  /* While MANYCL_TRACE is on, each operator step becomes a span on the cluster's compute
+   * track named step_names[step] (kann::format::step_names), or "step N" beyond
+   * step_name_count / when NULL. */
+  const char *const *step_names;
+  uint32_t step_name_count;
 } mcl_kbin_cluster_run;
 
 enum mcl_kbin_run_flags {

@@ -32,6 +32,8 @@ public:
 
   const kann::format::Program &program() const { return program_; }
   const std::vector<uint8_t> &stream(unsigned cluster) const { return streams_[cluster]; }
+  // Trace names of the operator steps (kann::format::step_names), as the interpreter takes them.
+  const std::vector<const char *> &step_names() const { return step_name_ptrs_; }
   mcl_ddr_window params() const { return {params_offset_, program_.params.size()}; }
   device::Device &hardware() const { return *hardware_; }
   // The OpenCL C source of the interpreter kernel for this program's argument count.
@@ -41,6 +43,8 @@ private:
   KbinExecutable() = default;
   kann::format::Program program_;
   std::vector<std::vector<uint8_t>> streams_;
+  std::vector<std::string> step_names_;
+  std::vector<const char *> step_name_ptrs_;
   device::Device *hardware_ = nullptr;
   uint64_t params_offset_ = 0;
   bool owns_params_ = false;

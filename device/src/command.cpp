@@ -112,10 +112,15 @@ unsigned current_pe_index() {
   return t_pe ? t_pe->pe : 0;
 }
 
-ScopedClusterContext::ScopedClusterContext(ClusterContext *context) : previous_(t_context) {
+ScopedClusterContext::ScopedClusterContext(ClusterContext *context)
+    : previous_(t_context), context_(context) {
   t_context = context;
+  if (context)
+    context->enter_scope();
 }
 ScopedClusterContext::~ScopedClusterContext() {
+  if (context_)
+    context_->exit_scope();
   t_context = previous_;
 }
 
@@ -139,10 +144,40 @@ ClusterContext::ClusterContext(CommandRecorder &command, unsigned group_index,
     : command_(command), group_index_(group_index), device_cluster_(device_cluster) {
   now_ = engine_free_ = command.start_cycle();
   stats_.cluster = device_cluster;
+  arbiter().join(slot_, device_cluster, command.id(), command.start_cycle());
 }
 
 ClusterContext::~ClusterContext() {
+  arbiter().leave(slot_);
   delete[] signals_.load();
+}
+
+Arbiter &ClusterContext::arbiter() {
+  return command_.arbiter_;
+}
+
+void ClusterContext::enter_scope() {
+  if (scope_depth_.fetch_add(1) == 0)
+    arbiter().start(slot_, now());
+}
+
+void ClusterContext::exit_scope() {
+  if (scope_depth_.fetch_sub(1) == 1)
+    arbiter().finish(slot_);
+}
+
+Result<uint64_t> ClusterContext::reserve_ddr(uint64_t issue, uint64_t not_before, uint64_t bytes) {
+  Arbiter &a = arbiter();
+  auto done =
+      a.reserve_ddr(slot_, issue, not_before, transfer_cycles(bytes, a.ddr_bytes_per_cycle()),
+                    command_.failed_, sync_timeout().count());
+  if (!done) {
+    // Another cluster failed the command while this one waited: say what happened there.
+    if (command_.failed())
+      return make_error("command already failed: " + command_.error().message);
+    return fail(done.error().message);
+  }
+  return done;
 }
 
 ClusterContext::Signal *ClusterContext::signals() {
@@ -205,6 +240,7 @@ void ClusterContext::account_cycles(uint64_t cycles, const char *label) {
     now_ += cycles;
     stats_.compute_cycles += cycles;
   }
+  arbiter().publish(slot_, start + cycles);
   if (Reports::instance().tracing())
     Reports::instance().modeled_span(device().index(), device_cluster_, TraceTrack::Compute,
                                      label ? label : "compute", start, start + cycles);
@@ -242,6 +278,7 @@ void ClusterContext::advance_to(uint64_t cycle, const char *what, const std::str
     stats_.wait_cycles += cycle - now_;
     now_ = cycle;
   }
+  arbiter().publish(slot_, cycle);
   Reports::instance().modeled_span(device().index(), device_cluster_, TraceTrack::Sync, what, from,
                                    cycle, detail);
 }
@@ -363,19 +400,29 @@ Result<DmaHandle> ClusterContext::dma(const DmaRequest &r) {
   // ---- modeled time ----
   const bool ddr_side = r.src.space == DmaSpace::Ddr || r.dst.space == DmaSpace::Ddr;
   const uint64_t b = bytes.value();
-  uint64_t start, done;
+  uint64_t issue, start, done;
+  {
+    // Only this cluster's threads move its clock and its engine.
+    std::lock_guard lock(mutex_);
+    issue = now_;
+    start = std::max(now_, engine_free_);
+  }
+  done = start;
+  if (b > 0) {
+    uint64_t data_start = start + config.dma_latency_cycles;
+    done = data_start + transfer_cycles(b, config.noc_bytes_per_cycle);
+    if (ddr_side) {
+      // The DDR is shared: the arbiter serves the request in the modeled-time order of its
+      // issue among all clusters of the domain (this may wait for slower host threads).
+      auto ddr_done = reserve_ddr(issue, data_start, b);
+      if (!ddr_done)
+        return ddr_done.error();
+      done = std::max(done, ddr_done.value());
+    }
+  }
   DmaHandle handle;
   {
     std::lock_guard lock(mutex_);
-    start = std::max(now_, engine_free_);
-    done = start;
-    if (b > 0) {
-      uint64_t data_start = start + config.dma_latency_cycles;
-      done = data_start + transfer_cycles(b, config.noc_bytes_per_cycle);
-      if (ddr_side)
-        done = std::max(done, command_.device_.time_model().reserve_ddr(
-                                  data_start, transfer_cycles(b, config.ddr_bytes_per_cycle)));
-    }
     engine_free_ = done;
     completion_.push_back(done);
     handle = completion_.size();
@@ -448,10 +495,11 @@ DmaHandle ClusterContext::last_handle() const {
 
 Result<void> ClusterContext::barrier() {
   CommandRecorder &c = command_;
+  Arbiter &a = arbiter();
   const uint64_t arrival = now();
   uint64_t release;
   {
-    std::unique_lock lock(c.sync_mutex_);
+    std::unique_lock lock(a.mutex());
     if (c.failed())
       return make_error("barrier: command failed: " + c.error().message);
     c.barrier_max_arrival_ = std::max(c.barrier_max_arrival_, arrival);
@@ -461,15 +509,21 @@ Result<void> ClusterContext::barrier() {
       c.barrier_max_arrival_ = 0;
       c.barrier_generation_.fetch_add(1);
       release = c.barrier_release_;
+      // Every other cluster of the command waits here: they leave at the release, and the
+      // arbiter learns it together with the release itself.
+      for (unsigned g = 0; g < c.group_size(); ++g)
+        if (&c.context(g) != this)
+          a.set_locked(c.context(g).slot_, ArbiterSlot::State::Running, release);
       lock.unlock();
-      c.sync_cv_.notify_all();
     } else {
       const uint64_t generation = c.barrier_generation_.load();
       auto released = [&] { return c.barrier_generation_.load() != generation || c.failed(); };
+      // Waiting for the others: this cluster issues nothing until one of them releases it.
+      a.set_locked(slot_, ArbiterSlot::State::Blocked, arrival);
       lock.unlock();
       spin_briefly(released);
       lock.lock();
-      if (!c.sync_cv_.wait_for(lock, sync_timeout(), released)) {
+      if (!a.cv().wait_for(lock, sync_timeout(), released)) {
         lock.unlock();
         return fail("barrier timed out (MANYCL_SYNC_TIMEOUT_S): a cluster of the command "
                     "never arrived");
@@ -488,10 +542,21 @@ Result<void> ClusterContext::barrier() {
   return {};
 }
 
+uint64_t ClusterContext::signal_release_locked(unsigned signal, uint64_t value) const {
+  const Signal &s = signals_.load()[signal];
+  uint64_t seen = 0;
+  for (size_t i = 0; i < s.stamps.size(); i += 2) {
+    seen += s.stamps[i + 1];
+    if (seen >= value)
+      return s.stamps[i];
+  }
+  return 0;
+}
+
 void ClusterContext::receive_signal(unsigned signal, uint64_t count, uint64_t stamp) {
-  CommandRecorder &c = command_;
+  Arbiter &a = arbiter();
   {
-    std::lock_guard lock(c.sync_mutex_);
+    std::lock_guard lock(a.mutex());
     Signal &s = signals()[signal];
     auto &stamps = s.stamps;
     // Stamps are kept as (cycle, count) pairs sorted by cycle, flattened into the vector.
@@ -503,8 +568,13 @@ void ClusterContext::receive_signal(unsigned signal, uint64_t count, uint64_t st
     else
       stamps.insert(stamps.begin() + static_cast<ptrdiff_t>(i), {stamp, count});
     s.value.fetch_add(count);
+    // A waiter on this signal that is now satisfied may issue again from its release on;
+    // an earlier-stamped increment moves an already satisfied waiter's release earlier.
+    if (wait_signal_ == static_cast<int>(signal) && s.value.load() >= wait_value_)
+      a.set_locked(slot_, ArbiterSlot::State::Running,
+                   std::max(wait_from_, signal_release_locked(signal, wait_value_)));
   }
-  c.sync_cv_.notify_all();
+  a.cv().notify_all();
 }
 
 Result<void> ClusterContext::signal_post(unsigned target, unsigned signal, uint64_t count) {
@@ -532,27 +602,61 @@ Result<void> ClusterContext::signal_wait(unsigned signal, uint64_t value) {
   if (value == 0)
     return {};
   CommandRecorder &c = command_;
+  Arbiter &a = arbiter();
   Signal &s = signals()[signal];
   auto reached = [&] { return s.value.load() >= value || c.failed(); };
   spin_briefly(reached);
+  const uint64_t from = now();
   uint64_t stamp = 0;
   {
-    std::unique_lock lock(c.sync_mutex_);
-    if (!c.sync_cv_.wait_for(lock, sync_timeout(), reached)) {
-      lock.unlock();
-      return fail("signal wait timed out (MANYCL_SYNC_TIMEOUT_S): signal " +
-                  std::to_string(signal) + " stayed below " + std::to_string(value));
-    }
-    if (s.value.load() < value)
-      return make_error("signal wait: command failed: " + c.error().message);
-    uint64_t seen = 0;
-    for (size_t i = 0; i < s.stamps.size(); i += 2) {
-      seen += s.stamps[i + 1];
-      if (seen >= value) {
-        stamp = s.stamps[i];
+    // The release is the modeled time of the value-th increment of all that will ever be
+    // posted, not only of those the host has seen: it is final once no other cluster of the
+    // command can still post one stamped earlier (their clocks passed it, or they wait).
+    std::unique_lock lock(a.mutex());
+    wait_signal_ = static_cast<int>(signal);
+    wait_value_ = value;
+    wait_from_ = from;
+    const auto deadline = std::chrono::steady_clock::now() + sync_timeout();
+    bool counted = false;
+    bool in_time = true;
+    for (;;) {
+      if (s.value.load() >= value) {
+        stamp = std::max(from, signal_release_locked(signal, value));
+        if (slot_.state != ArbiterSlot::State::Running || slot_.time.load() != stamp)
+          a.set_locked(slot_, ArbiterSlot::State::Running, stamp);
+        // A failed command stops its clusters: the value is reached, the time is moot.
+        if (c.failed() || a.signal_final_locked(slot_, stamp))
+          break;
+        if (!counted) {
+          a.clock_waiters().fetch_add(1);
+          counted = true;
+        }
+      } else if (c.failed()) {
+        break;
+      } else if (slot_.state != ArbiterSlot::State::Blocked) {
+        a.set_locked(slot_, ArbiterSlot::State::Blocked, from);
+      }
+      if (a.cv().wait_until(lock, deadline) == std::cv_status::timeout) {
+        in_time = false;
         break;
       }
     }
+    if (counted)
+      a.clock_waiters().fetch_sub(1);
+    wait_signal_ = -1;
+    if (slot_.state == ArbiterSlot::State::Blocked)
+      a.set_locked(slot_, ArbiterSlot::State::Running, from);
+    if (!in_time) {
+      lock.unlock();
+      return fail(s.value.load() < value
+                      ? "signal wait timed out (MANYCL_SYNC_TIMEOUT_S): signal " +
+                            std::to_string(signal) + " stayed below " + std::to_string(value)
+                      : "signal wait timed out (MANYCL_SYNC_TIMEOUT_S): another cluster of "
+                        "the command never advanced past cycle " +
+                            std::to_string(stamp));
+    }
+    if (s.value.load() < value)
+      return make_error("signal wait: command failed: " + c.error().message);
   }
   advance_to(stamp, "signal wait",
              "{\"signal\":" + std::to_string(signal) + ",\"value\":" + std::to_string(value) + "}");
@@ -597,9 +701,9 @@ ClusterStats ClusterContext::stats() const {
 // ---------------------------------------------------------------------------------------
 // CommandRecorder
 
-CommandRecorder::CommandRecorder(Token, Device &device, std::string name, const unsigned *clusters,
-                                 size_t count, uint64_t start_cycle)
-    : device_(device), name_(std::move(name)), id_(next_command_id.fetch_add(1)),
+CommandRecorder::CommandRecorder(Token, Device &device, Arbiter &domain, std::string name,
+                                 const unsigned *clusters, size_t count, uint64_t start_cycle)
+    : device_(device), arbiter_(domain), name_(std::move(name)), id_(next_command_id.fetch_add(1)),
       start_cycle_(start_cycle), host_begin_(std::chrono::steady_clock::now()) {
   if (count == 1) {
     solo_.emplace(*this, 0, clusters[0]);
@@ -614,11 +718,12 @@ CommandRecorder::~CommandRecorder() = default;
 
 Result<std::shared_ptr<CommandRecorder>> CommandRecorder::begin(Device &device, std::string name,
                                                                 std::vector<unsigned> clusters,
-                                                                uint64_t not_before_cycle) {
+                                                                uint64_t not_before_cycle,
+                                                                Arbiter *domain) {
   if (clusters.empty())
     return make_error("command '" + name + "' runs on no cluster");
   if (clusters.size() == 1)
-    return begin_on_cluster(device, std::move(name), clusters[0], not_before_cycle);
+    return begin_on_cluster(device, std::move(name), clusters[0], not_before_cycle, domain);
   auto sorted = clusters;
   std::sort(sorted.begin(), sorted.end());
   if (std::adjacent_find(sorted.begin(), sorted.end()) != sorted.end())
@@ -629,18 +734,20 @@ Result<std::shared_ptr<CommandRecorder>> CommandRecorder::begin(Device &device, 
   uint64_t start = not_before_cycle;
   for (unsigned c : clusters)
     start = std::max(start, device.time_model().cluster_time(c));
-  return std::make_shared<CommandRecorder>(Token{}, device, std::move(name), clusters.data(),
-                                           clusters.size(), start);
+  return std::make_shared<CommandRecorder>(Token{}, device, domain ? *domain : device.ddr_domain(),
+                                           std::move(name), clusters.data(), clusters.size(),
+                                           start);
 }
 
 Result<std::shared_ptr<CommandRecorder>>
 CommandRecorder::begin_on_cluster(Device &device, std::string name, unsigned cluster,
-                                  uint64_t not_before_cycle) {
+                                  uint64_t not_before_cycle, Arbiter *domain) {
   if (cluster >= device.cluster_count())
     return make_error("command '" + name + "' names cluster " + std::to_string(cluster) +
                       " of a device with " + std::to_string(device.cluster_count()));
   uint64_t start = std::max(not_before_cycle, device.time_model().cluster_time(cluster));
-  return std::make_shared<CommandRecorder>(Token{}, device, std::move(name), &cluster, 1, start);
+  return std::make_shared<CommandRecorder>(Token{}, device, domain ? *domain : device.ddr_domain(),
+                                           std::move(name), &cluster, 1, start);
 }
 
 void CommandRecorder::fail(std::string message) {
@@ -650,10 +757,10 @@ void CommandRecorder::fail(std::string message) {
       error_ = std::move(message);
   }
   {
-    std::lock_guard lock(sync_mutex_);
+    std::lock_guard lock(arbiter_.mutex());
     failed_.store(true);
   }
-  sync_cv_.notify_all();
+  arbiter_.cv().notify_all();
 }
 
 Error CommandRecorder::error() const {
@@ -688,14 +795,21 @@ void CommandRecorder::account_host_transfer(uint64_t ddr_bytes_read, uint64_t dd
   ClusterContext &ctx = context(0);
   const DeviceConfig &config = device_.config();
   uint64_t bytes = ddr_bytes_read + ddr_bytes_written;
-  uint64_t start, done;
+  uint64_t issue, start, done;
   {
     std::lock_guard lock(ctx.mutex_);
+    issue = ctx.now_;
     start = std::max(ctx.now_, ctx.engine_free_);
-    done = start;
-    if (bytes > 0)
-      done = device_.time_model().reserve_ddr(start + config.dma_latency_cycles,
-                                              transfer_cycles(bytes, config.ddr_bytes_per_cycle));
+  }
+  done = start;
+  if (bytes > 0) {
+    auto ddr_done = ctx.reserve_ddr(issue, start + config.dma_latency_cycles, bytes);
+    if (!ddr_done)
+      return; // the command failed (recorded); its statistics show it
+    done = ddr_done.value();
+  }
+  {
+    std::lock_guard lock(ctx.mutex_);
     ctx.engine_free_ = done;
     ctx.stats_.dma_busy_cycles += done - start;
     ctx.stats_.ddr_bytes_read += ddr_bytes_read;
@@ -736,9 +850,12 @@ const CommandStats &CommandRecorder::end() {
   s.ok = !failed();
   if (!s.ok)
     s.error = error().message;
-  // The command completes as a whole: its clusters are free again at its end.
-  for (unsigned g = 0; g < clusters; ++g)
+  // The command completes as a whole: its clusters are free again at its end, and hold
+  // nobody back in the arbiter any more.
+  for (unsigned g = 0; g < clusters; ++g) {
     device_.time_model().set_cluster_time(context(g).device_cluster(), s.end_cycle);
+    arbiter_.leave(context(g).slot_);
+  }
   Reports::instance().command_finished(s, host_begin_, host_end);
   ended_ = true;
   return stats_;

@@ -1,5 +1,6 @@
 #include "manycl/device/device.h"
 
+#include <algorithm>
 #include <atomic>
 
 #include "manycl/device/report.h"
@@ -16,7 +17,25 @@ Device::Device(DeviceConfig config)
   for (unsigned i = 0; i < config_.clusters; ++i)
     clusters_.push_back(
         std::make_unique<Cluster>(i, config_.clusters, config_.pes_per_cluster, config_.spm_bytes));
+  whole_ = std::make_unique<Arbiter>(config_.ddr_bytes_per_cycle, config_.clusters);
   Reports::instance().register_device(index_, config_.name, config_.clusters, config_.clock_hz);
+}
+
+Arbiter &Device::ddr_domain(const std::vector<unsigned> &clusters) {
+  std::vector<unsigned> key = clusters;
+  std::sort(key.begin(), key.end());
+  key.erase(std::unique(key.begin(), key.end()), key.end());
+  if (key.empty() || key.size() >= clusters_.size())
+    return *whole_;
+  std::lock_guard lock(domains_mutex_);
+  auto &domain = domains_[key];
+  if (!domain) {
+    // A fixed share, proportional to the partition's clusters: what the partition gets when
+    // every partition streams at once, and independent of what the others do.
+    const double share = static_cast<double>(key.size()) / static_cast<double>(clusters_.size());
+    domain = std::make_unique<Arbiter>(config_.ddr_bytes_per_cycle * share, cluster_count());
+  }
+  return *domain;
 }
 
 } // namespace manycl::device

@@ -35,12 +35,14 @@ std::vector<unsigned> all_clusters(unsigned n) {
 
 Device::Device(device::Device &hardware)
     : hardware_(hardware), clusters_(all_clusters(hardware.cluster_count())),
-      pes_(clusters_.size(), hardware.config().pes_per_cluster) {}
+      pes_(clusters_.size(), hardware.config().pes_per_cluster),
+      ddr_domain_(&hardware.ddr_domain()) {}
 
 Device::Device(Device *parent, std::vector<unsigned> clusters, std::vector<unsigned> pes,
                std::vector<cl_device_partition_property> partition_type)
     : hardware_(parent->hardware_), parent_(parent), clusters_(std::move(clusters)),
-      pes_(std::move(pes)), partition_type_(std::move(partition_type)) {
+      pes_(std::move(pes)), partition_type_(std::move(partition_type)),
+      ddr_domain_(&hardware_.ddr_domain(clusters_)) {
   parent_->retain();
 }
 

@@ -117,8 +117,9 @@ void Event::run_on_device(device::Cluster &cluster) {
   transition(CL_RUNNING);
   // Every command is a device command on the cluster that runs it: it gets modeled time,
   // traffic statistics and a place in MANYCL_TRACE / MANYCL_STATS.
-  auto recorder = device::CommandRecorder::begin_on_cluster(queue_->device()->hardware(),
-                                                            command_name(type_), cluster.id());
+  auto recorder =
+      device::CommandRecorder::begin_on_cluster(queue_->device()->hardware(), command_name(type_),
+                                                cluster.id(), 0, &queue_->device()->ddr_domain());
   cl_int result;
   if (recorder) {
     {

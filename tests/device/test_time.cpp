@@ -34,15 +34,15 @@ TEST(TimeModelUnit, TransferCyclesRoundUp) {
 }
 
 TEST(TimeModelUnit, DdrCalendarFillsGaps) {
-  TimeModel model(1);
-  EXPECT_EQ(model.reserve_ddr(0, 10), 10u);  // [0,10)
-  EXPECT_EQ(model.reserve_ddr(20, 10), 30u); // [20,30)
+  DdrCalendar model;
+  EXPECT_EQ(model.reserve(0, 10), 10u);  // [0,10)
+  EXPECT_EQ(model.reserve(20, 10), 30u); // [20,30)
   // 15 cycles from 5: the gap [10,20) then 5 more after 30.
-  EXPECT_EQ(model.reserve_ddr(5, 15), 35u);
-  EXPECT_EQ(model.ddr_intervals(), 1u); // [0,35) merged
-  EXPECT_EQ(model.reserve_ddr(100, 1), 101u);
-  EXPECT_EQ(model.reserve_ddr(0, 0), 0u);
-  EXPECT_EQ(model.ddr_intervals(), 2u);
+  EXPECT_EQ(model.reserve(5, 15), 35u);
+  EXPECT_EQ(model.intervals(), 1u); // [0,35) merged
+  EXPECT_EQ(model.reserve(100, 1), 101u);
+  EXPECT_EQ(model.reserve(0, 0), 0u);
+  EXPECT_EQ(model.intervals(), 2u);
 }
 
 TEST_F(ModeledTime, ComputeOnly) {

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "manycl/device/dma.h"
+#include "manycl/device/time_model.h"
 #include "manycl/result.h"
 
 namespace manycl::device {
@@ -155,7 +156,17 @@ public:
 
 private:
   friend class CommandRecorder;
+  friend class ScopedClusterContext;
   Error fail(std::string message);
+  Arbiter &arbiter();
+  // The outermost scope on the cluster starts the cluster's share for the arbiter, its end
+  // finishes it (the PE threads' scopes nest inside).
+  void enter_scope();
+  void exit_scope();
+  // Reserves DDR for a transfer issued at compute time `issue` (waits for its turn).
+  Result<uint64_t> reserve_ddr(uint64_t issue, uint64_t not_before, uint64_t bytes);
+  // A signal wait's release: the time of the value-th increment (with mutex() of the arbiter).
+  uint64_t signal_release_locked(unsigned signal, uint64_t value) const;
   void advance_to(uint64_t cycle, const char *what, const std::string &detail);
   void receive_signal(unsigned signal, uint64_t count, uint64_t stamp);
 
@@ -169,8 +180,16 @@ private:
   std::vector<uint64_t> completion_; // per handle - 1: modeled completion cycle
   ClusterStats stats_;
 
+  ArbiterSlot slot_;
+  std::atomic<unsigned> scope_depth_{0};
+  // The signal wait in progress (under the arbiter's mutex): a post that satisfies it sets
+  // the slot's release time at once, so the arbiter never sees a gap.
+  int wait_signal_ = -1;
+  uint64_t wait_value_ = 0;
+  uint64_t wait_from_ = 0; // compute clock when the wait began
+
   // Signals: value (atomic for spinning) and the sorted arrival stamps, under the
-  // command's sync mutex. Allocated on first use: most commands never signal, and a short
+  // arbiter's mutex. Allocated on first use: most commands never signal, and a short
   // command should not pay for kSignalsPerCluster counters.
   struct Signal {
     std::atomic<uint64_t> value{0};
@@ -184,13 +203,17 @@ class CommandRecorder : public std::enable_shared_from_this<CommandRecorder> {
 public:
   // Starts a command on the clusters `clusters` (device indices, distinct) of `device`.
   // It starts at max(not_before_cycle, the time each of these clusters became free).
+  // `domain`: the DDR domain it reserves (a sub-device's, Device::ddr_domain(clusters));
+  // null: the whole device's.
   static Result<std::shared_ptr<CommandRecorder>> begin(Device &device, std::string name,
                                                         std::vector<unsigned> clusters,
-                                                        uint64_t not_before_cycle = 0);
+                                                        uint64_t not_before_cycle = 0,
+                                                        Arbiter *domain = nullptr);
   // A command on one cluster (no vector to build).
   static Result<std::shared_ptr<CommandRecorder>> begin_on_cluster(Device &device, std::string name,
                                                                    unsigned cluster,
-                                                                   uint64_t not_before_cycle = 0);
+                                                                   uint64_t not_before_cycle = 0,
+                                                                   Arbiter *domain = nullptr);
   ~CommandRecorder();
 
   Device &device() { return device_; }
@@ -225,13 +248,14 @@ public:
   struct Token {
     explicit Token() = default;
   };
-  CommandRecorder(Token, Device &device, std::string name, const unsigned *clusters, size_t count,
-                  uint64_t start_cycle);
+  CommandRecorder(Token, Device &device, Arbiter &domain, std::string name,
+                  const unsigned *clusters, size_t count, uint64_t start_cycle);
 
 private:
   friend class ClusterContext;
 
   Device &device_;
+  Arbiter &arbiter_;
   std::string name_;
   uint64_t id_;
   uint64_t start_cycle_;
@@ -244,9 +268,7 @@ private:
   mutable std::mutex error_mutex_;
   std::string error_;
 
-  // Barriers and signal waits of the whole command.
-  std::mutex sync_mutex_;
-  std::condition_variable sync_cv_;
+  // Barriers and signal waits of the whole command, under the arbiter's mutex.
   std::atomic<uint64_t> barrier_generation_{0};
   unsigned barrier_arrived_ = 0;
   uint64_t barrier_max_arrival_ = 0;
@@ -275,6 +297,7 @@ public:
 
 private:
   ClusterContext *previous_;
+  ClusterContext *context_;
 };
 
 // MANYCL_CHECK=1: native functions verify their operands (mcl_check_spm_range). Read once;

@@ -2,7 +2,9 @@
 // modeled time. Knows nothing of OpenCL.
 #pragma once
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <vector>
 
 #include "manycl/device/cluster.h"
@@ -23,6 +25,12 @@ public:
   unsigned cluster_count() const { return static_cast<unsigned>(clusters_.size()); }
   Cluster &cluster(unsigned index) { return *clusters_[index]; }
   TimeModel &time_model() { return time_model_; }
+  // The DDR domain of the whole device: commands of the device itself reserve its calendar.
+  Arbiter &ddr_domain() { return *whole_; }
+  // The DDR domain of a partition of the device (a sub-device's clusters, any order): its own
+  // calendar with clusters/cluster_count() of the DDR bandwidth, created on first use. All
+  // the clusters: the whole device's domain.
+  Arbiter &ddr_domain(const std::vector<unsigned> &clusters);
   // Process-wide number of this device (0, 1, ... in creation order): names its trace
   // process and its statistics.
   unsigned index() const { return index_; }
@@ -32,6 +40,9 @@ private:
   Ddr ddr_;
   std::vector<std::unique_ptr<Cluster>> clusters_;
   TimeModel time_model_;
+  std::unique_ptr<Arbiter> whole_;
+  std::mutex domains_mutex_;
+  std::map<std::vector<unsigned>, std::unique_ptr<Arbiter>> domains_;
   unsigned index_;
 };
 

@@ -30,6 +30,9 @@ public:
   device::Device &hardware() const { return hardware_; }
   const device::DeviceConfig &config() const { return hardware_.config(); }
   const std::vector<unsigned> &clusters() const { return clusters_; }
+  // Where its commands reserve DDR time: a sub-device owns a fixed share of the DDR
+  // bandwidth, so its modeled time does not depend on what the others run meanwhile.
+  device::Arbiter &ddr_domain() const { return *ddr_domain_; }
   unsigned compute_units() const;
   // The PEs this device may use on hardware cluster `cluster` (0 when not one of its clusters).
   unsigned pes_on(unsigned cluster) const;
@@ -66,6 +69,7 @@ private:
   std::vector<unsigned> clusters_;
   std::vector<unsigned> pes_; // PEs owned on each of clusters_
   std::vector<cl_device_partition_property> partition_type_;
+  device::Arbiter *ddr_domain_;
   std::atomic<unsigned> next_cluster_{0};
   std::mutex gang_submit_mutex_;
 };

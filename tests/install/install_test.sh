@@ -2,10 +2,11 @@
 # Installs the build tree into a staging folder (DESTDIR, prefix /opt/manycl) and builds and
 # runs tests/install/consumer against it, once with find_package(ManyCL) and once with
 # pkg-config; checks the installed layout and that `kann --version` and
-# `pkg-config --modversion manycl` give the project version.
-# usage: install_test.sh BUILD_DIR WORK_DIR PROJECT_VERSION CONSUMER_DIR DIGITS_DIR
+# `pkg-config --modversion manycl` give the project version; with PYTHON_DIR (the package's
+# folder under the prefix) it also imports the installed kann Python package and runs a network.
+# usage: install_test.sh BUILD_DIR WORK_DIR PROJECT_VERSION CONSUMER_DIR DIGITS_DIR [PYTHON_DIR PYTHON]
 set -eu
-build="$1" work="$2" version="$3" consumer="$4" digits="$5"
+build="$1" work="$2" version="$3" consumer="$4" digits="$5" python_dir="${6:-}" python="${7:-}"
 prefix=/opt/manycl
 
 fail() {
@@ -54,4 +55,22 @@ kann=$(pkg-config --variable=kann manycl)
 c++ -std=c++17 -Wall -Wextra -Werror "$consumer/main.cpp" -o "$work/consumer-pc" $(pkg-config --cflags --libs manycl) \
   -Wl,-rpath,"$(pkg-config --variable=libdir manycl)" || fail "building the consumer with pkg-config flags"
 "$work/consumer-pc" "$work/model.kbin" "${sample[@]}" || fail "the pkg-config consumer"
+if [ -n "$python_dir" ]; then
+  echo "== Python: import kann from $prefix/$python_dir"
+  case "$python_dir" in /*) site="$work/stage$python_dir" ;; *) site="$root/$python_dir" ;; esac
+  [ -f "$site/kann/__init__.py" ] && ls "$site"/kann/_kann*.so >/dev/null ||
+    fail "the Python package is not installed in $site/kann"
+  PYTHONPATH="$site" "$python" - "$site" "$version" "$digits" <<'PY' || fail "the installed Python package"
+import os, sys
+import numpy as np
+site, version, digits = sys.argv[1:4]
+import kann
+assert os.path.dirname(kann.__file__) == os.path.join(site, "kann"), kann.__file__
+assert kann.__version__ == version, (kann.__version__, version)
+session = kann.Session(kann.compile(os.path.join(digits, "model.onnx"), clusters=1))
+(logits,) = session.run(None, {"input": np.load(os.path.join(digits, "test_inputs.npy"))[:4]})
+np.testing.assert_allclose(logits, np.load(os.path.join(digits, "reference_logits.npy"))[:4], atol=1e-4)
+print(f"python: kann {kann.__version__} from {site}: 4 samples match, {session.modeled_seconds * 1e6:.1f} us modeled")
+PY
+fi
 echo "install test: OK"

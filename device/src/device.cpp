@@ -21,20 +21,17 @@ Device::Device(DeviceConfig config)
   Reports::instance().register_device(index_, config_.name, config_.clusters, config_.clock_hz);
 }
 
-Arbiter &Device::ddr_domain(const std::vector<unsigned> &clusters) {
+Arbiter &Device::ddr_domain(const std::vector<unsigned> &clusters, double share) {
   std::vector<unsigned> key = clusters;
   std::sort(key.begin(), key.end());
   key.erase(std::unique(key.begin(), key.end()), key.end());
-  if (key.empty() || key.size() >= clusters_.size())
+  share = std::clamp(share, 1e-6, 1.0);
+  if (key.empty() || (key.size() >= clusters_.size() && share == 1.0))
     return *whole_;
   std::lock_guard lock(domains_mutex_);
-  auto &domain = domains_[key];
-  if (!domain) {
-    // A fixed share, proportional to the partition's clusters: what the partition gets when
-    // every partition streams at once, and independent of what the others do.
-    const double share = static_cast<double>(key.size()) / static_cast<double>(clusters_.size());
+  auto &domain = domains_[{key, share}];
+  if (!domain)
     domain = std::make_unique<Arbiter>(config_.ddr_bytes_per_cycle * share, cluster_count());
-  }
   return *domain;
 }
 

@@ -28,9 +28,9 @@ public:
   // The DDR domain of the whole device: commands of the device itself reserve its calendar.
   Arbiter &ddr_domain() { return *whole_; }
   // The DDR domain of a partition of the device (a sub-device's clusters, any order): its own
-  // calendar with clusters/cluster_count() of the DDR bandwidth, created on first use. All
-  // the clusters: the whole device's domain.
-  Arbiter &ddr_domain(const std::vector<unsigned> &clusters);
+  // calendar with `share` (0..1] of the DDR bandwidth, created on first use. All the
+  // clusters with the whole bandwidth: the whole device's domain.
+  Arbiter &ddr_domain(const std::vector<unsigned> &clusters, double share);
   // Process-wide number of this device (0, 1, ... in creation order): names its trace
   // process and its statistics.
   unsigned index() const { return index_; }
@@ -42,7 +42,7 @@ private:
   TimeModel time_model_;
   std::unique_ptr<Arbiter> whole_;
   std::mutex domains_mutex_;
-  std::map<std::vector<unsigned>, std::unique_ptr<Arbiter>> domains_;
+  std::map<std::pair<std::vector<unsigned>, double>, std::unique_ptr<Arbiter>> domains_;
   unsigned index_;
 };
 

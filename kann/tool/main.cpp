@@ -24,6 +24,7 @@
 
 #include "kann/cli_number.h"
 #include "kann/compile.h"
+#include "kann/timing.h"
 #include "kann/format.h"
 #include "kann/input_shape.h"
 #include "kann/npy.h"
@@ -418,6 +419,15 @@ int simulate(int argc, char **argv) {
               s.host_seconds * 1e3, (unsigned long long)s.ddr_bytes_read,
               (unsigned long long)s.ddr_bytes_written, (unsigned long long)s.multicast_saved_bytes,
               (unsigned long long)s.spm_high_water);
+  // The compiler's prediction of the same run (the record streams replayed under the
+  // simulator's timing rules, native costs from the same library): the two should agree.
+  auto predicted = kann::predict_timing(prog, config.value(), config.value().ddr_bytes_per_cycle);
+  if (predicted && s.cycles() > 0)
+    std::printf("predicted %llu cycles by the compiler (%.4f x simulated)\n",
+                (unsigned long long)predicted.value().total_cycles,
+                double(predicted.value().total_cycles) / double(s.cycles()));
+  else if (!predicted)
+    std::printf("no prediction: %s\n", predicted.error().message.c_str());
   return 0;
 }
 

@@ -56,6 +56,10 @@ std::string CompileOutput::report_json() const {
                         {"ddr_bytes", r.ddr_bytes},
                         {"exchange_bytes", r.exchange_bytes},
                         {"compute_cycles", r.compute_cycles},
+                        {"shape", r.shape},
+                        {"macs", r.macs},
+                        {"padded_macs", r.padded_macs},
+                        {"bound", r.bound},
                         {"dma_cycles", r.dma_cycles},
                         {"cycles", r.cycles},
                         {"start_cycle", r.start_cycle}});

@@ -5,6 +5,7 @@
 //             placed greedily (largest first, lowest free offset among overlapping lifetimes)
 //   emit      parameter blob and per-cluster record streams, step by step
 #include "kann/compile.h"
+#include "kann/timing.h"
 
 #include <algorithm>
 #include <cmath>
@@ -1236,6 +1237,7 @@ struct Compiler {
   struct Call {
     std::vector<format::Record> records;
     uint64_t cost = 0;
+    mcl_native_cost_breakdown lanes{}; // summed over the call's records
   };
 
   // `params_spm`: where the parameters (of ob's output channels) are in the SPM.
@@ -1249,7 +1251,15 @@ struct Compiler {
     Call call;
     auto add = [&](uint32_t fn, const auto &block) {
       call.records.push_back(format::Record::make(fn, block));
-      call.cost += mcl_native_cost(fn, &block, opt.device.pes_per_cluster);
+      mcl_native_cost_breakdown b{};
+      mcl_native_cost_detail(fn, &block, opt.device.pes_per_cluster, &b);
+      call.cost += b.total;
+      call.lanes.matrix += b.matrix;
+      call.lanes.load_store += b.load_store;
+      call.lanes.vliw += b.vliw;
+      call.lanes.overhead += b.overhead;
+      call.lanes.macs += b.macs;
+      call.lanes.padded_macs += b.padded_macs;
     };
     switch (op.kind) {
     case Kind::Conv: {
@@ -1623,6 +1633,7 @@ struct Compiler {
     if (!ops.empty() && !policy.no_prefetch.count(ops[0].node))
       emit_param_loads(0, ddr);
     end_step();
+    std::vector<std::vector<size_t>> step_ends(1, stream_sizes()); // prologue, then each op
     uint64_t clock = dma_cycles(*std::max_element(ddr.begin(), ddr.end()), true);
     uint64_t input_bytes = std::accumulate(ddr.begin(), ddr.end(), uint64_t{0});
 
@@ -1638,6 +1649,13 @@ struct Compiler {
       rep.start_cycle = clock;
       std::vector<uint64_t> pddr(K, 0), stream_ddr(K, 0), compute(K, 0);
       uint64_t own_load_cycles = 0, slice_barriers = 0;
+      mcl_native_cost_breakdown lanes{};
+      if (op.kind == Kind::Conv) {
+        const mcl_conv_args a = conv_args_shape(op, need_for(op, 0, op.out_box[0]), op.out_box[0]);
+        rep.shape = std::to_string(a.kernel_h) + "x" + std::to_string(a.kernel_w) + "/" +
+                    std::to_string(a.stride_h) + " " + std::to_string(acts[op.ins[0]].C) + "->" +
+                    std::to_string(y.C) + (a.groups > 1 ? " g" + std::to_string(a.groups) : "");
+      }
       if (policy.no_prefetch.count(op.node)) { // load own parameters first, then meet
         std::vector<uint64_t> own(K, 0);
         emit_param_loads(s, own);
@@ -1697,6 +1715,13 @@ struct Compiler {
             for (auto &r : call.value().records)
               prog.streams[c].push_back(r);
             compute[c] += call.value().cost;
+            const mcl_native_cost_breakdown &l = call.value().lanes;
+            lanes.matrix += l.matrix;
+            lanes.load_store += l.load_store;
+            lanes.vliw += l.vliw;
+            lanes.overhead += l.overhead;
+            rep.macs += l.macs;
+            rep.padded_macs += l.padded_macs;
             if (y.in_ddr) {
               kbin_dma_args d = ddr_transfer(y, y.home, y.onnx_layout, stored(op, ob),
                                              buffers[op.stage_out].offset, ob.chans(), false);
@@ -1712,6 +1737,17 @@ struct Compiler {
         }
       }
       rep.compute_cycles = *std::max_element(compute.begin(), compute.end());
+      {
+        const std::pair<uint64_t, const char *> by_lane[] = {{lanes.matrix, "matrix"},
+                                                             {lanes.load_store, "load/store"},
+                                                             {lanes.vliw, "vliw"},
+                                                             {lanes.overhead, "overhead"}};
+        const auto *top = &by_lane[0];
+        for (const auto &l : by_lane)
+          if (l.first > top->first)
+            top = &l;
+        rep.bound = top->first ? top->second : "";
+      }
       // Exchanges: every other cluster's needed part of what this cluster produced.
       std::vector<uint64_t> noc(K, 0);
       if (!y.in_ddr)
@@ -1743,6 +1779,7 @@ struct Compiler {
         }
       }
       end_step();
+      step_ends.push_back(stream_sizes());
       uint64_t step_cycles = 0, pmax = 0, nmax = 0;
       for (unsigned c = 0; c < K; ++c) {
         // Streaming serializes with compute; prefetch overlaps it; exchanges follow it.
@@ -1768,7 +1805,35 @@ struct Compiler {
       out.ops.push_back(rep);
     }
     out.total_cycles = clock;
+    // The per-operator figures above are the quick analytic estimate; the replay of the
+    // emitted streams under the simulator's timing rules replaces the step times.
+    // A program for fewer clusters than the device has runs on a sub-device of that size,
+    // which owns a K/N share of the DDR bandwidth (docs/device-model.md, "Determinism").
+    const double ddr_share = K < dev.clusters ? double(K) / double(dev.clusters) : 1.0;
+    auto timing = predict_timing(prog, dev, dev.ddr_bytes_per_cycle * ddr_share);
+    if (!timing)
+      return timing.error();
+    auto step_end = [&](size_t s) {
+      uint64_t t = 0;
+      for (unsigned c = 0; c < K; ++c)
+        if (step_ends[s][c] > 0)
+          t = std::max(t, timing.value().time_after[c][step_ends[s][c] - 1]);
+      return t;
+    };
+    for (size_t s = 0; s < out.ops.size(); ++s) {
+      out.ops[s].start_cycle = step_end(s);
+      out.ops[s].cycles = step_end(s + 1) - step_end(s);
+    }
+    out.estimated_cycles = clock;
+    out.total_cycles = timing.value().total_cycles;
     return {};
+  }
+
+  std::vector<size_t> stream_sizes() const {
+    std::vector<size_t> sizes(K);
+    for (unsigned c = 0; c < K; ++c)
+      sizes[c] = prog.streams[c].size();
+    return sizes;
   }
 
   // Plans and allocates; false (with `failure`) when the SPM is too small for this policy.

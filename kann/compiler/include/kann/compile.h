@@ -42,6 +42,10 @@ struct OpReport {
   std::vector<uint64_t> spm_peak; // per cluster: bytes live during this step
   uint64_t ddr_bytes = 0;         // parameters + network input/output bytes moved
   uint64_t exchange_bytes = 0;    // SPM->SPM bytes
+  std::string shape;              // e.g. "3x3/1 256->512" for convolutions, else empty
+  uint64_t macs = 0;              // multiply-accumulates, all clusters
+  uint64_t padded_macs = 0;       // executed by the matrix engine, partial blocks included
+  std::string bound;              // lane with the most cycles: matrix, load/store, vliw, overhead
   uint64_t compute_cycles = 0;    // slowest cluster (mcl_native_cost)
   uint64_t dma_cycles = 0;        // modeled transfer time of the step
   uint64_t cycles = 0;            // modeled step time
@@ -58,7 +62,8 @@ struct CompileOutput {
   format::Program program;
   std::vector<OpReport> ops;
   std::vector<BufferReport> buffers;
-  uint64_t total_cycles = 0;
+  uint64_t total_cycles = 0;     // predicted modeled cycles (replay of the streams, kann/timing.h)
+  uint64_t estimated_cycles = 0; // the tile compiler's quick per-step estimate
   uint64_t params_bytes = 0;
   std::vector<std::string> spilled; // activations homed in DDR (SPM too small)
 

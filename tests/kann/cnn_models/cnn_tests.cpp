@@ -125,6 +125,7 @@ struct Queue {
 // Compiled binaries, by model / configuration / precision / clusters (several tests share one).
 std::mutex kbin_mutex;
 std::map<std::string, std::vector<uint8_t>> kbin_cache;
+std::map<std::string, uint64_t> predicted_cycles;
 
 std::vector<uint8_t> compile(const std::string &model, const std::string &preset,
                              const std::string &precision, unsigned clusters, std::string &error) {
@@ -151,7 +152,15 @@ std::vector<uint8_t> compile(const std::string &model, const std::string &preset
               std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(),
               1e3 * double(out.value().total_cycles) / options.device.clock_hz,
               out.value().spilled.size());
+  predicted_cycles[key] = out.value().total_cycles;
   return kbin_cache[key] = bytes.value();
+}
+
+// The compiler's prediction of the modeled cycles of a kbin compile() made.
+uint64_t predicted(const std::string &model, const std::string &preset,
+                   const std::string &precision, unsigned clusters) {
+  std::lock_guard lock(kbin_mutex);
+  return predicted_cycles[model + "/" + preset + "/" + precision + "/" + std::to_string(clusters)];
 }
 
 // Runs `kbin` once per input; returns per input the outputs (in the session's order).
@@ -159,7 +168,8 @@ std::vector<std::vector<std::vector<float>>> infer(cl_context context, cl_device
                                                    const std::vector<uint8_t> &kbin,
                                                    const std::vector<std::vector<float>> &inputs,
                                                    std::string &error,
-                                                   std::vector<std::string> *names = nullptr) {
+                                                   std::vector<std::string> *names = nullptr,
+                                                   std::vector<uint64_t> *modeled = nullptr) {
   std::vector<std::vector<std::vector<float>>> results;
   auto session = kann::Session::load(context, device, kbin);
   if (!session) {
@@ -191,6 +201,8 @@ std::vector<std::vector<std::vector<float>>> infer(cl_context context, cl_device
       }
       outputs.push_back(out.value());
     }
+    if (modeled)
+      modeled->push_back(s.stats(event.value()).modeled_cycles);
     clReleaseEvent(event.value());
     results.push_back(std::move(outputs));
   }
@@ -216,8 +228,17 @@ protected:
     ASSERT_FALSE(kbin.empty()) << error;
     std::vector<std::string> names;
     const auto start = std::chrono::steady_clock::now();
-    auto results = infer(context, device, kbin, {input}, error, &names);
+    std::vector<uint64_t> modeled;
+    auto results = infer(context, device, kbin, {input}, error, &names, &modeled);
     ASSERT_EQ(results.size(), 1u) << error;
+    // One cost model: the compiler's prediction and the simulated run agree (issue bar: 5 %).
+    const uint64_t want = predicted(GetParam(), preset, precision, clusters);
+    ASSERT_EQ(modeled.size(), 1u);
+    std::printf("[ cycles   ] %s %s %s x%u: predicted %llu, simulated %llu\n", GetParam().c_str(),
+                preset.c_str(), precision.c_str(), clusters, (unsigned long long)want,
+                (unsigned long long)modeled[0]);
+    EXPECT_LE(std::fabs(double(want) - double(modeled[0])), 0.05 * double(modeled[0]))
+        << "predicted " << want << " vs simulated " << modeled[0] << " modeled cycles";
     const double seconds =
         std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
     for (size_t j = 0; j < names.size(); ++j) {

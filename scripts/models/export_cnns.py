@@ -168,6 +168,66 @@ def torchvision_model(name):
     return build
 
 
+def torchvision_kwargs_model(name, **kwargs):
+    def build(torch):
+        import torchvision
+        return getattr(torchvision.models, name)(weights=None, **kwargs)
+    return build
+
+
+def deeplabv3_mobilenet():
+    def build(torch):
+        import torchvision
+
+        class Head(torch.nn.Module):  # the segmentation dict's "out" tensor
+            def __init__(self):
+                super().__init__()
+                self.net = torchvision.models.segmentation.deeplabv3_mobilenet_v3_large(
+                    weights=None, weights_backbone=None, aux_loss=False)
+
+            def forward(self, x):
+                return self.net(x)["out"]
+        return Head()
+    return build
+
+
+def unet_model():
+    """A small UNet: 3 levels, transposed-convolution upsampling, skip concatenations."""
+    def build(torch):
+        nn = torch.nn
+
+        def block(cin, cout):
+            return nn.Sequential(nn.Conv2d(cin, cout, 3, padding=1), nn.BatchNorm2d(cout),
+                                 nn.ReLU(inplace=True), nn.Conv2d(cout, cout, 3, padding=1),
+                                 nn.BatchNorm2d(cout), nn.ReLU(inplace=True))
+
+        class UNet(nn.Module):
+            def __init__(self, c=16, classes=4):
+                super().__init__()
+                self.e1, self.e2, self.e3 = block(3, c), block(c, 2 * c), block(2 * c, 4 * c)
+                self.pool = nn.MaxPool2d(2)
+                self.mid = block(4 * c, 8 * c)
+                self.u3 = nn.ConvTranspose2d(8 * c, 4 * c, 2, stride=2)
+                self.d3 = block(8 * c, 4 * c)
+                self.u2 = nn.ConvTranspose2d(4 * c, 2 * c, 2, stride=2)
+                self.d2 = block(4 * c, 2 * c)
+                self.u1 = nn.ConvTranspose2d(2 * c, c, 2, stride=2)
+                self.d1 = block(2 * c, c)
+                self.head = nn.Conv2d(c, classes, 1)
+
+            def forward(self, x):
+                e1 = self.e1(x)
+                e2 = self.e2(self.pool(e1))
+                e3 = self.e3(self.pool(e2))
+                m = self.mid(self.pool(e3))
+                d3 = self.d3(torch.cat([self.u3(m), e3], 1))
+                d2 = self.d2(torch.cat([self.u2(d3), e2], 1))
+                d1 = self.d1(torch.cat([self.u1(d2), e1], 1))
+                return self.head(d1)
+        return UNet()
+    return build
+
+
 def yolo_model(which):
     def build(torch):
         return yolo_modules(torch)[which]()
@@ -188,6 +248,25 @@ MODELS = {
                    "YOLOv3-416: Darknet-53 + 3-scale head, no box decoding"),
     "yolov3_tiny": (yolo_model(1), [1, 3, 416, 416], ["yolo_13", "yolo_26"], "image",
                     "YOLOv3-tiny 416, no box decoding"),
+    # Families of the model-coverage issue (docs/kann.md, "Model coverage").
+    "mobilenetv3_small": (torchvision_model("mobilenet_v3_small"), [1, 3, 224, 224], ["output"],
+                          "imagenet", "torchvision MobileNetV3-Small (hard-swish, SE gates)"),
+    "mobilenetv3_large": (torchvision_model("mobilenet_v3_large"), [1, 3, 224, 224], ["output"],
+                          "imagenet", "torchvision MobileNetV3-Large"),
+    "efficientnet_b0": (torchvision_model("efficientnet_b0"), [1, 3, 224, 224], ["output"],
+                        "imagenet", "torchvision EfficientNet-B0 (SiLU, SE gates)"),
+    "shufflenetv2": (torchvision_model("shufflenet_v2_x1_0"), [1, 3, 224, 224], ["output"],
+                     "imagenet", "torchvision ShuffleNetV2 x1.0 (channel shuffle, split)"),
+    "regnet_y_400mf": (torchvision_model("regnet_y_400mf"), [1, 3, 224, 224], ["output"],
+                       "imagenet", "torchvision RegNetY-400MF (grouped convolutions, SE)"),
+    "densenet121": (torchvision_model("densenet121"), [1, 3, 224, 224], ["output"], "imagenet",
+                    "torchvision DenseNet-121 (deep concatenations)"),
+    "googlenet": (torchvision_kwargs_model("googlenet", aux_logits=False, init_weights=True),
+                  [1, 3, 224, 224], ["output"], "imagenet", "torchvision GoogLeNet (Inception)"),
+    "deeplabv3_mobilenet": (deeplabv3_mobilenet(), [1, 3, 256, 256], ["output"], "imagenet",
+                            "torchvision DeepLabV3, MobileNetV3-Large backbone (dilated, ASPP)"),
+    "unet": (unet_model(), [1, 3, 128, 128], ["output"], "image",
+             "small UNet: transposed convolutions and skip concatenations"),
 }
 
 

@@ -115,6 +115,7 @@ std::vector<uint8_t> writeContainer(const Container &c) {
     w.u8(k.uses_printf ? 1 : 0);
     w.u8(k.region_based ? 1 : 0);
     w.u64(k.frame_size);
+    w.u64(k.uniform_frame_size);
     w.u8(static_cast<uint8_t>(k.cost));
   }
   w.str(c.bitcode);
@@ -202,7 +203,8 @@ Status readContainer(std::span<const uint8_t> bytes, Container &out) {
     k.uses_printf = r.u8() != 0;
     k.region_based = r.u8() != 0;
     k.frame_size = r.u64();
-    if (k.frame_size > (1ull << 30))
+    k.uniform_frame_size = r.u64();
+    if (k.frame_size > (1ull << 30) || k.uniform_frame_size > (1ull << 30))
       return bad("bad frame size");
     uint8_t cost = r.u8();
     if (cost > static_cast<uint8_t>(KernelInfo::Cost::Uniform))

@@ -10,11 +10,11 @@
 #include "manycl/compiler/cost_model.h"
 
 #include <llvm/Analysis/LoopInfo.h>
+#include <llvm/Analysis/PostDominators.h>
 #include <llvm/Analysis/ValueTracking.h>
 #include <llvm/Analysis/VectorUtils.h>
 #include <llvm/IR/Dominators.h>
 #include <llvm/IR/IRBuilder.h>
-#include <llvm/IR/InstIterator.h>
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/Module.h>
@@ -230,10 +230,94 @@ private:
 // functions: an outer loop over rows, work-item loops inside it): once per call (no loop), once
 // per row (in a row loop, outside the work-item loops) or per work-item (in a work-item loop or
 // deeper).
-enum CostClass : unsigned { PerCall = 0, PerRow = 1, PerItem = 2 };
-CostClass classOf(const LoopInfo &LI, const BasicBlock *BB) {
+// Divergent: a block of the work-item loops that only some work-items run (below).
+enum CostClass : unsigned { PerCall = 0, PerRow = 1, PerItem = 2, Divergent = 3 };
+CostClass classOf(const LoopInfo &LI, const BasicBlock *BB,
+                  const SmallPtrSetImpl<const BasicBlock *> &divergent) {
+  if (divergent.contains(BB))
+    return Divergent;
   unsigned d = LI.getLoopDepth(BB);
   return d == 0 ? PerCall : d == 1 ? PerRow : PerItem;
+}
+
+// The blocks of the work-item loops (loop depth 2 and deeper: work-group and region functions
+// loop over rows, then over items) that run for some work-items and not for others: those
+// control dependent on a branch whose condition may differ between items (it depends on the
+// row or item induction variables, on private or other memory). The host compiler turned most
+// divergent code of vectorized work-item loops into masked operations that every item pays;
+// what remains are branches of scalar loops. The exits of the row and work-item loops
+// themselves are not divergence.
+SmallPtrSet<const BasicBlock *, 16> divergentBlocks(Function &F, const LoopInfo &LI) {
+  SmallPtrSet<const BasicBlock *, 16> out;
+  SmallPtrSet<const Value *, 32> varying;
+  std::vector<const Value *> work;
+  auto mark = [&](const Value *v) {
+    if (varying.insert(v).second)
+      work.push_back(v);
+  };
+  for (BasicBlock &BB : F) {
+    const Loop *L = LI.getLoopFor(&BB);
+    for (Instruction &I : BB) {
+      if (auto *ld = dyn_cast<LoadInst>(&I); ld && ld->getMetadata(LLVMContext::MD_invariant_load))
+        continue;
+      if ((isa<PHINode>(I) && L && L->getHeader() == &BB && L->getLoopDepth() <= 2) ||
+          isa<AllocaInst>(I) || I.mayReadFromMemory())
+        mark(&I);
+    }
+  }
+  PostDominatorTree PDT(F);
+  SmallPtrSet<const Instruction *, 16> followed;
+  for (bool more = true; more;) {
+    while (!work.empty()) {
+      const Value *v = work.back();
+      work.pop_back();
+      for (const User *U : v->users())
+        if (isa<Instruction>(U))
+          mark(U);
+    }
+    more = false;
+    for (BasicBlock &BB : F) {
+      const Loop *L = LI.getLoopFor(&BB);
+      if (!L || L->getLoopDepth() < 2)
+        continue;
+      Instruction *T = BB.getTerminator();
+      const Value *cond = nullptr;
+      if (auto *br = dyn_cast<BranchInst>(T); br && br->isConditional())
+        cond = br->getCondition();
+      else if (auto *sw = dyn_cast<SwitchInst>(T))
+        cond = sw->getCondition();
+      if (!cond || !varying.contains(cond) || !followed.insert(T).second)
+        continue;
+      if (L->getLoopDepth() == 2 && L->isLoopExiting(&BB))
+        continue; // the work-item loop's own exit
+      const Loop *items = L;
+      while (items->getLoopDepth() > 2)
+        items = items->getParentLoop();
+      const BasicBlock *join = nullptr;
+      if (DomTreeNode *n = PDT.getNode(&BB); n && n->getIDom())
+        join = n->getIDom()->getBlock();
+      std::vector<BasicBlock *> stack(succ_begin(&BB), succ_end(&BB));
+      while (!stack.empty()) {
+        BasicBlock *b = stack.back();
+        stack.pop_back();
+        if (!items->contains(b))
+          continue;
+        if (b == join) { // values merged there differ per item
+          for (PHINode &phi : b->phis())
+            mark(&phi);
+          continue;
+        }
+        if (!out.insert(b).second)
+          continue;
+        for (PHINode &phi : b->phis())
+          mark(&phi);
+        for (BasicBlock *sb : successors(b))
+          stack.push_back(sb);
+      }
+      more = true;
+    }
+  }
+  return out;
 }
 
 } // namespace
@@ -257,51 +341,6 @@ bool oncePerTrip(const Loop &L, const BasicBlock &BB, const DominatorTree &DT) {
   return true;
 }
 
-// True when every work-item of a group takes the same path through the work-item function `wi`
-// (clean SSA, before the work-group loops exist): every conditional branch depends only on values
-// that are the same for all work-items (kernel arguments, group-invariant context slots,
-// constants, loop counters and other phis fed by such values), never on the item's ids x, y, z
-// or on memory (which may differ per item, or have been written by one).
-// Then all items cost the same apart from how the host compiler lays out the work-item loops.
-bool uniformControlFlow(const Function &wi, const Value *x, const Value *y, const Value *z) {
-  SmallPtrSet<const Value *, 32> varying;
-  std::vector<const Value *> work;
-  auto mark = [&](const Value *v) {
-    if (varying.insert(v).second)
-      work.push_back(v);
-  };
-  for (const Value *v : {x, y, z})
-    mark(v);
-  for (const Instruction &I : instructions(wi)) {
-    if (auto *ld = dyn_cast<LoadInst>(&I); ld && ld->getMetadata(LLVMContext::MD_invariant_load))
-      continue; // the pointer decides
-    if (I.mayReadFromMemory())
-      mark(&I);
-  }
-  // Optimistic: a phi (a loop counter, a join of uniform branches) is uniform until one of its
-  // incoming values is not.
-  while (!work.empty()) {
-    const Value *v = work.back();
-    work.pop_back();
-    for (const User *U : v->users())
-      if (isa<Instruction>(U))
-        mark(U);
-  }
-  for (const BasicBlock &BB : wi) {
-    const Instruction *T = BB.getTerminator();
-    if (auto *br = dyn_cast<BranchInst>(T); br && br->isConditional()) {
-      if (varying.contains(br->getCondition()))
-        return false;
-    } else if (auto *sw = dyn_cast<SwitchInst>(T)) {
-      if (varying.contains(sw->getCondition()))
-        return false;
-    } else if (isa<IndirectBrInst>(T) || isa<CallBrInst>(T) || isa<InvokeInst>(T)) {
-      return false;
-    }
-  }
-  return true;
-}
-
 void instrumentCost(Module &M, std::vector<KernelInfo> &kernels) {
   for (KernelInfo &k : kernels) {
     std::string entry = !k.uses_barriers ? wgName(k.name)
@@ -312,10 +351,13 @@ void instrumentCost(Module &M, std::vector<KernelInfo> &kernels) {
       continue;
     DominatorTree DT(*F);
     LoopInfo LI(DT);
-    // Uniform when the work-group builder found uniform control flow (uniformControlFlow);
+    // Uniform when the work-group builder found that all work-items take the same path;
     // fibers run one work-item per call, their ticks are shared among the PEs as a whole.
     if (k.cost != KernelInfo::Cost::Uniform || (k.uses_barriers && !k.region_based))
-      k.cost = KernelInfo::Cost::PerCall;
+      k.cost = KernelInfo::Cost::Divergent;
+    SmallPtrSet<const BasicBlock *, 16> divergent;
+    if (k.cost == KernelInfo::Cost::Divergent && (!k.uses_barriers || k.region_based))
+      divergent = divergentBlocks(*F, LI);
     // The blocks' costs before any instrumentation is added.
     BlockCoster coster(*F, k);
     std::vector<std::pair<BasicBlock *, uint64_t>> costs;
@@ -337,7 +379,7 @@ void instrumentCost(Module &M, std::vector<KernelInfo> &kernels) {
       accClass.push_back(c);
       return a;
     };
-    AllocaInst *acc[3] = {newAcc(PerCall), newAcc(PerRow), newAcc(PerItem)};
+    AllocaInst *acc[4] = {newAcc(PerCall), newAcc(PerRow), newAcc(PerItem), newAcc(Divergent)};
     auto addTicks = [](BasicBlock *BB, AllocaInst *a, uint64_t ticks) {
       IRBuilder<> B(BB->getTerminator());
       B.CreateStore(B.CreateAdd(B.CreateLoad(B.getInt64Ty(), a), B.getInt64(ticks)), a);
@@ -350,29 +392,36 @@ void instrumentCost(Module &M, std::vector<KernelInfo> &kernels) {
         rets.push_back(ret);
       if (ticks == 0)
         continue;
-      if (Loop *L = LI.getLoopFor(BB); L && oncePerTrip(*L, *BB, DT)) {
+      if (Loop *L = LI.getLoopFor(BB);
+          L && oncePerTrip(*L, *BB, DT) &&
+          classOf(LI, BB, divergent) == classOf(LI, L->getHeader(), divergent)) {
         if (perTrip.emplace(L, 0).second)
           tripOrder.push_back(L);
         perTrip[L] += ticks;
         continue;
       }
-      addTicks(BB, acc[classOf(LI, BB)], ticks);
+      addTicks(BB, acc[classOf(LI, BB, divergent)], ticks);
     }
     for (Loop *L : tripOrder)
-      addTicks(L->getHeader(), newAcc(classOf(LI, L->getHeader())), perTrip[L]);
+      addTicks(L->getHeader(), newAcc(classOf(LI, L->getHeader(), divergent)), perTrip[L]);
     Value *ctx = F->getArg(1);
     for (ReturnInst *ret : rets) {
       IRBuilder<> B(ret);
-      Value *v[3] = {B.getInt64(0), B.getInt64(0), B.getInt64(0)};
+      Value *v[4] = {B.getInt64(0), B.getInt64(0), B.getInt64(0), B.getInt64(0)};
       for (size_t i = 0; i < accs.size(); ++i)
         v[accClass[i]] = B.CreateAdd(v[accClass[i]], B.CreateLoad(B.getInt64Ty(), accs[i]));
+      // Work-group and region functions report each call's cost (the executor reads it after
+      // every call); a fiber function runs one work-item per call and adds to its PE's total.
+      const bool accumulate = k.uses_barriers && !k.region_based;
       auto add = [&](unsigned slot, Value *ticks) {
         Value *p = B.CreateConstInBoundsGEP1_64(B.getInt64Ty(), ctx, slot);
-        B.CreateStore(B.CreateAdd(B.CreateLoad(B.getInt64Ty(), p), ticks), p);
+        B.CreateStore(accumulate ? B.CreateAdd(B.CreateLoad(B.getInt64Ty(), p), ticks) : ticks, p);
       };
-      add(SlotCycles, B.CreateAdd(B.CreateAdd(v[PerCall], v[PerRow]), v[PerItem]));
+      Value *items = B.CreateAdd(v[PerItem], v[Divergent]);
+      add(SlotCycles, B.CreateAdd(B.CreateAdd(v[PerCall], v[PerRow]), items));
       add(SlotCyclesRow, v[PerRow]);
-      add(SlotCyclesItem, v[PerItem]);
+      add(SlotCyclesItem, items);
+      add(SlotCyclesDivergent, v[Divergent]);
     }
     PromoteMemToReg(accs, DT);
   }

@@ -10,8 +10,6 @@
 #include <vector>
 
 namespace llvm {
-class Function;
-class Value;
 class Module;
 class LLVMContext;
 class ObjectCache;
@@ -40,7 +38,12 @@ enum CtxSlot : unsigned {
   // loops) and in per-item blocks (inside the work-item loops): KernelInfo::Cost::Uniform.
   SlotCyclesRow = 31,
   SlotCyclesItem = 32,
-  SlotCount = 34,
+  // Barrier interval of a region call, counted from 0 (region kernels): its parity selects
+  // which copy of the work-group uniform slots the region reads (the other one it writes).
+  SlotParity = 33,
+  // Of SlotCyclesItem, the part spent in divergent blocks (run by some items only).
+  SlotCyclesDivergent = 34,
+  SlotCount = 36,
 };
 
 struct WiCtx {
@@ -79,13 +82,9 @@ std::unique_ptr<llvm::ObjectCache> makeObjectCache(const std::string &file);
 void guardIntegerDivision(llvm::Module &M);
 
 // Adds the modeled cost counter updates to the kernels' entry points and sets each kernel's
-// KernelInfo::cost: Uniform where the work-group builder set it (uniformControlFlow), else
-// PerCall (cost_instrument.cpp).
+// KernelInfo::cost: Uniform where the work-group builder found that all work-items take the same
+// path, else PerCall (cost_instrument.cpp).
 void instrumentCost(llvm::Module &M, std::vector<KernelInfo> &kernels);
-// True when every work-item takes the same path through the work-item function `wi` (clean SSA)
-// whose work-item ids are x, y and z.
-bool uniformControlFlow(const llvm::Function &wi, const llvm::Value *x, const llvm::Value *y,
-                        const llvm::Value *z);
 // False when MANYCL_COST=0 (kernels built without cost instrumentation).
 bool costInstrumentation();
 

@@ -14,10 +14,10 @@
 
 #include <algorithm>
 #include <barrier>
+#include <bit>
 #include <condition_variable>
 #include <cstring>
 #include <mutex>
-#include <optional>
 #include <sys/mman.h>
 #include <thread>
 #include <unistd.h>
@@ -494,113 +494,57 @@ extern "C" void manycl::compiler::detail::__manycl_barrier(WiCtx *ctx) {
 namespace manycl::compiler {
 
 namespace {
-// The work-items of modeled PE q of P, as SPMD splits a group: by rows when there are at least
-// as many rows as PEs, else by x.
-struct Slice {
-  uint64_t xa, xb, ra, rb;
-  bool empty() const { return xa >= xb || ra >= rb; }
+// The slowest modeled PE's share of a group of lx x rows work-items split over P PEs. SPMD
+// splits a group by rows when there are at least as many rows as PEs, else by x, into
+// contiguous slices that differ by at most one row or x: the slowest PE has ceil(rows / P) rows
+// of lx items, or all rows of ceil(lx / P) items. Computed once per group (divisions).
+struct PeShare {
+  PeShare(unsigned P, uint64_t lx, uint64_t rows)
+      : r(rows >= P ? (rows + P - 1) / P : rows), x(rows >= P ? lx : (lx + P - 1) / P), lx(lx),
+        total(lx * rows), shift(std::has_single_bit(total) ? std::countr_zero(total) : -1) {}
+  uint64_t r, x, lx, total;
+  int shift; // log2(total) when a power of two: a shift instead of a division per call
+
+  // The ticks of the slowest PE after one call over the whole group: each PE pays the
+  // per-call cost, its share of the rows' cost and its share of the items' cost, as if it had
+  // run its slice in a call of its own (an x slice runs every row). Work-items cost the same
+  // (KernelInfo::Cost::Uniform), or differ only by the divergent blocks they ran, whose cost
+  // is charged to the slowest PE whole (an upper bound, exact when one PE runs them all, as
+  // for `if (get_local_id(0) == 0)`).
+  uint64_t slowest(const WiCtx &c) const {
+    const uint64_t row = c.slot[SlotCyclesRow], item = c.slot[SlotCyclesItem];
+    const uint64_t divergent = c.slot[SlotCyclesDivergent];
+    const uint64_t perCall = c.slot[SlotCycles] - row - item;
+    // row x r / rows + (item - divergent) x (x r) / total, over the common denominator
+    // total = lx x rows, rounded up.
+    const unsigned __int128 num = static_cast<unsigned __int128>(row) * r * lx +
+                                  static_cast<unsigned __int128>(item - divergent) * x * r + total -
+                                  1;
+    uint64_t share;
+    if (shift >= 0)
+      share = static_cast<uint64_t>(num >> shift);
+    else // a 128-bit division is a library call: only when the 64-bit one cannot do it
+      share = num >> 64 ? static_cast<uint64_t>(num / total) : static_cast<uint64_t>(num) / total;
+    return perCall + share + divergent;
+  }
 };
-Slice peSlice(unsigned q, unsigned P, uint64_t lx, uint64_t rows) {
-  if (rows >= P)
-    return {0, lx, rows * q / P, rows * (q + 1) / P};
-  return {lx * q / P, lx * (q + 1) / P, 0, rows};
-}
 
-// The ticks of the slowest modeled PE of P after one call over a whole group of lx x rows
-// items, for a kernel whose items all cost the same (KernelInfo::Cost::Uniform): each PE pays
-// the per-call cost, its share of the rows' cost and its share of the items' cost, as if it had
-// run its slice in a call of its own (an x slice runs every row).
-uint64_t slowestPeShare(const WiCtx &c, unsigned P, uint64_t lx, uint64_t rows) {
-  const uint64_t row = c.slot[SlotCyclesRow], item = c.slot[SlotCyclesItem];
-  const uint64_t perCall = c.slot[SlotCycles] - row - item;
-  // The slowest PE has the largest slice (peSlice: slices differ by at most one row or x):
-  // ceil(rows / P) rows of lx items, or all rows of ceil(lx / P) items.
-  const uint64_t r = rows >= P ? (rows + P - 1) / P : rows;
-  const uint64_t x = rows >= P ? lx : (lx + P - 1) / P;
-  const uint64_t total = lx * rows;
-  // row x r / rows + item x (x r) / total, over the common denominator total = lx x rows.
-  const unsigned __int128 num = static_cast<unsigned __int128>(row) * r * lx +
-                                static_cast<unsigned __int128>(item) * x * r + total - 1;
-  // A 128-bit division is a library call: only when the 64-bit one cannot do it.
-  const uint64_t share =
-      num >> 64 ? static_cast<uint64_t>(num / total) : static_cast<uint64_t>(num) / total;
-  return perCall + share;
-}
-
-// A region kernel's group with its modeled cost. Items of equal cost: each region runs over the
-// whole group in one call on the calling thread (its work-item loop vectorizes; the split over
-// PEs is arithmetic, and the same whatever the host threads). Otherwise the modeled PEs' slices
-// are spread over the host threads (team, or the calling thread alone); per barrier interval
-// each host thread keeps its slowest slice. The group takes the slowest PE of every interval
-// plus the PE barrier.
-Status runRegionsCosted(const KernelImpl &k, void **slots, const WiCtx &ctx, uint64_t lx,
-                        uint64_t rows, PeTeam *team, GroupCost &cost) {
+// A region kernel's group with its modeled cost: each region runs over the whole group in one
+// call on the calling thread (its work-item loop vectorizes; the split over the modeled PEs is
+// arithmetic, and the same whatever the host threads). The group takes the slowest PE of every
+// barrier interval plus the PE barrier.
+Status runRegionsCosted(const KernelImpl &k, void **slots, WiCtx &ctx, uint64_t lx, uint64_t rows,
+                        GroupCost &cost) {
   const unsigned P = std::max(1u, cost.pes);
-  if (k.info_.cost == KernelInfo::Cost::Uniform) {
-    WiCtx my = ctx;
-    uint64_t cycles = 0, intervals = 0;
-    for (int32_t next = 0; next != kRegionExit; ++intervals) {
-      my.slot[SlotCycles] = my.slot[SlotCyclesRow] = my.slot[SlotCyclesItem] = 0;
-      next = k.region(slots, &my, next, 0, lx, 0, rows);
-      cycles += cost::ticksToCycles(slowestPeShare(my, P, lx, rows));
-    }
-    if (P > 1 && intervals > 1)
-      cycles += (intervals - 1) * cost::kPeBarrierCycles;
-    cost.cycles = cycles;
-    return Status::success();
+  const PeShare share(P, lx, rows);
+  uint64_t cycles = 0, intervals = 0;
+  for (int32_t next = 0; next != kRegionExit; ++intervals) {
+    ctx.slot[SlotParity] = intervals;
+    next = k.region(slots, &ctx, next, 0, lx, 0, rows); // sets the cost slots
+    cycles += cost::ticksToCycles(share.slowest(ctx));
   }
-  const unsigned T = team ? team->size() : 1;
-  std::vector<std::vector<uint64_t>> steps(T);
-  std::optional<TeamBarrier> barrier;
-  if (team)
-    barrier.emplace(static_cast<std::ptrdiff_t>(T));
-  auto body = [&](unsigned t) {
-    WiCtx my = ctx;
-    std::vector<Slice> mine;
-    for (unsigned q = t; q < P; q += T)
-      if (Slice sl = peSlice(q, P, lx, rows); !sl.empty())
-        mine.push_back(sl);
-    if (mine.empty()) {
-      if (barrier)
-        barrier->arrive_and_drop();
-      return;
-    }
-    int32_t next = 0;
-    for (;;) {
-      uint64_t worst = 0;
-      int32_t after = kRegionExit;
-      for (const Slice &sl : mine) {
-        my.slot[SlotCycles] = 0;
-        after = k.region(slots, &my, next, sl.xa, sl.xb, sl.ra, sl.rb);
-        worst = std::max(worst, my.slot[SlotCycles]);
-      }
-      steps[t].push_back(worst);
-      next = after;
-      if (next == kRegionExit)
-        break;
-      if (barrier)
-        barrier->arrive_and_wait();
-    }
-    if (barrier)
-      barrier->arrive_and_drop();
-  };
-  if (team)
-    team->run(body);
-  else
-    body(0);
-  size_t n = 0;
-  for (auto &v : steps)
-    n = std::max(n, v.size());
-  uint64_t cycles = 0;
-  for (size_t i = 0; i < n; ++i) {
-    uint64_t worst = 0;
-    for (auto &v : steps)
-      if (i < v.size())
-        worst = std::max(worst, v[i]);
-    cycles += cost::ticksToCycles(worst);
-  }
-  if (P > 1 && n > 1)
-    cycles += (n - 1) * cost::kPeBarrierCycles;
+  if (P > 1 && intervals > 1)
+    cycles += (intervals - 1) * cost::kPeBarrierCycles;
   cost.cycles = cycles;
   return Status::success();
 }
@@ -700,22 +644,25 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
   const uint64_t total = ls[0] * rows;
   const bool single = mode == ExecMode::LWI || !team || team->size() <= 1;
   if (k.region) {
-    // Per-work-item context arrays.
+    // Per-work-item context arrays from SlotFrame on; the work-group uniform slots (a multiple
+    // of 64 bytes) right below it.
     static thread_local std::vector<uint64_t> tlsFrame;
     std::vector<uint64_t> ownFrame;
     std::vector<uint64_t> &frameBuf = single ? tlsFrame : ownFrame;
-    size_t words = static_cast<size_t>((total * k.info_.frame_size + 7) / 8) + 8;
+    const uint64_t uniformBytes = k.info_.uniform_frame_size;
+    size_t words = static_cast<size_t>((uniformBytes + total * k.info_.frame_size + 7) / 8) + 8;
     if (frameBuf.size() < words)
       frameBuf.assign(words, 0);
     auto frameAddr = (reinterpret_cast<uintptr_t>(frameBuf.data()) + 63) & ~uintptr_t(63);
-    ctx.slot[SlotFrame] = frameAddr;
+    ctx.slot[SlotFrame] = frameAddr + uniformBytes;
     if (cost && k.info_.cost != KernelInfo::Cost::None)
-      return runRegionsCosted(k, slots, ctx, ls[0], rows, single ? nullptr : team, *cost);
+      return runRegionsCosted(k, slots, ctx, ls[0], rows, *cost);
     if (single) {
       int32_t next = 0;
-      do {
+      for (uint64_t interval = 0; next != kRegionExit; ++interval) {
+        ctx.slot[SlotParity] = interval;
         next = k.region(slots, &ctx, next, 0, ls[0], 0, rows);
-      } while (next != kRegionExit);
+      }
       return Status::success();
     }
     const unsigned P = team->size();
@@ -736,7 +683,8 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
         return;
       }
       int32_t next = 0;
-      for (;;) {
+      for (uint64_t interval = 0;; ++interval) {
+        my.slot[SlotParity] = interval;
         next = k.region(slots, &my, next, xa, xb, ra, rb);
         if (next == kRegionExit)
           break;
@@ -754,27 +702,11 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
     c.slot[SlotFrame] = (reinterpret_cast<uintptr_t>(PeScratch::get(words)) + 63) & ~uintptr_t(63);
   };
   if (cost && k.wg && k.info_.cost != KernelInfo::Cost::None) {
-    const unsigned P = std::max(1u, cost->pes);
+    // The whole group in one call (a vectorized work-item loop), the split over the modeled
+    // PEs arithmetic.
     scratchFor(ctx);
-    if (k.info_.cost == KernelInfo::Cost::Uniform || P == 1) {
-      // Items of equal cost: the whole group in one call (a vectorized work-item loop), the
-      // split over the modeled PEs arithmetic.
-      k.wg(slots, &ctx, 0, ls[0], 0, rows);
-      cost->cycles = cost::ticksToCycles(slowestPeShare(ctx, P, ls[0], rows));
-      return Status::success();
-    }
-    // Otherwise each modeled PE's slice in a call of its own, one after the other on this
-    // thread (the work-items are independent, so the order cannot change the result).
-    uint64_t worst = 0;
-    for (unsigned q = 0; q < P; ++q) {
-      Slice sl = peSlice(q, P, ls[0], rows);
-      if (sl.empty())
-        continue;
-      ctx.slot[SlotCycles] = 0;
-      k.wg(slots, &ctx, sl.xa, sl.xb, sl.ra, sl.rb);
-      worst = std::max(worst, ctx.slot[SlotCycles]);
-    }
-    cost->cycles = cost::ticksToCycles(worst);
+    k.wg(slots, &ctx, 0, ls[0], 0, rows);
+    cost->cycles = cost::ticksToCycles(PeShare(std::max(1u, cost->pes), ls[0], rows).slowest(ctx));
     return Status::success();
   }
   if (single) {

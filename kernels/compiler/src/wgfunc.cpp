@@ -9,10 +9,13 @@
 #include "frontend.h"
 
 #include <llvm/ADT/SmallPtrSet.h>
+#include <llvm/Analysis/LoopInfo.h>
+#include <llvm/Analysis/PostDominators.h>
 #include <llvm/Analysis/ValueTracking.h>
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/IR/Constants.h>
 #include <llvm/IR/DataLayout.h>
+#include <llvm/IR/Dominators.h>
 #include <llvm/IR/IRBuilder.h>
 #include <llvm/IR/InstIterator.h>
 #include <llvm/IR/Instructions.h>
@@ -451,6 +454,93 @@ static void markParallel(LLVMContext &C, BasicBlock *head, BasicBlock *exit, Bra
   latch->setMetadata(LLVMContext::MD_loop, loopId);
 }
 
+// ------------------------------------------------------------- uniformity
+// Which values of a work-item function (clean SSA, before the work-group loops exist) may
+// differ between the work-items of a group ("varying"); the others are work-group uniform.
+// Sources of variation: the item's ids x, y, z, private memory (allocas: one copy per item) and
+// memory reads (memory may differ per item, or have been written by one; invariant context and
+// argument loads excepted). Variation flows along data dependences and along control: after a
+// branch on a varying condition, the phis where its paths join (up to its immediate
+// post-dominator) are varying, and so is every value of a loop that such a branch leaves
+// (items leave it at different trips). Phis are otherwise optimistic: a loop counter fed by
+// uniform values is uniform.
+class ItemUniformity {
+public:
+  ItemUniformity(Function &F, std::initializer_list<const Value *> ids) {
+    DominatorTree DT(F);
+    PostDominatorTree PDT(F);
+    LoopInfo LI(DT);
+    for (const Value *v : ids)
+      mark(v);
+    for (Instruction &I : instructions(F)) {
+      if (auto *ld = dyn_cast<LoadInst>(&I); ld && ld->getMetadata(LLVMContext::MD_invariant_load))
+        continue;
+      if (isa<AllocaInst>(I) || I.mayReadFromMemory())
+        mark(&I);
+    }
+    SmallPtrSet<const Instruction *, 16> done; // varying branches already followed
+    for (;;) {
+      while (!work_.empty()) {
+        const Value *v = work_.back();
+        work_.pop_back();
+        for (const User *U : v->users())
+          if (isa<Instruction>(U))
+            mark(U);
+      }
+      bool more = false;
+      for (BasicBlock &BB : F) {
+        Instruction *T = BB.getTerminator();
+        if (!isVaryingBranch(*T) || !done.insert(T).second)
+          continue;
+        more = true;
+        uniformControl_ = false;
+        BasicBlock *join = nullptr;
+        if (DomTreeNode *n = PDT.getNode(&BB); n && n->getIDom())
+          join = n->getIDom()->getBlock();
+        SmallPtrSet<BasicBlock *, 16> seen;
+        std::vector<BasicBlock *> stack(succ_begin(&BB), succ_end(&BB));
+        while (!stack.empty()) {
+          BasicBlock *b = stack.back();
+          stack.pop_back();
+          if (!seen.insert(b).second)
+            continue;
+          for (PHINode &phi : b->phis())
+            mark(&phi);
+          if (b != join)
+            for (BasicBlock *sb : successors(b))
+              stack.push_back(sb);
+        }
+        for (Loop *L = LI.getLoopFor(&BB); L; L = L->getParentLoop())
+          if (L->isLoopExiting(&BB))
+            for (BasicBlock *b : L->blocks())
+              for (Instruction &I : *b)
+                mark(&I);
+      }
+      if (!more)
+        break;
+    }
+  }
+  bool varying(const Value *v) const { return varying_.contains(v); }
+  // Every branch depends only on uniform values: all work-items take the same path.
+  bool uniformControl() const { return uniformControl_; }
+
+private:
+  void mark(const Value *v) {
+    if (varying_.insert(v).second)
+      work_.push_back(v);
+  }
+  bool isVaryingBranch(const Instruction &T) const {
+    if (auto *br = dyn_cast<BranchInst>(&T); br && br->isConditional())
+      return varying(br->getCondition());
+    if (auto *sw = dyn_cast<SwitchInst>(&T))
+      return varying(sw->getCondition());
+    return isa<IndirectBrInst>(T) || isa<CallBrInst>(T) || isa<InvokeInst>(T);
+  }
+  SmallPtrSet<const Value *, 32> varying_;
+  std::vector<const Value *> work_;
+  bool uniformControl_ = true;
+};
+
 // ----------------------------------------------------------------- regions
 // Barrier kernels as barrier-free regions ("continuation-based"): the
 // single work-item function is cut at every barrier; each piece (a
@@ -518,7 +608,7 @@ static Value *rematerialize(Value *v, Instruction *before, DenseMap<Value *, Val
 /// leaves the module unchanged apart from `wi`) when the shape is not
 /// supported; the caller then falls back to fibers.
 static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t &frameSize,
-                         std::string &why) {
+                         uint64_t &uniformSize, std::string &why) {
   LLVMContext &C = M.getContext();
   const DataLayout &DL = M.getDataLayout();
   const unsigned nargs = static_cast<unsigned>(k.args.size());
@@ -565,8 +655,23 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
   }
 
   // 2. Values live across a barrier -> demoted to allocas (until none is
-  // left: demoting a phi creates a load that may itself cross a barrier).
+  // left: demoting a phi creates a load that may itself cross a barrier). Work-group uniform
+  // values get allocas that become one slot per group (step 3), not per-work-item arrays.
   Instruction *allocaPt = &*wi->getEntryBlock().getFirstInsertionPt();
+  const ItemUniformity uni(*wi, {w.x, w.y, w.z});
+  SmallPtrSet<const Instruction *, 32> analysed; // what `uni` knows
+  for (Instruction &I : instructions(*wi))
+    analysed.insert(&I);
+  SmallPtrSet<AllocaInst *, 8> uniformAllocas;
+  auto isUniform = [&](Instruction *I) {
+    if (analysed.contains(I))
+      return !uni.varying(I);
+    // A load made by an earlier demotion reads what its alloca holds.
+    if (auto *ld = dyn_cast<LoadInst>(I))
+      if (auto *a = dyn_cast<AllocaInst>(ld->getPointerOperand()))
+        return uniformAllocas.contains(a);
+    return false;
+  };
   for (int iter = 0;; ++iter) {
     std::vector<Instruction *> demote;
     for (BasicBlock &BB : *wi) {
@@ -628,18 +733,42 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
         }
         continue;
       }
+      const bool uniform = isUniform(I) && I->getType()->isFirstClassType() &&
+                           !I->getType()->isAggregateType() &&
+                           DL.getTypeStoreSize(I->getType()).getFixedValue() <= 16;
+      AllocaInst *a = nullptr;
       if (auto *phi = dyn_cast<PHINode>(I))
-        DemotePHIToStack(phi, allocaPt);
+        a = DemotePHIToStack(phi, allocaPt);
       else
-        DemoteRegToStack(*I, false, allocaPt);
+        a = DemoteRegToStack(*I, false, allocaPt);
+      if (uniform && a)
+        uniformAllocas.insert(a);
     }
   }
 
-  // 3. All allocas -> context arrays: frame + L*offset + lin*size.
+  // 3. All allocas -> context arrays: frame + L*offset + lin*size. Uniform ones -> one slot
+  // per group below the frame, twice (double buffered: a region reads the copy of its barrier
+  // interval's parity and writes the other, so host threads running slices of the same region
+  // never write what another still reads).
   std::vector<AllocaInst *> allocas;
+  struct UniformSlot {
+    AllocaInst *alloca;
+    uint64_t offset, size; // offset from the start of the uniform area; size of one copy
+  };
+  std::vector<UniformSlot> uniforms;
+  uint64_t uoff = 0;
   for (Instruction &I : instructions(*wi))
-    if (auto *a = dyn_cast<AllocaInst>(&I))
-      allocas.push_back(a);
+    if (auto *a = dyn_cast<AllocaInst>(&I)) {
+      if (uniformAllocas.contains(a)) {
+        uint64_t size = (DL.getTypeStoreSize(a->getAllocatedType()).getFixedValue() + 7) / 8 * 8;
+        uoff = (uoff + size - 1) / size * size;
+        uniforms.push_back({a, uoff, size});
+        uoff += 2 * size;
+      } else {
+        allocas.push_back(a);
+      }
+    }
+  uniformSize = (uoff + 63) / 64 * 64;
   uint64_t off = 0;
   Type *i64 = Type::getInt64Ty(C);
   for (AllocaInst *a : allocas) {
@@ -698,6 +827,12 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
   BasicBlock *done = BasicBlock::Create(C, "done", rf);
   IRBuilder<> B(entry);
   AllocaInst *nextSlot = B.CreateAlloca(i32, nullptr, "next");
+  // Each uniform value: the current work-item's copy (SSA after promotion). Every region loads
+  // the group's value before its work-item loop, starts each item from it, and writes the last
+  // item's value back after the loop.
+  std::vector<AllocaInst *> priv;
+  for (const UniformSlot &u : uniforms)
+    priv.push_back(B.CreateAlloca(u.alloca->getAllocatedType()));
   B.CreateStore(ConstantInt::get(i32, kRegionExit), nextSlot);
   auto vals = unpackArgs(B, argv, wi, k);
   Value *ly = loadSlot(B, ctx, B.getInt64(SlotLocalSize + 1));
@@ -715,6 +850,23 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
     BasicBlock *pre = BasicBlock::Create(C, "region", rf, rhead);
     sw->addCase(ConstantInt::get(cast<IntegerType>(i32), r), pre);
     IRBuilder<> P(pre);
+    std::vector<Value *> groupValue;
+    Value *area = nullptr, *writeCopy = nullptr; // the uniform area; the copy written (0 or 1)
+    if (!uniforms.empty()) {
+      Value *frame = P.CreateIntToPtr(loadSlot(P, ctx, P.getInt64(SlotFrame)), P.getPtrTy());
+      area = P.CreateGEP(P.getInt8Ty(), frame, P.getInt64(-int64_t(uniformSize)));
+      Value *readCopy = P.CreateAnd(loadSlot(P, ctx, P.getInt64(SlotParity)), P.getInt64(1));
+      writeCopy = P.CreateXor(readCopy, P.getInt64(1));
+      for (size_t i = 0; i < uniforms.size(); ++i) {
+        const UniformSlot &u = uniforms[i];
+        Value *at = P.CreateGEP(
+            P.getInt8Ty(), area,
+            P.CreateAdd(P.getInt64(u.offset), P.CreateMul(readCopy, P.getInt64(u.size))));
+        Value *v = P.CreateAlignedLoad(u.alloca->getAllocatedType(), at, Align(8));
+        P.CreateStore(v, priv[i]);
+        groupValue.push_back(v);
+      }
+    }
     P.CreateBr(rhead);
     P.SetInsertPoint(rhead);
     PHINode *rv = P.CreatePHI(i64, 2, "r");
@@ -728,6 +880,8 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
     PHINode *xv32 = P.CreatePHI(i32, 2, "x");
     xv32->addIncoming(x0_32, rbody);
     Value *xv = P.CreateZExt(xv32, i64);
+    for (size_t i = 0; i < uniforms.size(); ++i)
+      P.CreateStore(groupValue[i], priv[i]);
 
     ValueToValueMapTy vmap;
     for (unsigned i = 0; i < nargs; ++i)
@@ -779,9 +933,19 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
           term->setSuccessor(si, stubFor(succ));
       }
     }
+    // Uses of a uniform alloca go to the item's copy; the alloca itself, cloned with the entry
+    // block into region 0, is dead there.
+    std::vector<Instruction *> deadClones;
+    for (size_t i = 0; i < uniforms.size(); ++i) {
+      if (auto it = vmap.find(uniforms[i].alloca); it != vmap.end())
+        deadClones.push_back(cast<Instruction>(it->second));
+      vmap[uniforms[i].alloca] = priv[i];
+    }
     for (BasicBlock *cb : clones)
       for (Instruction &I : *cb)
         RemapInstruction(&I, vmap, RF_NoModuleLevelChanges | RF_IgnoreMissingLocals);
+    for (Instruction *dead : deadClones)
+      dead->eraseFromParent();
     P.CreateBr(cast<BasicBlock>(vmap[entries[r]]));
     P.SetInsertPoint(xlatch);
     PHINode *nextPhi = P.CreatePHI(i32, static_cast<unsigned>(exitsTo.size()), "next.wi");
@@ -798,6 +962,13 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
       nextOut->addIncoming(RB.CreateLoad(i32, nextSlot), rbody);
     }
     P.CreateStore(nextOut, nextSlot);
+    for (size_t i = 0; i < uniforms.size(); ++i) {
+      const UniformSlot &u = uniforms[i];
+      Value *at = P.CreateGEP(
+          P.getInt8Ty(), area,
+          P.CreateAdd(P.getInt64(u.offset), P.CreateMul(writeCopy, P.getInt64(u.size))));
+      P.CreateAlignedStore(P.CreateLoad(u.alloca->getAllocatedType(), priv[i]), at, Align(8));
+    }
     Value *rn = P.CreateAdd(rv, P.getInt64(1), "r.next", true, true);
     rv->addIncoming(rn, xexit);
     P.CreateBr(rhead);
@@ -1092,7 +1263,8 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
   // Work-items that all take the same path cost the same: the executor then runs a group in
   // one call and splits its cost over the modeled PEs arithmetically (KernelInfo::Cost).
   auto uniformItems = [](Function &F, unsigned nargs) {
-    return uniformControlFlow(F, F.getArg(nargs + 1), F.getArg(nargs + 2), F.getArg(nargs + 3));
+    return ItemUniformity(F, {F.getArg(nargs + 1), F.getArg(nargs + 2), F.getArg(nargs + 3)})
+        .uniformControl();
   };
   for (size_t ki = 0; ki < kernels.size(); ++ki) {
     KernelInfo &k = kernels[ki];
@@ -1115,8 +1287,9 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
       ValueToValueMapTy vm;
       Function *copy = CloneFunction(wi, vm);
       std::string why;
-      uint64_t frame = 0;
-      if (buildRegions(M, copy, k, frame, why)) {
+      uint64_t frame = 0, uniformFrame = 0;
+      if (buildRegions(M, copy, k, frame, uniformFrame, why)) {
+        k.uniform_frame_size = uniformFrame;
         k.region_based = true;
         k.frame_size = frame;
         k.private_size = frame;

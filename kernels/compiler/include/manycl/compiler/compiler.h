@@ -112,11 +112,14 @@ struct KernelInfo {
   // Internal (how the work-group function was generated):
   bool region_based = false; ///< barrier kernel compiled to barrier-free regions
   uint64_t frame_size = 0;   ///< per-work-item bytes of values live across barriers
+  /// Bytes of work-group uniform values live across barriers (one slot per group, two copies).
+  uint64_t uniform_frame_size = 0;
   /// How the entry point reports its modeled cost (cost_instrument.cpp): not at all
-  /// (MANYCL_COST=0), per call (the executor runs each modeled PE's slice as its own call), or
-  /// per call, per row and per item with every work-item costing the same (the executor runs
-  /// the whole group in one call and apportions the cost to the PEs arithmetically).
-  enum class Cost : uint8_t { None = 0, PerCall = 1, Uniform = 2 };
+  /// (MANYCL_COST=0), or per call, per row and per item of a call over the whole group, which
+  /// the executor apportions to the modeled PEs (docs/device-model.md). Uniform: every
+  /// work-item takes the same path. Divergent: some do not; the cost of the divergent blocks
+  /// that ran (not turned into masked operations) is charged to the slowest PE.
+  enum class Cost : uint8_t { None = 0, Divergent = 1, Uniform = 2 };
   Cost cost = Cost::None;
 };
 

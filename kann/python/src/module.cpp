@@ -372,16 +372,6 @@ public:
     device_index_ = device_index;
   }
 
-  ~Session() {
-    session_.reset();
-    if (queue_)
-      clReleaseCommandQueue(queue_);
-    if (context_)
-      clReleaseContext(context_);
-    if (owns_device_)
-      clReleaseDevice(device_);
-  }
-
   py::list run(const py::object &output_names, const py::object &feeds, const py::object &options) {
     if (!options.is_none())
       throw py::type_error("run_options are not supported (pass None)");
@@ -537,13 +527,29 @@ public:
 
 private:
   std::shared_ptr<Network> network_;
-  cl_device_id device_ = nullptr;
-  bool owns_device_ = false;
+  // The OpenCL objects, released in reverse order also when the constructor throws half-way
+  // (members are destroyed then, the destructor is not run).
+  struct Handles {
+    cl_device_id device = nullptr;
+    bool owns_device = false;
+    cl_context context = nullptr;
+    cl_command_queue queue = nullptr;
+    ~Handles() {
+      if (queue)
+        clReleaseCommandQueue(queue);
+      if (context)
+        clReleaseContext(context);
+      if (owns_device)
+        clReleaseDevice(device);
+    }
+  } cl_;
+  cl_device_id &device_ = cl_.device;
+  bool &owns_device_ = cl_.owns_device;
+  cl_context &context_ = cl_.context;
+  cl_command_queue &queue_ = cl_.queue;
   int sub_device_ = -1;
   unsigned device_index_ = 0;
-  cl_context context_ = nullptr;
-  cl_command_queue queue_ = nullptr;
-  std::unique_ptr<kann::Session> session_;
+  std::unique_ptr<kann::Session> session_; // destroyed before cl_ (declared after it)
   std::mutex mutex_; // one run at a time per session (its buffers are shared by the runs)
   kann::RunStats last_;
   int64_t last_samples_ = 0;

@@ -1,8 +1,19 @@
 // Modeled cycles of OpenCL C kernels (docs/device-model.md, "OpenCL C kernels"): exact
 // figures derived by hand from the cost table for a small kernel on the "small" device
-// (2 clusters of 4 PEs) in SPMD and LWI modes, determinism, and non-zero modeled time.
+// (2 clusters of 4 PEs) in SPMD and LWI modes, determinism, non-zero modeled time, work that
+// only some work-items do charged to the PE that does it, and the compute shown in the trace
+// and the statistics.
 // MANYCL_DEVICES=small,devices/small_lwi.json gives one device of each mode.
+#include "child_process.h"
 #include "rt_common.h"
+
+#include <nlohmann/json.hpp>
+
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <set>
+#include <sstream>
 
 namespace {
 using namespace rt_test;
@@ -175,6 +186,137 @@ TEST(KernelCost, EveryKernelHasModeledTime) {
       SCOPED_TRACE("one item");
       EXPECT_GT(on(lwi, kStraight, "axpb", opt, 1, 1, -1), 0u);
     }
+}
+
+// Work that only some work-items do is charged to the PE that does it, not spread over the
+// group: in SPMD (4 PEs, 16 items per group, 4 per PE) the slowest PE runs 4 heavy items when
+// every item is heavy and 1 when only item 0 is, so modeled time drops about 4x, not 16x; in
+// LWI one PE runs all 16 items, so it drops about 16x. With and without a barrier (work-group
+// and region functions).
+const char *kHeavy = R"(
+float heavy(float s, int n) {
+  for (int j = 0; j < n; ++j)
+    s = s * 0.5f + 1.0f;
+  return s;
+}
+kernel void all_heavy(global float *out, global const float *in, local float *t, int n) {
+  out[get_global_id(0)] = heavy(in[get_global_id(0)], n);
+}
+kernel void one_heavy(global float *out, global const float *in, local float *t, int n) {
+  float s = in[get_global_id(0)];
+  if (get_local_id(0) == 0)
+    s = heavy(s, n);
+  out[get_global_id(0)] = s;
+}
+kernel void all_heavy_b(global float *out, global const float *in, local float *t, int n) {
+  t[get_local_id(0)] = heavy(in[get_global_id(0)], n);
+  barrier(CLK_LOCAL_MEM_FENCE);
+  out[get_global_id(0)] = t[get_local_size(0) - 1 - get_local_id(0)];
+}
+kernel void one_heavy_b(global float *out, global const float *in, local float *t, int n) {
+  float s = in[get_global_id(0)];
+  if (get_local_id(0) == 0)
+    s = heavy(s, n);
+  t[get_local_id(0)] = s;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  out[get_global_id(0)] = t[get_local_size(0) - 1 - get_local_id(0)];
+})";
+
+TEST(KernelCost, DivergentWorkChargedToThePeThatDoesIt) {
+  for (bool lwi : {false, true})
+    for (const char *opt : {"", "-cl-opt-disable"})
+      for (const char *suffix : {"", "_b"}) {
+        SCOPED_TRACE(std::string(lwi ? "LWI" : "SPMD") + " '" + opt + "' " + suffix);
+        const std::string all = std::string("all_heavy") + suffix;
+        const std::string one = std::string("one_heavy") + suffix;
+        double a = double(on(lwi, kHeavy, all.c_str(), opt, 64, 16, 2000));
+        double o = double(on(lwi, kHeavy, one.c_str(), opt, 64, 16, 2000));
+        ASSERT_GT(o, 0);
+        if (lwi) {
+          EXPECT_GT(a / o, 12.0);
+          EXPECT_LT(a / o, 17.0);
+        } else {
+          EXPECT_GT(a / o, 3.0);
+          EXPECT_LT(a / o, 4.5);
+        }
+      }
+}
+
+// MANYCL_TRACE and MANYCL_STATS, read once per process: the test runs itself again in a child
+// process with them set (KernelCostChild.RunKernel does the work there, and is skipped
+// otherwise). Each cluster that ran work-groups of the OpenCL C kernel shows an "opencl c"
+// span on its compute track and compute cycles in the statistics.
+TEST(KernelCostChild, RunKernel) {
+  if (!std::getenv("MANYCL_TEST_COST_CHILD"))
+    GTEST_SKIP() << "runs in the child process of TraceAndStatsShowEachClustersCompute";
+  // 4 groups on the 2 clusters of the SPMD device: two each.
+  EXPECT_GT(on(false, kStraight, "axpb", "", 64, 16, -1), 0u);
+}
+
+TEST(KernelCost, TraceAndStatsShowEachClustersCompute) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::temp_directory_path();
+  const std::string tag = std::to_string(getpid());
+  const fs::path trace = dir / ("manycl_cost_trace_" + tag + ".json");
+  const fs::path stats = dir / ("manycl_cost_stats_" + tag + ".txt");
+  const std::string self = fs::read_symlink("/proc/self/exe").string();
+  rt_test::ChildRun child = rt_test::run_child(
+      "env MANYCL_TEST_COST_CHILD=1 MANYCL_TRACE=" + trace.string() +
+      " MANYCL_STATS=" + stats.string() + " " + self + " --gtest_filter=KernelCostChild.RunKernel");
+  ASSERT_NE(child.out.find("[  PASSED  ] 1 test"), std::string::npos) << child.out << child.err;
+
+  // Trace: the device process whose commands include 'ndrange axpb'; its cluster compute
+  // tracks by name; the "opencl c" spans on them.
+  std::ifstream tin(trace);
+  ASSERT_TRUE(tin.good()) << trace;
+  nlohmann::json t = nlohmann::json::parse(tin, nullptr, false);
+  ASSERT_FALSE(t.is_discarded());
+  std::map<std::pair<int, int>, std::string> tracks; // (pid, tid) -> name
+  std::set<int> modeled, ndrange_pids;               // device processes; those that ran axpb
+  for (const auto &e : t["traceEvents"]) {
+    if (e.value("ph", "") == "M" && e.value("name", "") == "thread_name")
+      tracks[{e["pid"].get<int>(), e["tid"].get<int>()}] = e["args"]["name"].get<std::string>();
+    if (e.value("ph", "") == "M" && e.value("name", "") == "process_name" &&
+        e["args"]["name"].get<std::string>().find("(modeled time)") != std::string::npos)
+      modeled.insert(e["pid"].get<int>());
+  }
+  for (const auto &e : t["traceEvents"])
+    if (e.value("name", "").find("ndrange axpb") != std::string::npos &&
+        modeled.count(e["pid"].get<int>()))
+      ndrange_pids.insert(e["pid"].get<int>());
+  ASSERT_EQ(ndrange_pids.size(), 1u);
+  const int pid = *ndrange_pids.begin();
+  std::map<std::string, double> compute; // track name -> modeled microseconds of "opencl c"
+  for (const auto &e : t["traceEvents"])
+    if (e.value("name", "") == "opencl c" && e["pid"].get<int>() == pid)
+      compute[tracks[{pid, e["tid"].get<int>()}]] += e.value("dur", 0.0);
+  for (const char *track : {"cluster 0 compute", "cluster 1 compute"}) {
+    SCOPED_TRACE(track);
+    ASSERT_TRUE(compute.count(track));
+    EXPECT_GT(compute[track], 0.0);
+  }
+
+  // Statistics: the command's line, then one line per cluster with its compute cycles.
+  std::ifstream sin(stats);
+  ASSERT_TRUE(sin.good()) << stats;
+  std::string line;
+  bool in_command = false;
+  std::map<int, uint64_t> cluster_compute;
+  while (std::getline(sin, line)) {
+    if (line.rfind("manycl stats: command", 0) == 0)
+      in_command = line.find("'ndrange axpb'") != std::string::npos;
+    else if (in_command && line.rfind("  cluster ", 0) == 0) {
+      int c = std::stoi(line.substr(10));
+      auto pos = line.find(", compute ");
+      ASSERT_NE(pos, std::string::npos) << line;
+      cluster_compute[c] = std::stoull(line.substr(pos + 10));
+    }
+  }
+  ASSERT_EQ(cluster_compute.size(), 2u);
+  for (auto &[c, cycles] : cluster_compute)
+    EXPECT_GT(cycles, 0u) << "cluster " << c;
+  fs::remove(trace);
+  fs::remove(stats);
 }
 
 } // namespace

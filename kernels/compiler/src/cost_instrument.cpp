@@ -363,23 +363,18 @@ void instrumentCost(Module &M, std::vector<KernelInfo> &kernels) {
     std::vector<std::pair<BasicBlock *, uint64_t>> costs;
     for (BasicBlock &BB : *F)
       costs.emplace_back(&BB, coster.block(BB));
-    // Accumulators, kept in registers (promoted below) and added to the context slots once per
-    // call: a counter in memory would put a load and a store in every block, and its
-    // store-to-load chain would bound a tight work-item loop. A block executed exactly once per
-    // trip of its innermost loop adds its ticks at the loop's header, together with the others,
-    // to the loop's own accumulator: one add per trip, and the loops' additions do not form one
-    // long dependency chain. Other blocks add to their class's accumulator.
+    // One accumulator per cost class, kept in a register (promoted below) and stored to the
+    // context once per call: a counter in memory would put a load and a store in every block,
+    // and its store-to-load chain would bound a tight work-item loop. A block executed exactly
+    // once per trip of its innermost loop adds its ticks at the loop's header, together with
+    // the others: one add per trip (a one-cycle dependency, like the loop's own counter) for
+    // loops without branches inside. Other blocks add their own.
     IRBuilder<> E(&*F->getEntryBlock().getFirstInsertionPt());
-    std::vector<AllocaInst *> accs;
-    std::vector<CostClass> accClass;
-    auto newAcc = [&](CostClass c) {
-      AllocaInst *a = E.CreateAlloca(E.getInt64Ty());
+    AllocaInst *acc[4];
+    for (AllocaInst *&a : acc) {
+      a = E.CreateAlloca(E.getInt64Ty());
       E.CreateStore(E.getInt64(0), a);
-      accs.push_back(a);
-      accClass.push_back(c);
-      return a;
-    };
-    AllocaInst *acc[4] = {newAcc(PerCall), newAcc(PerRow), newAcc(PerItem), newAcc(Divergent)};
+    }
     auto addTicks = [](BasicBlock *BB, AllocaInst *a, uint64_t ticks) {
       IRBuilder<> B(BB->getTerminator());
       B.CreateStore(B.CreateAdd(B.CreateLoad(B.getInt64Ty(), a), B.getInt64(ticks)), a);
@@ -403,13 +398,13 @@ void instrumentCost(Module &M, std::vector<KernelInfo> &kernels) {
       addTicks(BB, acc[classOf(LI, BB, divergent)], ticks);
     }
     for (Loop *L : tripOrder)
-      addTicks(L->getHeader(), newAcc(classOf(LI, L->getHeader(), divergent)), perTrip[L]);
+      addTicks(L->getHeader(), acc[classOf(LI, L->getHeader(), divergent)], perTrip[L]);
     Value *ctx = F->getArg(1);
     for (ReturnInst *ret : rets) {
       IRBuilder<> B(ret);
-      Value *v[4] = {B.getInt64(0), B.getInt64(0), B.getInt64(0), B.getInt64(0)};
-      for (size_t i = 0; i < accs.size(); ++i)
-        v[accClass[i]] = B.CreateAdd(v[accClass[i]], B.CreateLoad(B.getInt64Ty(), accs[i]));
+      Value *v[4];
+      for (unsigned c = 0; c < 4; ++c)
+        v[c] = B.CreateLoad(B.getInt64Ty(), acc[c]);
       // Work-group and region functions report each call's cost (the executor reads it after
       // every call); a fiber function runs one work-item per call and adds to its PE's total.
       const bool accumulate = k.uses_barriers && !k.region_based;
@@ -423,7 +418,7 @@ void instrumentCost(Module &M, std::vector<KernelInfo> &kernels) {
       add(SlotCyclesItem, items);
       add(SlotCyclesDivergent, v[Divergent]);
     }
-    PromoteMemToReg(accs, DT);
+    PromoteMemToReg(acc, DT);
   }
 }
 

@@ -162,7 +162,12 @@ void Arbiter::finish(ArbiterSlot &slot) {
 void Arbiter::publish(ArbiterSlot &slot, uint64_t now) {
   // Seq-cst store then load: a waiter registers (clock_waiters_) before it checks the
   // clocks under the mutex, so either it sees this time or we see it and wake it.
-  slot.time.store(now);
+  // Only ever forward: PE threads of one cluster may account concurrently and publish out
+  // of order, and a published clock behind the real one could make two clusters wait for
+  // each other. Under the mutex, set_locked() may move it back (signal releases).
+  uint64_t seen = slot.time.load();
+  while (seen < now && !slot.time.compare_exchange_weak(seen, now)) {
+  }
   if (clock_waiters_.load() == 0)
     return;
   { std::lock_guard lock(mutex_); }

@@ -76,7 +76,8 @@ public:
   void leave(ArbiterSlot &slot);
   void start(ArbiterSlot &slot, uint64_t now);
   void finish(ArbiterSlot &slot);
-  // The slot's clock advanced to `now` (monotonic); wakes waiters only when there are some.
+  // The slot's clock advanced to `now` (never moves it back); wakes waiters only when there
+  // are some.
   void publish(ArbiterSlot &slot, uint64_t now);
   // Waits for the turn of `slot`, whose clock is `time`, then reserves `cycles` of DDR not
   // before `not_before`. Gives up (error) when `failed` becomes true or after `timeout_ms`.

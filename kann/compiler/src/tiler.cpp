@@ -367,6 +367,17 @@ struct Compiler {
       return full(in);
     case Kind::Concat:
       return {o.y0, o.y1, 0, in.C};
+    case Kind::Eltwise: {
+      // Broadcast operands: a per-channel gate [1,C,1,1] (or a scalar) reads its one pixel,
+      // a per-pixel mask [1,1,H,W] its one channel; the native call repeats them (0 strides).
+      const Act &out = acts[op.out];
+      const bool one_pixel = in.H == 1 && in.W == 1 && (out.H > 1 || out.W > 1);
+      const bool one_channel = in.C == 1 && out_c(op) > 1;
+      if (!one_pixel && !one_channel)
+        return o;
+      return {one_pixel ? 0 : o.y0, one_pixel ? 1 : o.y1, one_channel ? 0 : o.c0,
+              one_channel ? 1 : o.c1};
+    }
     case Kind::Resize: {
       // Source rows of output rows [y0, y1): the ratio of sizes (or of size-1 for
       // align_corners), with two rows of margin for interpolation and rounding.
@@ -590,9 +601,18 @@ struct Compiler {
     case Kind::Activation:
     case Kind::Convert:
       if (op.kind == Kind::Eltwise)
-        for (int i : op.ins)
-          if (acts[i].H != y.H || acts[i].W != y.W || acts[i].C != yc)
-            return make_error(where(n) + ": broadcasting between activations is not supported");
+        for (int i : op.ins) {
+          const Act &a = acts[i];
+          const bool same_pixels = a.H == y.H && a.W == y.W, one_pixel = a.H == 1 && a.W == 1;
+          const bool same_channels = a.C == yc, one_channel = a.C == 1;
+          if (!(same_pixels || one_pixel) || !(same_channels || one_channel))
+            return make_error(where(n) + ": operand [" + std::to_string(a.C) + "," +
+                              std::to_string(a.H) + "," + std::to_string(a.W) +
+                              "] does not broadcast to the output [" + std::to_string(yc) + "," +
+                              std::to_string(y.H) + "," + std::to_string(y.W) +
+                              "]: only per-channel [C,1,1], per-pixel [1,H,W] and scalar "
+                              "operands broadcast between activations");
+        }
       if (y.H > 1 || aliased) {
         op.out_box = split_rows(y.H, yc);
       } else {
@@ -1339,9 +1359,21 @@ struct Compiler {
       break;
     }
     case Kind::Eltwise: {
+      // A broadcast operand's tile takes the output's extent with 0 strides.
+      auto repeat = [&](mcl_tile t) {
+        if (t.h != out_tile.h || t.w != out_tile.w) {
+          t.h = out_tile.h, t.w = out_tile.w;
+          t.row_stride = t.pixel_stride = 0;
+        }
+        if (t.c != out_tile.c) {
+          t.c = out_tile.c;
+          t.channel_stride = 0;
+        }
+        return t;
+      };
       mcl_eltwise_args a{};
-      a.a = in0;
-      a.b = tile_of(acts[op.ins[1]], c, need_for(op, 1, ob), op.stage_in[1]);
+      a.a = repeat(in0);
+      a.b = repeat(tile_of(acts[op.ins[1]], c, need_for(op, 1, ob), op.stage_in[1]));
       a.output = out_tile;
       a.op = n.op == "Add"   ? MCL_ELTWISE_ADD
              : n.op == "Sub" ? MCL_ELTWISE_SUB

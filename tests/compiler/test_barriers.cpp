@@ -283,6 +283,81 @@ TEST_P(Barriers, OptDisable) {
   checkNested(*p, GetParam().mode, GetParam().pes);
 }
 
+// Work-group uniform values live across barriers once per group, not in per-work-item context
+// arrays: a uniform loop counter and a uniform loop-carried value that also indexes __local
+// memory, next to loop-carried values that differ per item (one from memory, one from the item's
+// id), with and without optimization. The reduction's loop counter needs no per-item slot at all.
+static const char *kUniformSrc = R"(
+__kernel void mixed(__global int* d, __local int* s, int rounds) {
+  size_t l = get_local_id(0), n = get_local_size(0);
+  int mine = d[get_global_id(0)];
+  int u = rounds;
+  for (int k = 0; k < rounds; ++k) {
+    s[l] = mine + u;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    mine = s[(l + u) % n];
+    u = u * 2 + 1;
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  int j = (int)(l % 3);
+  for (int k = 0; k < rounds; ++k) {
+    s[l] = j;
+    barrier(CLK_LOCAL_MEM_FENCE);
+    j += s[(l + 1) % n] & 1;
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  d[get_global_id(0)] = mine * 1000 + u * 10 + j;
+})";
+
+TEST_P(Barriers, UniformValuesOncePerGroup) {
+  auto reduceInfo = prog()->kernel("reduce")->info();
+  EXPECT_EQ(reduceInfo.frame_size, 0u);
+  EXPECT_GT(reduceInfo.uniform_frame_size, 0u);
+  for (const char *opt : {"", "-cl-opt-disable"}) {
+    SCOPED_TRACE(opt);
+    auto p = buildLoad(kUniformSrc, opt);
+    ASSERT_TRUE(p);
+    const KernelInfo &info = p->kernel("mixed")->info();
+    ASSERT_TRUE(info.region_based);
+    EXPECT_GT(info.uniform_frame_size, 0u); // k and u
+    EXPECT_GT(info.frame_size, 0u);         // mine and j: per item
+    const int rounds = 3;
+    for (unsigned ls : {1u, 5u, 16u, 64u}) {
+      const unsigned groups = 2, n = ls * groups;
+      std::vector<int> d(n);
+      for (unsigned i = 0; i < n; ++i)
+        d[i] = int(i * 7 % 23);
+      const auto in = d;
+      NDRange r;
+      r.global[0] = n;
+      r.local[0] = ls;
+      ASSERT_TRUE(runND(
+          *p, "mixed", {ArgValue::pointer(d.data()), ArgValue::local(ls * 4), ArgValue::of(rounds)},
+          r, GetParam().mode, GetParam().pes));
+      for (unsigned g = 0; g < groups; ++g) {
+        std::vector<int> mine(in.begin() + g * ls, in.begin() + (g + 1) * ls), s(ls), j(ls);
+        int u = rounds;
+        for (int k = 0; k < rounds; ++k) {
+          for (unsigned l = 0; l < ls; ++l)
+            s[l] = mine[l] + u;
+          for (unsigned l = 0; l < ls; ++l)
+            mine[l] = s[(l + u) % ls];
+          u = u * 2 + 1;
+        }
+        for (unsigned l = 0; l < ls; ++l)
+          j[l] = int(l % 3);
+        for (int k = 0; k < rounds; ++k) {
+          s = j;
+          for (unsigned l = 0; l < ls; ++l)
+            j[l] += s[(l + 1) % ls] & 1;
+        }
+        for (unsigned l = 0; l < ls; ++l)
+          ASSERT_EQ(d[g * ls + l], mine[l] * 1000 + u * 10 + j[l]) << ls << " " << l;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, Barriers,
                          testing::Values(ModeParam{ExecMode::LWI, 1}, ModeParam{ExecMode::SPMD, 4},
                                          ModeParam{ExecMode::SPMD, 16}),

@@ -465,4 +465,83 @@ TEST(EndToEndBroadcast, NonBroadcastableShapesAreRejectedWithTheShapes) {
   EXPECT_EQ(out.error().message.find('\n'), std::string::npos) << out.error().message;
 }
 
+// ConvTranspose with stride, padding, output padding and dilation, bias and a fused ReLU,
+// on 1 and 2 clusters, FP32, against the definition (each input pixel scatters its taps).
+TEST(EndToEndConvTranspose, StridedPaddedDilatedMatchesDefinition) {
+  struct Case {
+    int stride, pad, out_pad, dilation, k;
+  };
+  for (const Case &cs : {Case{2, 0, 0, 1, 2}, Case{2, 1, 1, 1, 3}, Case{3, 2, 0, 2, 3},
+                         Case{1, 1, 0, 1, 3}}) {
+    constexpr int CI = 3, CO = 5, H = 5, W = 4;
+    test::OnnxBuilder b;
+    b.input("x", {1, CI, H, W});
+    auto w = b.weight("w", {CI, CO, cs.k, cs.k});
+    auto bias = b.weight("b", {CO});
+    auto &ct = b.node("ConvTranspose", {"x", "w", "b"}, {"c"});
+    test::OnnxBuilder::ints(ct, "strides", {cs.stride, cs.stride});
+    test::OnnxBuilder::ints(ct, "pads", {cs.pad, cs.pad, cs.pad, cs.pad});
+    test::OnnxBuilder::ints(ct, "output_padding", {cs.out_pad, cs.out_pad});
+    test::OnnxBuilder::ints(ct, "dilations", {cs.dilation, cs.dilation});
+    b.node("Relu", {"c"}, {"y"});
+    b.output("y");
+    const int span = (cs.k - 1) * cs.dilation + 1;
+    const int OH = (H - 1) * cs.stride + span + cs.out_pad - 2 * cs.pad;
+    const int OW = (W - 1) * cs.stride + span + cs.out_pad - 2 * cs.pad;
+    std::vector<float> x(CI * H * W);
+    for (size_t i = 0; i < x.size(); ++i)
+      x[i] = std::cos(0.41f * float(i)) * 1.3f;
+    std::vector<double> want(size_t(CO) * OH * OW);
+    for (int o = 0; o < CO; ++o)
+      for (int i = 0; i < OH * OW; ++i)
+        want[size_t(o) * OH * OW + i] = bias[o];
+    for (int ci = 0; ci < CI; ++ci)
+      for (int iy = 0; iy < H; ++iy)
+        for (int ix = 0; ix < W; ++ix)
+          for (int o = 0; o < CO; ++o)
+            for (int ky = 0; ky < cs.k; ++ky)
+              for (int kx = 0; kx < cs.k; ++kx) {
+                const int oy = iy * cs.stride + ky * cs.dilation - cs.pad;
+                const int ox = ix * cs.stride + kx * cs.dilation - cs.pad;
+                if (oy < 0 || ox < 0 || oy >= OH || ox >= OW)
+                  continue;
+                want[(size_t(o) * OH + oy) * OW + ox] +=
+                    double(x[(ci * H + iy) * W + ix]) * w[((ci * CO + o) * cs.k + ky) * cs.k + kx];
+              }
+    for (double &v : want)
+      v = std::max(v, 0.0);
+    for (unsigned clusters : {1u, 2u}) {
+      auto graph = import_onnx_bytes(b.bytes());
+      ASSERT_TRUE(graph.ok()) << graph.error().message;
+      ASSERT_TRUE(passes::optimize(graph.value()).ok());
+      CompileOptions options;
+      options.device = manycl::device::preset("small").value();
+      options.clusters = clusters;
+      auto out = compile_graph(graph.value(), options);
+      ASSERT_TRUE(out.ok()) << out.error().message;
+      manycl::device::Device device(options.device);
+      auto run = manycl::interp::run_kbin(device, out.value().program, {test::as_bytes(x), {}});
+      ASSERT_TRUE(run.ok()) << run.error().message;
+      auto y = test::as_floats(run.value().outputs[1]);
+      ASSERT_EQ(y.size(), want.size()) << "stride " << cs.stride;
+      for (size_t i = 0; i < y.size(); ++i)
+        ASSERT_NEAR(y[i], want[i], 1e-5 * (1 + std::fabs(want[i])))
+            << "stride " << cs.stride << " pad " << cs.pad << " x" << clusters << " element " << i;
+    }
+  }
+}
+
+TEST(EndToEndConvTranspose, UnsupportedFormsAreOneLineErrors) {
+  test::OnnxBuilder b;
+  b.input("x", {1, 4, 5, 5});
+  b.weight("w", {4, 2, 3, 3});
+  auto &ct = b.node("ConvTranspose", {"x", "w"}, {"y"});
+  test::OnnxBuilder::int1(ct, "group", 2);
+  b.output("y");
+  auto graph = import_onnx_bytes(b.bytes());
+  ASSERT_FALSE(graph.ok());
+  EXPECT_NE(graph.error().message.find("groups"), std::string::npos) << graph.error().message;
+  EXPECT_EQ(graph.error().message.find('\n'), std::string::npos);
+}
+
 } // namespace

@@ -21,6 +21,7 @@ using manycl::Result;
 namespace {
 
 const std::set<std::string> kSupported = {"Conv",
+                                          "ConvTranspose",
                                           "Resize",
                                           "Gemm",
                                           "MatMul",
@@ -633,6 +634,48 @@ Result<void> infer_node(Graph &g, Node &n) {
     if (has(2) && (!in(2).is_const || in(2).elements() != w[0]))
       return make_error(where(n) + ": bias must be a constant of " + std::to_string(w[0]));
     return window_shape(n, x, w[0], n.attrs("kernel_shape", {w[2], w[3]}), y.shape);
+  }
+  if (n.op == "ConvTranspose") {
+    if (!has(1) || !in(1).is_const)
+      return make_error(where(n) + ": weights must be constant");
+    const auto &w = in(1).shape; // [cin][cout/group][kh][kw]
+    const int64_t group = n.attr("group", 1);
+    if (w.size() != 4 || x.size() != 4 || group != 1 || x[1] != w[0])
+      return make_error(where(n) + (group != 1 ? ": groups other than 1 are not supported"
+                                               : ": weight shape does not match the input"));
+    if (has(2) && (!in(2).is_const || in(2).elements() != w[1]))
+      return make_error(where(n) + ": bias must be a constant of " + std::to_string(w[1]));
+    auto kernel = n.attrs("kernel_shape", {w[2], w[3]});
+    auto strides = n.attrs("strides", {1, 1});
+    auto dil = n.attrs("dilations", {1, 1});
+    auto pads = n.attrs("pads", {0, 0, 0, 0});
+    auto extra = n.attrs("output_padding", {0, 0});
+    const std::string auto_pad = n.strings.count("auto_pad") ? n.strings["auto_pad"] : "NOTSET";
+    if (kernel.size() != 2 || strides.size() != 2 || dil.size() != 2 || pads.size() != 4 ||
+        extra.size() != 2 || kernel[0] != w[2] || kernel[1] != w[3])
+      return make_error(where(n) + ": expected 2-D kernel, strides, dilations, 4 pads");
+    if (n.ints.count("output_shape") || (auto_pad != "NOTSET" && auto_pad != "VALID"))
+      return make_error(where(n) + ": output_shape and SAME auto_pad are not supported");
+    if (auto_pad == "VALID")
+      pads = {0, 0, 0, 0};
+    y.shape = {1, w[1], 0, 0};
+    for (int i = 0; i < 2; ++i) {
+      if (kernel[i] <= 0 || strides[i] <= 0 || dil[i] <= 0 || kernel[i] > 64 || strides[i] > 64 ||
+          dil[i] > 64 || extra[i] < 0 || extra[i] >= std::max(strides[i], dil[i]) ||
+          pads[i] < 0 || pads[i + 2] < 0)
+        return make_error(where(n) + ": kernel, stride, dilation, padding out of range");
+      const int64_t size = (x[2 + i] - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 +
+                           extra[i] - pads[i] - pads[i + 2];
+      if (size <= 0 || pads[i] >= (kernel[i] - 1) * dil[i] + 1)
+        return make_error(where(n) + ": padding removes the whole output");
+      y.shape[2 + i] = size;
+    }
+    n.ints["pads"] = pads;
+    n.ints["strides"] = strides;
+    n.ints["dilations"] = dil;
+    n.ints["kernel_shape"] = kernel;
+    n.strings["auto_pad"] = "NOTSET";
+    return {};
   }
   if (n.op == "MaxPool" || n.op == "AveragePool") {
     if (n.outputs.size() > 1)

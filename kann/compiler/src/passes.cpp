@@ -211,7 +211,8 @@ int fuse_activations(Graph &g) {
     const bool eltwise = (p.op == "Add" || p.op == "Sub" || p.op == "Mul" || p.op == "Div") &&
                          !g.tensors[p.inputs[1]].is_const && !g.tensors[p.inputs[0]].is_const;
     if (p.dead || p.act.kind != MCL_ACT_NONE ||
-        !(p.op == "Conv" || p.op == "Gemm" || p.op == "MatMul" || p.op == "ScaleShift" || eltwise))
+        !(p.op == "Conv" || p.op == "ConvTranspose" || p.op == "Gemm" || p.op == "MatMul" ||
+          p.op == "ScaleShift" || eltwise))
       continue;
     p.act = act;
     const int out = n.outputs[0];

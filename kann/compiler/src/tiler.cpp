@@ -146,6 +146,10 @@ struct Op {
   std::vector<int> stage_in; // per input: SpmBuffer staging a DDR-homed input, or -1
   int stage_out = -1;        // SpmBuffer staging a DDR-homed output, or -1
   uint32_t fn = 0;
+  bool transposed = false; // ConvTranspose (Kind::Conv)
+  uint32_t conv_fn() const {
+    return transposed ? MCL_NATIVE_FN_CONV_TRANSPOSE2D : MCL_NATIVE_FN_CONV2D;
+  }
 };
 
 // What the tiler may change between attempts when the SPM is too small.
@@ -203,6 +207,7 @@ struct Compiler {
   // row-split operator: the producers write into the concat's buffer, no copy runs.
   void plan_concat_elimination() {
     static const std::set<std::string> producers = {"Conv",
+                                                    "ConvTranspose",
                                                     "MaxPool",
                                                     "AveragePool",
                                                     "Add",
@@ -346,6 +351,16 @@ struct Compiler {
     const Act &in = acts[op.ins[i]];
     switch (op.kind) {
     case Kind::Conv:
+      if (op.transposed) {
+        // Output row y reads input rows iy with iy*sh = y + pt - ky*dh for some tap ky.
+        const int64_t lo = o.y0 + op.pt - (op.kh - 1) * op.dh, hi = o.y1 - 1 + op.pt;
+        int64_t a = lo <= 0 ? 0 : (lo + op.sh - 1) / op.sh;
+        int64_t b = hi < 0 ? 0 : hi / op.sh + 1;
+        a = std::min<int64_t>(a, in.H - 1);
+        b = std::max<int64_t>(std::min<int64_t>(b, in.H), a + 1);
+        return {a, b, 0, in.C};
+      }
+      [[fallthrough]];
     case Kind::Pool: {
       // Depthwise convolutions split by channels read only their channels.
       const bool depthwise_slice =
@@ -442,8 +457,10 @@ struct Compiler {
       }
       Op op;
       op.node = int(ni);
-      if (n.op == "Conv")
+      if (n.op == "Conv" || n.op == "ConvTranspose") {
         op.kind = Kind::Conv;
+        op.transposed = n.op == "ConvTranspose";
+      }
       else if (n.op == "MaxPool" || n.op == "AveragePool")
         op.kind = Kind::Pool;
       else if (n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool")
@@ -801,6 +818,11 @@ struct Compiler {
     a.kernel_h = uint16_t(op.kh), a.kernel_w = uint16_t(op.kw);
     a.stride_h = uint16_t(op.sh), a.stride_w = uint16_t(op.sw);
     a.dilation_h = uint16_t(op.dh), a.dilation_w = uint16_t(op.dw);
+    if (op.transposed) { // docs/native.md: origin = out_y0 + pad_top - in_y0 * stride
+      a.origin_y = int32_t(ob.y0 + op.pt - ib.y0 * op.sh);
+      a.origin_x = int32_t(op.pl);
+      return a;
+    }
     a.origin_y = int32_t(ob.y0 * op.sh - op.pt - ib.y0);
     a.origin_x = int32_t(-op.pl);
     return a;
@@ -829,8 +851,7 @@ struct Compiler {
           if (!op.out_box[c].empty()) {
             const Box ob = chunk_boxes(op, c)[0];
             mcl_conv_args a = conv_args_shape(op, need_for(op, 0, ob), ob);
-            whole =
-                std::max<uint64_t>(whole, mcl_native_conv_params_size(MCL_NATIVE_FN_CONV2D, &a));
+            whole = std::max<uint64_t>(whole, mcl_native_conv_params_size(op.conv_fn(), &a));
           }
         if (whole <= opt.device.spm_bytes / 8)
           op.wslices = 1;
@@ -847,7 +868,7 @@ struct Compiler {
               ob.c0 = part.c0, ob.c1 = part.c1;
               mcl_conv_args a = conv_args_shape(op, need_for(op, 0, ob), ob);
               auto &p = buffers[op.params.buffer].bytes[c];
-              p = std::max<uint64_t>(p, mcl_native_conv_params_size(MCL_NATIVE_FN_CONV2D, &a));
+              p = std::max<uint64_t>(p, mcl_native_conv_params_size(op.conv_fn(), &a));
               buffers[op.pad_row].bytes[c] = align_up(x.C * x.es, 16);
             }
         }
@@ -1114,8 +1135,17 @@ struct Compiler {
     Box ob = chunk_boxes(op, c)[0];
     ob.c0 = part.c0, ob.c1 = part.c1;
     mcl_conv_args a = conv_args_shape(op, need_for(op, 0, ob), ob);
-    std::vector<uint8_t> packed(mcl_native_conv_params_size(MCL_NATIVE_FN_CONV2D, &a));
+    std::vector<uint8_t> packed(mcl_native_conv_params_size(op.conv_fn(), &a));
     const float *wslice = w.data.data() + size_t(ob.c0) * per_out;
+    std::vector<float> transposed_slice;
+    if (op.transposed) { // [cin][cout][kh][kw]: gather the slice's output channels
+      const size_t cin = size_t(x.C), cout = size_t(out_c(op)), taps = size_t(op.kh * op.kw);
+      for (size_t ci = 0; ci < cin; ++ci)
+        for (size_t co = size_t(ob.c0); co < size_t(ob.c1); ++co)
+          for (size_t t = 0; t < taps; ++t)
+            transposed_slice.push_back(w.data[(ci * cout + co) * taps + t]);
+      wslice = transposed_slice.data();
+    }
     std::vector<uint16_t> half;
     const void *weights = wslice;
     const void *bias_ptr = bias.data() + ob.c0;
@@ -1131,7 +1161,7 @@ struct Compiler {
       bias_ptr = q8.bias.data();
       quant = &q8.quant;
     }
-    if (mcl_native_pack_conv(MCL_NATIVE_FN_CONV2D, &a, weights, bias_ptr, quant, packed.data(),
+    if (mcl_native_pack_conv(op.conv_fn(), &a, weights, bias_ptr, quant, packed.data(),
                              packed.size()) != MCL_NATIVE_OK)
       return make_error(where(n) + ": packing the weights failed");
     return packed;
@@ -1301,13 +1331,13 @@ struct Compiler {
                              int64_t(a.kernel_h - 1) * a.dilation_h;
       const int64_t last_x = int64_t(a.origin_x) + int64_t(a.output.w - 1) * a.stride_w +
                              int64_t(a.kernel_w - 1) * a.dilation_w;
-      if (a.origin_y >= 0 && a.origin_x >= 0 && last_y < int64_t(a.input.h) &&
+      if (!op.transposed && a.origin_y >= 0 && a.origin_x >= 0 && last_y < int64_t(a.input.h) &&
           last_x < int64_t(a.input.w)) {
         a.flags = MCL_CONV_NO_TABLE;
       } else {
         a.flags = MCL_CONV_IMPLICIT_TABLE;
       }
-      add(MCL_NATIVE_FN_CONV2D, a);
+      add(op.conv_fn(), a);
       break;
     }
     case Kind::Pool:

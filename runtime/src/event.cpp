@@ -1,5 +1,6 @@
 #include "manycl/runtime/event.h"
 
+#include <algorithm>
 #include <chrono>
 
 #include "CL/cl_ext_manycl.h"
@@ -40,7 +41,26 @@ void Event::add_dependency(Event *dependency) {
   } else if (dependency->status_ < 0) {
     std::lock_guard own(mutex_);
     dependency_failed_ = true;
+  } else {
+    std::lock_guard own(mutex_);
+    inherit_modeled_end_locked(*dependency);
   }
+}
+
+const device::Device *Event::hardware() const {
+  return queue_ ? &queue_->device()->hardware() : nullptr;
+}
+
+void Event::inherit_modeled_end_locked(const Event &dependency) {
+  // Modeled clocks are per simulated device: a command of another device (or a user event)
+  // orders the host, not this device's time.
+  if (dependency.hardware() && dependency.hardware() == hardware())
+    modeled_not_before_ = std::max(modeled_not_before_, dependency.modeled_end_);
+}
+
+uint64_t Event::modeled_not_before() const {
+  std::lock_guard lock(mutex_);
+  return modeled_not_before_;
 }
 
 void Event::submit() {
@@ -117,9 +137,9 @@ void Event::run_on_device(device::Cluster &cluster) {
   transition(CL_RUNNING);
   // Every command is a device command on the cluster that runs it: it gets modeled time,
   // traffic statistics and a place in MANYCL_TRACE / MANYCL_STATS.
-  auto recorder =
-      device::CommandRecorder::begin_on_cluster(queue_->device()->hardware(), command_name(type_),
-                                                cluster.id(), 0, &queue_->device()->ddr_domain());
+  auto recorder = device::CommandRecorder::begin_on_cluster(
+      queue_->device()->hardware(), command_name(type_), cluster.id(), modeled_not_before(),
+      &queue_->device()->ddr_domain());
   cl_int result;
   if (recorder) {
     {
@@ -180,6 +200,11 @@ void Event::finish_chain(Event *first, cl_int status) {
       std::lock_guard lock(event->mutex_);
       event->finished_ = true;
       dependents.swap(event->dependents_);
+      // A command ends where its device command ended; a marker or barrier where what it
+      // waited for ended.
+      event->modeled_end_ = event->modeled_not_before_;
+      if (event->recorder_ && event->recorder_->ended())
+        event->modeled_end_ = std::max(event->modeled_end_, event->recorder_->stats().end_cycle);
     }
     event->done_.notify_all();
     if (event->queue_)
@@ -190,6 +215,7 @@ void Event::finish_chain(Event *first, cl_int status) {
         std::lock_guard lock(dependent->mutex_);
         if (final_status < 0)
           dependent->dependency_failed_ = true;
+        dependent->inherit_modeled_end_locked(*event);
         ready = --dependent->pending_dependencies_ == 0;
         failed = dependent->dependency_failed_;
         inline_completion = !dependent->has_work();

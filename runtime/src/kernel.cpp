@@ -645,8 +645,8 @@ void LaunchState::start(Ref<Event> started, bool on_enqueuing_thread) {
   }
   unsigned helpers = static_cast<unsigned>(std::min<uint64_t>(all.size(), total_groups));
   std::vector<unsigned> clusters(all.begin(), all.begin() + helpers);
-  auto begun = device::CommandRecorder::begin(device->hardware(), command_name, clusters, 0,
-                                              &device->ddr_domain());
+  auto begun = device::CommandRecorder::begin(device->hardware(), command_name, clusters,
+                                              event->modeled_not_before(), &device->ddr_domain());
   if (!begun) {
     Ref<Event> finished = std::move(event);
     finished->complete(CL_OUT_OF_RESOURCES);
@@ -695,8 +695,9 @@ bool LaunchState::try_run_here() {
 }
 
 void LaunchState::run_alone(device::Cluster &cluster) {
-  auto begun = device::CommandRecorder::begin_on_cluster(device->hardware(), command_name,
-                                                         cluster.id(), 0, &device->ddr_domain());
+  auto begun =
+      device::CommandRecorder::begin_on_cluster(device->hardware(), command_name, cluster.id(),
+                                                event->modeled_not_before(), &device->ddr_domain());
   if (!begun) {
     error.store(CL_OUT_OF_RESOURCES);
     return;

@@ -282,4 +282,49 @@ TEST_F(EventTest, InOrderMarkerWaitsForPrevious) {
     clReleaseEvent(e);
 }
 
+cl_ulong modeled(cl_event e, cl_profiling_info which) {
+  cl_ulong ns = 0;
+  EXPECT_EQ(CL_SUCCESS, clGetEventProfilingInfo(e, which, sizeof ns, &ns, nullptr));
+  return ns;
+}
+
+// A command's modeled start is after the modeled end of what it waited for (the previous
+// command of an in-order queue, its wait list, a marker's wait list), also when they ran on
+// other clusters: modeled time never depends on which cluster the host picked.
+TEST_F(EventTest, ModeledStartFollowsQueueOrderAndWaitLists) {
+  cl_command_queue in_order = make_queue(CL_QUEUE_PROFILING_ENABLE);
+  cl_command_queue ooo =
+      make_queue(CL_QUEUE_PROFILING_ENABLE | CL_QUEUE_OUT_OF_ORDER_EXEC_MODE_ENABLE);
+  const size_t size = 256 << 10;
+  std::vector<char> host(size, 3);
+  cl_mem buffer = make_buffer(size);
+  std::vector<cl_event> writes(4);
+  for (auto &w : writes)
+    CL_OK(clEnqueueWriteBuffer(in_order, buffer, CL_FALSE, 0, size, host.data(), 0, nullptr, &w));
+  cl_event after_list, marker, after_marker;
+  CL_OK(clEnqueueWriteBuffer(ooo, buffer, CL_FALSE, 0, size, host.data(), 1, &writes.back(),
+                             &after_list));
+  CL_OK(clEnqueueMarkerWithWaitList(ooo, 1, &after_list, &marker));
+  CL_OK(clEnqueueWriteBuffer(ooo, buffer, CL_FALSE, 0, size, host.data(), 1, &marker,
+                             &after_marker));
+  CL_OK(clFinish(in_order));
+  CL_OK(clFinish(ooo));
+  std::vector<cl_event> chain = writes;
+  chain.push_back(after_list);
+  chain.push_back(after_marker);
+  for (size_t i = 1; i < chain.size(); ++i) {
+    EXPECT_GT(modeled(chain[i - 1], CL_PROFILING_MODELED_END_MCL),
+              modeled(chain[i - 1], CL_PROFILING_MODELED_START_MCL));
+    EXPECT_GE(modeled(chain[i], CL_PROFILING_MODELED_START_MCL),
+              modeled(chain[i - 1], CL_PROFILING_MODELED_END_MCL))
+        << "command " << i;
+  }
+  for (cl_event e : chain)
+    clReleaseEvent(e);
+  clReleaseEvent(marker);
+  clReleaseMemObject(buffer);
+  clReleaseCommandQueue(in_order);
+  clReleaseCommandQueue(ooo);
+}
+
 } // namespace

@@ -86,6 +86,10 @@ public:
   // event completes; null for markers, barriers and user events.
   void set_recorder(std::shared_ptr<device::CommandRecorder> recorder);
   std::shared_ptr<device::CommandRecorder> recorder() const;
+  // The modeled cycle before which the command may not start: the latest modeled end of the
+  // commands it waited for (queue order and wait list) on the same simulated device. Final
+  // once the command is ready.
+  uint64_t modeled_not_before() const;
   cl_int info(cl_event_info param, size_t size, void *value, size_t *size_ret);
   cl_int profiling_info(cl_profiling_info param, size_t size, void *value, size_t *size_ret);
 
@@ -102,6 +106,10 @@ private:
   // transition triggers; completion also releases dependents.
   void transition(cl_int status);
   static void finish_chain(Event *first, cl_int status);
+  // The simulated device its command runs on (null for user events).
+  const device::Device *hardware() const;
+  // Takes `dependency`'s modeled end as a lower bound of this command's start (with mutex_).
+  void inherit_modeled_end_locked(const Event &dependency);
 
   Ref<Context> context_;
   Ref<Queue> queue_;
@@ -122,6 +130,10 @@ private:
   bool profiled_ = false; // a command of a profiling queue: host timestamps are taken
   uint64_t queued_ns_ = 0, submit_ns_ = 0, start_ns_ = 0, end_ns_ = 0;
   std::shared_ptr<device::CommandRecorder> recorder_;
+  // Modeled time (cycles of hardware()): the lower bound of the start that the completed
+  // dependencies set, and this command's own end once it completed (markers: the bound).
+  uint64_t modeled_not_before_ = 0;
+  uint64_t modeled_end_ = 0;
 
   // The queue's list of its incomplete commands (intrusive: no allocation per command),
   // guarded by the queue's mutex.

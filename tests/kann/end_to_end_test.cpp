@@ -544,4 +544,73 @@ TEST(EndToEndConvTranspose, UnsupportedFormsAreOneLineErrors) {
   EXPECT_EQ(graph.error().message.find('\n'), std::string::npos);
 }
 
+// Zero padding as a separate Pad node (DenseNet's transitions, TF-style exports): folded into
+// the following convolution (same result as the convolution's own padding), removed when all
+// pads are 0; padding a max pool would need -inf and is refused in one line.
+TEST(EndToEndPad, ZeroPadFoldsIntoConvolution) {
+  auto build = [](bool separate_pad, bool empty_pad) {
+    test::OnnxBuilder b;
+    b.input("x", {1, 2, 5, 6});
+    b.weight("w", {3, 2, 3, 3});
+    b.int64s("pads", {0, 0, empty_pad ? 0 : 1, empty_pad ? 0 : 2, 0, 0,
+                      empty_pad ? 0 : 1, empty_pad ? 0 : 2});
+    if (separate_pad) {
+      b.node("Pad", {"x", "pads"}, {"xp"});
+      b.node("Conv", {"xp", "w"}, {"y"});
+    } else {
+      auto &c = b.node("Conv", {"x", "w"}, {"y"});
+      test::OnnxBuilder::ints(c, "pads", {empty_pad ? 0 : 1, empty_pad ? 0 : 2,
+                                          empty_pad ? 0 : 1, empty_pad ? 0 : 2});
+    }
+    b.output("y");
+    return b.bytes();
+  };
+  std::vector<float> x(60);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = std::sin(0.53f * float(i));
+  auto run = [&](const std::string &onnx, size_t &nodes) {
+    auto graph = import_onnx_bytes(onnx);
+    EXPECT_TRUE(graph.ok()) << graph.error().message;
+    EXPECT_TRUE(passes::optimize(graph.value()).ok());
+    nodes = 0;
+    for (const auto &n : graph.value().nodes)
+      nodes += !n.dead;
+    CompileOptions options;
+    options.device = manycl::device::preset("small").value();
+    auto out = compile_graph(graph.value(), options);
+    EXPECT_TRUE(out.ok()) << out.error().message;
+    manycl::device::Device device(options.device);
+    auto r = manycl::interp::run_kbin(device, out.value().program, {test::as_bytes(x), {}});
+    EXPECT_TRUE(r.ok()) << r.error().message;
+    return test::as_floats(r.value().outputs[1]);
+  };
+  for (bool empty : {false, true}) {
+    size_t n_pad = 0, n_conv = 0;
+    auto with_pad = run(build(true, empty), n_pad);
+    auto reference = run(build(false, empty), n_conv);
+    EXPECT_EQ(n_pad, n_conv) << "the Pad node is folded away";
+    ASSERT_EQ(with_pad.size(), reference.size());
+    ASSERT_EQ(with_pad.size(), size_t(3 * (empty ? 3 * 4 : 5 * 8)));
+    for (size_t i = 0; i < with_pad.size(); ++i)
+      ASSERT_FLOAT_EQ(with_pad[i], reference[i]) << i;
+  }
+  // Padding before a max pool (would pad with zeros where the pool pads with -inf).
+  test::OnnxBuilder b;
+  b.input("x", {1, 2, 5, 6});
+  b.int64s("pads", {0, 0, 1, 1, 0, 0, 1, 1});
+  b.node("Pad", {"x", "pads"}, {"xp"});
+  auto &mp = b.node("MaxPool", {"xp"}, {"y"});
+  test::OnnxBuilder::ints(mp, "kernel_shape", {2, 2});
+  b.output("y");
+  auto graph = import_onnx_bytes(b.bytes());
+  ASSERT_TRUE(graph.ok()) << graph.error().message;
+  ASSERT_TRUE(passes::optimize(graph.value()).ok());
+  CompileOptions options;
+  options.device = manycl::device::preset("small").value();
+  auto out = compile_graph(graph.value(), options);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.error().message.find("Pad"), std::string::npos) << out.error().message;
+  EXPECT_EQ(out.error().message.find('\n'), std::string::npos);
+}
+
 } // namespace

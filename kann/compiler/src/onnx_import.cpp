@@ -22,6 +22,8 @@ namespace {
 
 const std::set<std::string> kSupported = {"Conv",
                                           "ConvTranspose",
+                                          "Pad",
+                                          "Slice",
                                           "Resize",
                                           "Gemm",
                                           "MatMul",
@@ -583,6 +585,31 @@ Result<bool> fold(Graph &g, Node &n) {
     }
     return set_int(shape, in(0).idata);
   }
+  if (n.op == "Slice" && in(0).shape.size() == 1 && n.inputs.size() >= 3) {
+    // Shape arithmetic: a 1-D slice (axes, if given, must be {0}; steps default to 1).
+    const auto &data = in(0).idata;
+    if (n.inputs.size() > 3 && n.inputs[3] >= 0 &&
+        (in(3).idata.size() != 1 || norm_axis(in(3).idata[0], 1) != 0))
+      return make_error(where(n) + ": shape slice over an axis other than 0");
+    const int64_t step = n.inputs.size() > 4 && n.inputs[4] >= 0 ? in(4).idata.at(0) : 1;
+    if (in(1).idata.size() != 1 || in(2).idata.size() != 1 || step == 0)
+      return make_error(where(n) + ": malformed shape slice");
+    const int64_t size = int64_t(data.size());
+    auto clampi = [&](int64_t v, int64_t lo, int64_t hi) {
+      v = v < 0 ? v + size : v;
+      return std::clamp<int64_t>(v, lo, hi);
+    };
+    std::vector<int64_t> v;
+    if (step > 0)
+      for (int64_t i = clampi(in(1).idata[0], 0, size); i < clampi(in(2).idata[0], 0, size);
+           i += step)
+        v.push_back(data[size_t(i)]);
+    else
+      for (int64_t i = clampi(in(1).idata[0], -1, size - 1); i > clampi(in(2).idata[0], -1, size - 1);
+           i += step)
+        v.push_back(data[size_t(i)]);
+    return set_int({int64_t(v.size())}, v);
+  }
   if (n.op == "Concat") {
     std::vector<int64_t> v;
     for (size_t i = 0; i < n.inputs.size(); ++i)
@@ -675,6 +702,32 @@ Result<void> infer_node(Graph &g, Node &n) {
     n.ints["dilations"] = dil;
     n.ints["kernel_shape"] = kernel;
     n.strings["auto_pad"] = "NOTSET";
+    return {};
+  }
+  if (n.op == "Pad") {
+    // Constant zero padding of H and W only (opset 11+: pads as an input; opset 2: attribute).
+    const std::string mode = n.strings.count("mode") ? n.strings["mode"] : "constant";
+    std::vector<int64_t> pads = n.attrs("pads");
+    if (has(1)) {
+      if (!in(1).is_const)
+        return make_error(where(n) + ": pads must be constant");
+      pads = in(1).idata;
+    }
+    float value = n.floats.count("value") ? n.floats["value"] : 0.0f;
+    if (has(2) && in(2).is_const && !in(2).data.empty())
+      value = in(2).data[0];
+    if (has(3))
+      return make_error(where(n) + ": the axes input is not supported");
+    if (x.size() != 4 || pads.size() != 8)
+      return make_error(where(n) + ": only 4-D (NCHW) padding is supported");
+    if (mode != "constant" || value != 0.0f || pads[0] || pads[1] || pads[4] || pads[5])
+      return make_error(where(n) + ": only zero padding of H and W is supported (mode '" + mode +
+                        "')");
+    if (std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v < 0 || v > 64; }))
+      return make_error(where(n) + ": padding out of range 0..64");
+    y.shape = {x[0], x[1], x[2] + pads[2] + pads[6], x[3] + pads[3] + pads[7]};
+    n.ints["pads"] = pads;
+    n.inputs.resize(1); // the pads are recorded on the node
     return {};
   }
   if (n.op == "MaxPool" || n.op == "AveragePool") {

@@ -80,6 +80,43 @@ int remove_identities(Graph &g) {
   return count;
 }
 
+// Zero padding of H and W (Pad, mode constant, value 0): nothing when every pad is 0,
+// otherwise added to the pads of the one consumer that pads with zeros itself (a Conv, or an
+// AveragePool counting the padding). Pads that cannot be folded stay, and the tile compiler
+// rejects them.
+int fold_pads(Graph &g) {
+  int count = 0;
+  for (Node &n : g.nodes) {
+    if (n.dead || n.op != "Pad")
+      continue;
+    const auto pads = n.attrs("pads"); // [n, c, h, w] begins then ends (checked at import)
+    const int in = n.inputs[0], out = n.outputs[0];
+    if (std::all_of(pads.begin(), pads.end(), [](int64_t v) { return v == 0; })) {
+      n.op = "Identity";
+      ++count;
+      continue;
+    }
+    const int c = only_consumer(g, out);
+    if (c < 0)
+      continue;
+    Node &k = g.nodes[c];
+    const bool zero_padding_consumer =
+        (k.op == "Conv" || (k.op == "AveragePool" && k.attr("count_include_pad", 0) == 1)) &&
+        k.inputs[0] == out;
+    if (!zero_padding_consumer)
+      continue;
+    auto kp = k.attrs("pads", {0, 0, 0, 0});
+    kp[0] += pads[2], kp[1] += pads[3], kp[2] += pads[6], kp[3] += pads[7];
+    k.ints["pads"] = kp;
+    k.inputs[0] = in;
+    n.dead = true;
+    ++count;
+  }
+  if (count)
+    remove_identities(g);
+  return count;
+}
+
 int fold_batchnorm(Graph &g) {
   int count = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -449,6 +486,7 @@ int lower_qdq_to_int8(Graph &g) {
 }
 
 manycl::Result<void> optimize(Graph &g) {
+  fold_pads(g);
   remove_identities(g);
   fold_batchnorm(g);
   fuse_activations(g);

@@ -79,7 +79,7 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
       scratch_ddr->free(kbin->scratch.base);
   }
   device::ExecutionMode mode = device::ExecutionMode::SPMD;
-  bool uses_barriers = true;
+  bool pe_team = true; // run_on_cluster: a team of PE threads per work-group
 
   // Modeled compute of OpenCL C work-groups. Work-groups run wherever a host thread takes
   // them, but are accounted by group index, so modeled time does not depend on host timing:
@@ -167,11 +167,13 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
   // Host threads are the simulator's real resource, PEs the simulated one: a cluster uses
   // `host_threads` of its PE threads (see pe_threads_per_cluster()). Kernels without barriers
   // run whole work-groups per host thread in both modes (the work-items of a group are
-  // independent, so how they are spread over PEs cannot change the result); kernels with
-  // barriers in SPMD mode spread each group's work-items over a team of PE threads that
-  // meet at every barrier.
+  // independent, so how they are spread over PEs cannot change the result), and so do costed
+  // kernels with barriers (the executor runs each barrier interval of a costed group over
+  // the whole group on one thread); uncosted kernels with barriers in SPMD mode
+  // (MANYCL_COST=0) spread each group's work-items over a team of PE threads that meet at
+  // every barrier.
   void run_on_cluster(device::Cluster &cluster, unsigned group_index, unsigned host_threads,
-                      bool uses_barriers) {
+                      bool pe_team) {
     std::byte *spm = align_up(cluster.spm(), kArenaAlignment);
     size_t spm_size = cluster.spm_bytes() - static_cast<size_t>(spm - cluster.spm());
     if (pinned) {
@@ -182,7 +184,7 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
         fail(status);
       return;
     }
-    if (mode == device::ExecutionMode::SPMD && uses_barriers) {
+    if (mode == device::ExecutionMode::SPMD && pe_team) {
       PeTeam team(cluster, host_threads);
       uint64_t id[3];
       while (error.load(std::memory_order_relaxed) == CL_SUCCESS && take_group(id)) {
@@ -610,7 +612,7 @@ cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, con
   if (state->launch.localMemSize() > device->config().local_mem_bytes())
     return CL_OUT_OF_RESOURCES;
   state->mode = device->config().mode;
-  state->uses_barriers = info_.uses_barriers;
+  state->pe_team = info_.uses_barriers && info_.cost == compiler::KernelInfo::Cost::None;
   state->total_groups = 1;
   for (int d = 0; d < 3; ++d) {
     state->groups[d] = range.numGroups(d);
@@ -711,7 +713,7 @@ void LaunchState::run_alone(device::Cluster &cluster) {
 
 void LaunchState::run_share(device::Cluster &cluster, unsigned group_index, unsigned host_threads) {
   device::ScopedClusterContext scope(recorder->context(group_index));
-  run_on_cluster(cluster, group_index, host_threads, uses_barriers);
+  run_on_cluster(cluster, group_index, host_threads, pe_team);
 }
 
 void LaunchState::end_command() {

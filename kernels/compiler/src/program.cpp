@@ -500,8 +500,12 @@ namespace {
 // of lx items, or all rows of ceil(lx / P) items. Computed once per group (divisions).
 struct PeShare {
   PeShare(unsigned P, uint64_t lx, uint64_t rows)
-      : r(rows >= P ? (rows + P - 1) / P : rows), x(rows >= P ? lx : (lx + P - 1) / P), lx(lx),
+      : r(rows >= P ? ceilDiv(rows, P) : rows), x(rows >= P ? lx : ceilDiv(lx, P)), lx(lx),
         total(lx * rows), shift(std::has_single_bit(total) ? std::countr_zero(total) : -1) {}
+  // PE counts are powers of two on the presets: a shift, not a division, on the launch path.
+  static uint64_t ceilDiv(uint64_t a, unsigned b) {
+    return std::has_single_bit(b) ? (a + b - 1) >> std::countr_zero(b) : (a + b - 1) / b;
+  }
   uint64_t r, x, lx, total;
   int shift; // log2(total) when a power of two: a shift instead of a division per call
 

@@ -39,10 +39,11 @@ Device::Device(device::Device &hardware)
       ddr_domain_(&hardware.ddr_domain()) {}
 
 Device::Device(Device *parent, std::vector<unsigned> clusters, std::vector<unsigned> pes,
-               std::vector<cl_device_partition_property> partition_type, double ddr_share)
+               std::vector<cl_device_partition_property> partition_type)
     : hardware_(parent->hardware_), parent_(parent), clusters_(std::move(clusters)),
-      pes_(std::move(pes)), partition_type_(std::move(partition_type)), ddr_share_(ddr_share),
-      ddr_domain_(&hardware_.ddr_domain(clusters_, ddr_share)) {
+      pes_(std::move(pes)), partition_type_(std::move(partition_type)),
+      ddr_domain_(&hardware_.ddr_domain(clusters_, static_cast<double>(clusters_.size()) /
+                                                       hardware_.cluster_count())) {
   parent_->retain();
 }
 
@@ -348,23 +349,9 @@ Result<std::vector<Device *>> Device::partition(const cl_device_partition_proper
   auto plan = plan_partition(properties, type);
   if (!plan)
     return plan.error();
-  // The partition splits this device's DDR bandwidth too, in proportion to the PEs each
-  // sub-device gets: what each has when all of them stream at once, whatever they run.
-  uint64_t partitioned_pes = 0;
-  for (const auto &share : plan.value())
-    for (unsigned p : share.pes)
-      partitioned_pes += p;
   std::vector<Device *> devices;
-  for (auto &share : plan.value()) {
-    uint64_t own = 0;
-    for (unsigned p : share.pes)
-      own += p;
-    const double fraction =
-        partitioned_pes ? static_cast<double>(own) / static_cast<double>(partitioned_pes) : 1.0;
-    const double ddr_share = ddr_share_ * fraction;
-    devices.push_back(
-        new Device(this, std::move(share.clusters), std::move(share.pes), type, ddr_share));
-  }
+  for (auto &share : plan.value())
+    devices.push_back(new Device(this, std::move(share.clusters), std::move(share.pes), type));
   return devices;
 }
 

@@ -19,10 +19,9 @@ public:
   // A root device covering all clusters of `hardware`.
   explicit Device(device::Device &hardware);
   // A sub-device of `parent` owning `pes[i]` PEs of cluster `clusters[i]` (indices into the
-  // hardware's clusters) and `ddr_share` of the DDR bandwidth. Only LWI sub-devices own part
-  // of a cluster.
+  // hardware's clusters). Only LWI sub-devices own part of a cluster.
   Device(Device *parent, std::vector<unsigned> clusters, std::vector<unsigned> pes,
-         std::vector<cl_device_partition_property> partition_type, double ddr_share);
+         std::vector<cl_device_partition_property> partition_type);
   ~Device();
 
   bool is_root() const { return parent_ == nullptr; }
@@ -31,11 +30,10 @@ public:
   device::Device &hardware() const { return hardware_; }
   const device::DeviceConfig &config() const { return hardware_.config(); }
   const std::vector<unsigned> &clusters() const { return clusters_; }
-  // Where its commands reserve DDR time. The sub-devices of one partition split their
-  // parent's share of the DDR bandwidth in proportion to their PEs: fixed shares, so that a
-  // sub-device's modeled time does not depend on what the others run meanwhile.
+  // Where its commands reserve DDR time. A sub-device owns the share of the DDR bandwidth
+  // of its clusters (K of N clusters: K/N), fixed, so that its modeled time does not depend
+  // on what the other sub-devices run meanwhile (docs/device-model.md, "Determinism").
   device::Arbiter &ddr_domain() const { return *ddr_domain_; }
-  double ddr_share() const { return ddr_share_; }
   unsigned compute_units() const;
   // The PEs this device may use on hardware cluster `cluster` (0 when not one of its clusters).
   unsigned pes_on(unsigned cluster) const;
@@ -72,7 +70,6 @@ private:
   std::vector<unsigned> clusters_;
   std::vector<unsigned> pes_; // PEs owned on each of clusters_
   std::vector<cl_device_partition_property> partition_type_;
-  double ddr_share_ = 1.0;
   device::Arbiter *ddr_domain_;
   std::atomic<unsigned> next_cluster_{0};
   std::mutex gang_submit_mutex_;

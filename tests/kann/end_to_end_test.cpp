@@ -613,4 +613,78 @@ TEST(EndToEndPad, ZeroPadFoldsIntoConvolution) {
   EXPECT_EQ(out.error().message.find('\n'), std::string::npos);
 }
 
+// ShuffleNet's block plumbing: a channel split (Slice over axis 1), a channel shuffle
+// (Reshape [1,G,C/G,H,W], Transpose [0,2,1,3,4], Reshape back) fused into one strided copy
+// per group, and a spatial ReduceMean, on 1 and 2 clusters against the definition.
+TEST(EndToEndShuffle, SliceShuffleAndReduceMeanMatchDefinition) {
+  constexpr int C = 6, H = 4, W = 3, G = 3;
+  test::OnnxBuilder b;
+  b.input("x", {1, C, H, W});
+  b.int64s("s0", {2});
+  b.int64s("s1", {6});
+  b.int64s("ax", {1});
+  b.int64s("five", {1, G, C / G, H, W});
+  b.int64s("four", {1, C, H, W});
+  b.int64s("hw", {2, 3});
+  b.node("Slice", {"x", "s0", "s1", "ax"}, {"part"}); // channels 2..5
+  b.node("Relu", {"part"}, {"relu"});
+  b.int64s("z0", {0});
+  b.int64s("z1", {2});
+  b.node("Slice", {"x", "z0", "z1", "ax"}, {"keep"}); // channels 0..1
+  auto &cat = b.node("Concat", {"keep", "relu"}, {"cat"});
+  test::OnnxBuilder::int1(cat, "axis", 1);
+  b.node("Reshape", {"cat", "five"}, {"r5"});
+  auto &t = b.node("Transpose", {"r5"}, {"t5"});
+  test::OnnxBuilder::ints(t, "perm", {0, 2, 1, 3, 4});
+  b.node("Reshape", {"t5", "four"}, {"shuffled"});
+  auto &rm = b.node("ReduceMean", {"shuffled", "hw"}, {"y"});
+  test::OnnxBuilder::int1(rm, "keepdims", 1);
+  b.output("y");
+  std::vector<float> x(C * H * W);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = std::sin(0.29f * float(i)) * 2.0f;
+  std::vector<double> catv(x.size()), want(C, 0.0);
+  for (int c = 0; c < C; ++c)
+    for (int i = 0; i < H * W; ++i) {
+      const double v = x[c * H * W + i];
+      catv[c * H * W + i] = c < 2 ? v : std::max(v, 0.0);
+    }
+  for (int j = 0; j < C; ++j) { // output channel b*G + a <- input channel a*(C/G) + b
+    const int a = j % G, bb = j / G, src = a * (C / G) + bb;
+    for (int i = 0; i < H * W; ++i)
+      want[j] += catv[src * H * W + i] / (H * W);
+  }
+  for (unsigned clusters : {1u, 2u}) {
+    auto graph = import_onnx_bytes(b.bytes());
+    ASSERT_TRUE(graph.ok()) << graph.error().message;
+    ASSERT_TRUE(passes::optimize(graph.value()).ok());
+    CompileOptions options;
+    options.device = manycl::device::preset("small").value();
+    options.clusters = clusters;
+    auto out = compile_graph(graph.value(), options);
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    manycl::device::Device device(options.device);
+    auto run = manycl::interp::run_kbin(device, out.value().program, {test::as_bytes(x), {}});
+    ASSERT_TRUE(run.ok()) << run.error().message;
+    auto y = test::as_floats(run.value().outputs[1]);
+    ASSERT_EQ(y.size(), size_t(C));
+    for (int j = 0; j < C; ++j)
+      EXPECT_NEAR(y[j], want[j], 1e-5) << "channel " << j << " x" << clusters;
+  }
+  // Other transposes are refused in one line.
+  test::OnnxBuilder other;
+  other.input("x", {1, C, H, W});
+  auto &tt = other.node("Transpose", {"x"}, {"y"});
+  test::OnnxBuilder::ints(tt, "perm", {0, 1, 3, 2});
+  other.output("y");
+  auto graph = import_onnx_bytes(other.bytes());
+  ASSERT_TRUE(graph.ok()) << graph.error().message;
+  CompileOptions options;
+  options.device = manycl::device::preset("small").value();
+  auto out = compile_graph(graph.value(), options);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.error().message.find("channel shuffles"), std::string::npos)
+      << out.error().message;
+}
+
 } // namespace

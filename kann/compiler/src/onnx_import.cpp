@@ -24,6 +24,9 @@ const std::set<std::string> kSupported = {"Conv",
                                           "ConvTranspose",
                                           "Pad",
                                           "Slice",
+                                          "Transpose",
+                                          "ReduceMean",
+                                          "ReduceMax",
                                           "Resize",
                                           "Gemm",
                                           "MatMul",
@@ -737,6 +740,26 @@ Result<void> infer_node(Graph &g, Node &n) {
       return make_error(where(n) + ": only 2-D pooling is supported");
     return window_shape(n, x, x[1], n.attrs("kernel_shape"), y.shape);
   }
+  if (n.op == "ReduceMean" || n.op == "ReduceMax") {
+    // Over H and W of an NCHW activation: global pooling ([1,C,1,1], or [1,C] without
+    // keepdims, the same storage).
+    auto axes = n.attrs("axes");
+    if (has(1)) {
+      if (!in(1).is_const)
+        return make_error(where(n) + ": axes must be constant");
+      axes = in(1).idata;
+    }
+    for (auto &a : axes)
+      a = norm_axis(a, x.size());
+    std::sort(axes.begin(), axes.end());
+    if (x.size() != 4 || axes != std::vector<int64_t>{2, 3})
+      return make_error(where(n) + ": only reductions over H and W of NCHW are supported");
+    const bool keep = n.attr("keepdims", 1) != 0;
+    n.op = n.op == "ReduceMean" ? "GlobalAveragePool" : "GlobalMaxPool";
+    n.inputs.resize(1);
+    y.shape = keep ? std::vector<int64_t>{1, x[1], 1, 1} : std::vector<int64_t>{1, x[1]};
+    return {};
+  }
   if (n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool") {
     if (x.size() != 4)
       return make_error(where(n) + ": only NCHW input is supported");
@@ -795,6 +818,51 @@ Result<void> infer_node(Graph &g, Node &n) {
       for (size_t i = 1; i < 5; ++i)
         if (!has(i) || !in(i).is_const || in(i).elements() != x[1])
           return make_error(where(n) + ": scale, bias, mean and variance must be constants");
+    return {};
+  }
+  if (n.op == "Transpose") {
+    // Shape only: the tile compiler runs transposes that are channel shuffles
+    // (passes::fuse_channel_shuffles) and rejects the others.
+    auto perm = n.attrs("perm");
+    if (perm.empty())
+      for (size_t i = x.size(); i-- > 0;)
+        perm.push_back(int64_t(i));
+    if (perm.size() != x.size())
+      return make_error(where(n) + ": perm does not match the rank");
+    std::vector<bool> seen(x.size(), false);
+    y.shape.clear();
+    for (int64_t a : perm) {
+      if (a < 0 || a >= int64_t(x.size()) || seen[size_t(a)])
+        return make_error(where(n) + ": perm is not a permutation");
+      seen[size_t(a)] = true;
+      y.shape.push_back(x[size_t(a)]);
+    }
+    n.ints["perm"] = perm;
+    return {};
+  }
+  if (n.op == "Slice") {
+    // Activations: a range of channels of an NCHW tensor (ShuffleNet's split), step 1.
+    for (size_t i = 1; i < n.inputs.size(); ++i)
+      if (has(i) && !in(i).is_const)
+        return make_error(where(n) + ": starts, ends, axes and steps must be constant");
+    if (!has(1) || !has(2) || x.size() != 4 || in(1).idata.size() != 1 ||
+        in(2).idata.size() != 1 || (has(3) && (in(3).idata.size() != 1 ||
+                                               norm_axis(in(3).idata[0], 4) != 1)) ||
+        (!has(3)) || (n.inputs.size() > 4 && has(4) && in(4).idata.at(0) != 1))
+      return make_error(where(n) + ": only slices of a channel range (axis 1, step 1) of an "
+                                   "NCHW activation are supported");
+    int64_t start = in(1).idata[0], end = in(2).idata[0];
+    if (start < 0)
+      start += x[1];
+    if (end < 0)
+      end += x[1];
+    start = std::clamp<int64_t>(start, 0, x[1]);
+    end = std::clamp<int64_t>(end, 0, x[1]);
+    if (end <= start)
+      return make_error(where(n) + ": empty channel slice");
+    y.shape = {x[0], end - start, x[2], x[3]};
+    n.ints["channels"] = {start, end};
+    n.inputs.resize(1);
     return {};
   }
   if (n.op == "Flatten") {

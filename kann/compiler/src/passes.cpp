@@ -117,6 +117,39 @@ int fold_pads(Graph &g) {
   return count;
 }
 
+// Reshape [1,C,H,W] -> [1,G,C/G,H,W], Transpose perm [0,2,1,3,4], Reshape -> [1,C,H,W]
+// (ShuffleNet's channel shuffle) becomes one ChannelShuffle node with ints["group"] = {G}:
+// output channel b*G + a is input channel a*(C/G) + b.
+int fuse_channel_shuffles(Graph &g) {
+  int count = 0;
+  for (Node &t : g.nodes) {
+    if (t.dead || t.op != "Transpose" || t.attrs("perm") != std::vector<int64_t>{0, 2, 1, 3, 4})
+      continue;
+    const int mid = t.inputs[0];
+    const int r1 = g.tensors[mid].producer, r2 = only_consumer(g, t.outputs[0]);
+    if (r1 < 0 || r2 < 0 || only_consumer(g, mid) < 0)
+      continue;
+    Node &a = g.nodes[r1], &b = g.nodes[r2];
+    if (a.dead || b.dead || a.op != "Reshape" || b.op != "Reshape")
+      continue;
+    const auto &x = g.tensors[a.inputs[0]].shape, &v = g.tensors[mid].shape,
+               &y = g.tensors[b.outputs[0]].shape;
+    if (x.size() != 4 || v.size() != 5 || x != y || v[0] != x[0] || v[1] * v[2] != x[1] ||
+        v[3] != x[2] || v[4] != x[3])
+      continue;
+    b.op = "ChannelShuffle";
+    b.inputs = {a.inputs[0]};
+    b.ints["group"] = {v[1]};
+    t.dead = true;
+    if (g.consumers(a.outputs[0]).empty() && !g.is_output(a.outputs[0]))
+      a.dead = true;
+    ++count;
+  }
+  if (count)
+    g.compact();
+  return count;
+}
+
 int fold_batchnorm(Graph &g) {
   int count = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -487,6 +520,7 @@ int lower_qdq_to_int8(Graph &g) {
 
 manycl::Result<void> optimize(Graph &g) {
   fold_pads(g);
+  fuse_channel_shuffles(g);
   remove_identities(g);
   fold_batchnorm(g);
   fuse_activations(g);

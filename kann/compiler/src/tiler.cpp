@@ -100,8 +100,9 @@ enum class Kind {
   Activation,
   Softmax,
   Concat,
-  Convert,
-  Resize
+  Convert, // also a channel Slice (Op::in_c0)
+  Resize,
+  Shuffle // ChannelShuffle: one strided copy per group
 };
 
 // Packed parameters of a range of output channels (the operator's own numbering).
@@ -147,6 +148,8 @@ struct Op {
   int stage_out = -1;        // SpmBuffer staging a DDR-homed output, or -1
   uint32_t fn = 0;
   bool transposed = false; // ConvTranspose (Kind::Conv)
+  int64_t in_c0 = 0;       // Slice: first input channel read
+  int64_t shuffle_groups = 1;
   uint32_t conv_fn() const {
     return transposed ? MCL_NATIVE_FN_CONV_TRANSPOSE2D : MCL_NATIVE_FN_CONV2D;
   }
@@ -381,7 +384,10 @@ struct Compiler {
     case Kind::Gemm:
       return full(in);
     case Kind::Concat:
+    case Kind::Shuffle:
       return {o.y0, o.y1, 0, in.C};
+    case Kind::Convert:
+      return {o.y0, o.y1, o.c0 + op.in_c0, o.c1 + op.in_c0};
     case Kind::Eltwise: {
       // Broadcast operands: a per-channel gate [1,C,1,1] (or a scalar) reads its one pixel,
       // a per-pixel mask [1,1,H,W] its one channel; the native call repeats them (0 strides).
@@ -479,6 +485,15 @@ struct Compiler {
         op.kind = Kind::Resize;
       else if (n.op == "Convert" || n.op == "QuantizeLinear" || n.op == "DequantizeLinear")
         op.kind = Kind::Convert;
+      else if (n.op == "Slice") {
+        op.kind = Kind::Convert;
+        op.in_c0 = n.attrs("channels").at(0);
+      } else if (n.op == "ChannelShuffle") {
+        op.kind = Kind::Shuffle;
+        op.shuffle_groups = n.attrs("group").at(0);
+      } else if (n.op == "Transpose")
+        return make_error(where(n) + ": only channel shuffles (Reshape [1,G,C/G,H,W], Transpose "
+                                     "perm [0,2,1,3,4], Reshape back) are supported");
       else if ((n.op == "Identity" || n.op == "Dropout" || n.op == "Cast") &&
                g.tensors[n.inputs[0]].dtype == g.tensors[n.outputs[0]].dtype &&
                g.tensors[n.inputs[0]].scale == g.tensors[n.outputs[0]].scale &&
@@ -640,6 +655,7 @@ struct Compiler {
       break;
     case Kind::Concat:
     case Kind::Resize:
+    case Kind::Shuffle:
       op.out_box = split_rows(y.H, yc);
       break;
     }
@@ -1444,6 +1460,23 @@ struct Compiler {
           : op.kind == Kind::Convert ? MCL_NATIVE_FN_COPY
                                      : MCL_NATIVE_FN_ACTIVATION,
           a);
+      break;
+    }
+    case Kind::Shuffle: {
+      // Output channel b*G + a is input channel a*(C/G) + b: group a's contiguous channels
+      // are copied to every G-th output channel starting at a.
+      const int64_t G = op.shuffle_groups, per = x.C / G;
+      for (int64_t grp = 0; grp < G; ++grp) {
+        mcl_unary_args a{};
+        a.input = tile_of(x, c, {ib.y0, ib.y1, grp * per, (grp + 1) * per}, op.stage_in[0]);
+        a.output = out_tile;
+        a.output.offset += uint32_t(grp * y.es);
+        a.output.c = uint32_t(per);
+        a.output.channel_stride = uint32_t(G);
+        a.in_quant = {x.scale, x.zero_point};
+        a.out_quant = {y.scale, y.zero_point};
+        add(MCL_NATIVE_FN_COPY, a);
+      }
       break;
     }
     case Kind::Resize: {

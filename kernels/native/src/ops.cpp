@@ -307,6 +307,7 @@ Status run_unary(const mcl_native_exec &exec, uint32_t fn, const mcl_unary_args 
       const Act act(a.act);
       const bool raw_copy =
           fn == MCL_NATIVE_FN_COPY && std::is_same_v<TI, TO> && a.input.channel_stride == 1 &&
+          a.output.channel_stride == 1 &&
           (!is_int8(a.input.dtype) || (a.in_quant.scale == a.out_quant.scale &&
                                        a.in_quant.zero_point == a.out_quant.zero_point));
       parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
@@ -336,8 +337,9 @@ Status run_unary(const mcl_native_exec &exec, uint32_t fn, const mcl_unary_args 
               for (uint32_t c = 0; c < C; ++c)
                 from_f(o[c], act(to_f(p[c * cs], a.in_quant)), a.out_quant);
             } else {
+              const uint32_t ocs = a.output.channel_stride; // COPY only; else 1
               for (uint32_t c = 0; c < C; ++c)
-                from_f(o[c], to_f(p[c * cs], a.in_quant), a.out_quant);
+                from_f(o[c * ocs], to_f(p[c * cs], a.in_quant), a.out_quant);
             }
           }
       });

@@ -15,9 +15,10 @@ constexpr uint64_t kMaxSpm = 1ull << 32; // offsets are 32-bit
 constexpr uint32_t kMaxDim = 1u << 24;
 
 enum class Role {
-  Output,      // channel_stride 1, elements do not overlap
-  Dense,       // channel_stride 1
-  Broadcast    // any strides (0 broadcasts)
+  Output,        // channel_stride 1, elements do not overlap
+  StridedOutput, // channel_stride >= 1, elements do not overlap
+  Dense,         // channel_stride 1
+  Broadcast      // any strides (0 broadcasts)
 };
 
 // Collects the first error; later checks become no-ops.
@@ -60,12 +61,15 @@ public:
       return fail(MCL_NATIVE_ERR_BAD_ARGS, name + ": invalid dtype " + std::to_string(t.dtype));
     if (t.h == 0 || t.w == 0 || t.c == 0 || t.h > kMaxDim || t.w > kMaxDim || t.c > kMaxDim)
       return fail(MCL_NATIVE_ERR_BAD_ARGS, name + ": dimensions must be in [1, 2^24]");
-    if (role != Role::Broadcast && t.channel_stride != 1)
+    if (role == Role::StridedOutput ? t.channel_stride == 0
+                                    : role != Role::Broadcast && t.channel_stride != 1)
       return fail(MCL_NATIVE_ERR_BAD_ARGS, name + ": channel_stride must be 1");
-    if (role == Role::Output) {
-      if (t.w > 1 && t.pixel_stride < t.c)
+    if (role == Role::Output || role == Role::StridedOutput) {
+      // Span of one pixel's channels: with a channel stride s, (c - 1) * s + 1 elements.
+      const uint64_t span = (uint64_t)(t.c - 1) * t.channel_stride + 1;
+      if (t.w > 1 && t.pixel_stride < span)
         return fail(MCL_NATIVE_ERR_BAD_ARGS, name + ": pixels overlap (pixel_stride < c)");
-      if (t.h > 1 && (uint64_t)t.row_stride < (uint64_t)(t.w - 1) * t.pixel_stride + t.c)
+      if (t.h > 1 && (uint64_t)t.row_stride < (uint64_t)(t.w - 1) * t.pixel_stride + span)
         return fail(MCL_NATIVE_ERR_BAD_ARGS, name + ": rows overlap");
     }
     const u128 last = (u128)(t.h - 1) * t.row_stride + (u128)(t.w - 1) * t.pixel_stride +
@@ -293,7 +297,8 @@ Status validate(uint32_t fn, const void *args, size_t size, uint64_t spm_size) {
   case MCL_NATIVE_FN_COPY: {
     const auto a = load_block<mcl_unary_args>(args);
     ck.tile("input", a.input, Role::Broadcast);
-    ck.tile("output", a.output, Role::Output);
+    // COPY may scatter channels (channel shuffles write every G-th channel).
+    ck.tile("output", a.output, fn == MCL_NATIVE_FN_COPY ? Role::StridedOutput : Role::Output);
     if (!ck.ok())
       break;
     ck.same_shape(kNames[fn], a.input, a.output);

@@ -15,6 +15,8 @@ int remove_identities(ir::Graph &g);
 int fold_batchnorm(ir::Graph &g);
 // Zero padding (Pad) folded into the consuming Conv / AveragePool, or removed when empty.
 int fold_pads(ir::Graph &g);
+// Reshape-Transpose-Reshape channel shuffles fused into ChannelShuffle nodes.
+int fuse_channel_shuffles(ir::Graph &g);
 int fuse_activations(ir::Graph &g);
 
 // Maps an ONNX activation node to the native activation descriptor; false if not one.

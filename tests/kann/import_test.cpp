@@ -89,12 +89,21 @@ TEST(Import, DynamicShapesAreRejected) {
   EXPECT_NE(error_of(b.bytes()).find("dynamic"), std::string::npos);
 }
 
-TEST(Import, BatchOtherThanOneIsRejected) {
+TEST(Import, BatchIsRecordedAndInputsMustAgree) {
   OnnxBuilder b;
   b.input("x", {2, 3, 4, 4});
   b.node("Relu", {"x"}, {"y"});
   b.output("y");
-  EXPECT_NE(error_of(b.bytes()).find("batch"), std::string::npos);
+  auto g = kann::import_onnx_bytes(b.bytes());
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_EQ(g.value().batch, 2); // compiled for one image, run for each
+  EXPECT_EQ(g.value().tensors[g.value().inputs[0]].shape[0], 1);
+  OnnxBuilder two;
+  two.input("x", {2, 3, 4, 4});
+  two.input("z", {3, 3, 4, 4});
+  two.node("Add", {"x", "z"}, {"y"});
+  two.output("y");
+  EXPECT_NE(error_of(two.bytes()).find("batch 3 differs"), std::string::npos);
 }
 
 TEST(Import, OldOpsetAndGarbageAreRejected) {

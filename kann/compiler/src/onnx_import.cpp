@@ -322,8 +322,15 @@ Result<Graph> convert(const onnx::ModelProto &model) {
                           "' (export with static shapes)");
       t.shape.push_back(d.dim_value());
     }
-    if (t.shape.empty() || t.shape[0] != 1)
-      return make_error("input '" + in.name() + "': batch size must be 1");
+    if (t.shape.empty())
+      return make_error("input '" + in.name() + "': a scalar input (expected a batch axis)");
+    if (t.shape[0] != 1) { // a batch: compiled for one image, run for each (ir::Graph::batch)
+      if (graph.batch != 1 && graph.batch != t.shape[0])
+        return make_error("input '" + in.name() + "': batch " + std::to_string(t.shape[0]) +
+                          " differs from another input's " + std::to_string(graph.batch));
+      graph.batch = t.shape[0];
+      t.shape[0] = 1;
+    }
     graph.inputs.push_back(graph.add_tensor(std::move(t)));
   }
   int unnamed = 0;

@@ -553,9 +553,14 @@ struct Compiler {
         return r;
       ops.push_back(std::move(op));
     }
-    for (int t : g.outputs)
+    for (int t : g.outputs) {
       if (!act_of.count(t))
         return make_error("output '" + g.tensors[t].name + "' is not computed");
+      for (int i : g.inputs)
+        if (act_of.count(i) && act_of[i] == act_of[t])
+          return make_error("output '" + g.tensors[t].name + "' is input '" + g.tensors[i].name +
+                            "' reshaped: nothing to compute (not supported)");
+    }
     return {};
   }
 
@@ -1966,6 +1971,48 @@ struct Compiler {
   }
 };
 
+// A batch of B images: the one-image program runs B times in a row, each copy reading and
+// writing its own image of the argument buffers (arguments hold B images back to back).
+Result<void> replicate_batch(CompileOutput &out, int64_t batch, const CompileOptions &options) {
+  if (batch <= 1)
+    return {};
+  format::Program &p = out.program;
+  std::vector<uint64_t> image_bytes(p.arg_count, 0);
+  for (auto &t : p.tensors) {
+    if (t.arg_index >= image_bytes.size() || t.dims.empty())
+      return make_error("internal error: a batch argument without a descriptor");
+    image_bytes[t.arg_index] = t.byte_size;
+    t.dims[0] = uint64_t(batch);
+    t.byte_size *= uint64_t(batch);
+  }
+  for (auto &stream : p.streams) {
+    const std::vector<format::Record> one = stream;
+    stream.clear();
+    stream.reserve(one.size() * size_t(batch));
+    for (int64_t b = 0; b < batch; ++b)
+      for (format::Record r : one) {
+        kbin_dma_args d;
+        if (r.function_id == KBIN_FN_DMA && r.decode(d) && d.ddr.space == KBIN_DDR_ARG) {
+          d.ddr.offset += uint64_t(b) * image_bytes.at(d.ddr.arg_index);
+          r = format::Record::make(KBIN_FN_DMA, d);
+        }
+        stream.push_back(std::move(r));
+      }
+  }
+  const unsigned K = p.cluster_count;
+  const auto &dev = options.device;
+  const double ddr_share = K < dev.clusters ? double(K) / double(dev.clusters) : 1.0;
+  auto timing = predict_timing(p, dev, dev.ddr_bytes_per_cycle * ddr_share);
+  if (!timing)
+    return timing.error();
+  out.total_cycles = timing.value().total_cycles;
+  out.estimated_cycles *= uint64_t(batch);
+  p.report_json = out.report_json();
+  if (auto r = format::validate_program(p); !r)
+    return make_error("internal error: the batched program is invalid: " + r.error().message);
+  return {};
+}
+
 // Adjusts the policy after a failed allocation: first tile the operator whose staging is
 // the largest live buffer (cheap: more, smaller DMA), else spill the largest SPM-homed
 // activation live at that point to DDR (costly: DDR traffic). False: nothing left to try.
@@ -2121,7 +2168,12 @@ Result<CompileOutput> compile_graph(const Graph &graph, const CompileOptions &op
         else
           policy = kept;
       }
-      return c->finish();
+      auto done = c->finish();
+      if (!done)
+        return done.error();
+      if (auto r = replicate_batch(done.value(), input->batch, options); !r)
+        return r.error();
+      return done;
     }
     if (std::getenv("KANN_DEBUG_RELAX")) {
       std::fprintf(stderr, "relax %d: %s\n", attempt, c->failure.message.c_str());

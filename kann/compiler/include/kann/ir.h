@@ -59,6 +59,9 @@ struct Graph {
   std::vector<Node> nodes;
   std::vector<int> inputs;  // network inputs (tensor indices)
   std::vector<int> outputs; // network outputs
+  // Images per inference (the inputs' static batch): the graph is compiled for one image
+  // (batch dimensions read as 1) and the program runs the images one after another.
+  int64_t batch = 1;
 
   int add_tensor(Tensor t);
   int find(const std::string &name) const; // -1 when absent

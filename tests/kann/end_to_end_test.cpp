@@ -16,6 +16,31 @@ namespace {
 
 using namespace kann;
 
+// Imports and optimizes `onnx`, compiles it for `clusters` of `small` at `precision`, runs it
+// on the simulated device with input x; returns the first output.
+manycl::Result<std::vector<float>> compile_and_run(const std::string &onnx, unsigned clusters,
+                                                   const char *precision,
+                                                   const std::vector<float> &x) {
+  auto graph = import_onnx_bytes(onnx);
+  if (!graph)
+    return graph.error();
+  if (auto r = passes::optimize(graph.value()); !r)
+    return r.error();
+  CompileOptions options;
+  options.device = manycl::device::preset("small").value();
+  options.clusters = clusters;
+  options.precision = precision;
+  auto out = compile_graph(graph.value(), options);
+  if (!out)
+    return out.error();
+  manycl::device::Device device(options.device);
+  auto run = manycl::interp::run_kbin(device, out.value().program, {test::as_bytes(x), {}});
+  if (!run)
+    return run.error();
+  return test::as_floats(run.value().outputs[1]);
+}
+
+
 struct Case {
   const char *preset;
   unsigned clusters;
@@ -424,19 +449,9 @@ TEST(EndToEndBroadcast, GateAndMaskBroadcastBetweenActivations) {
       want[c * H * W + i] = mask[i] * x[c * H * W + i] * gate[c] + gate[c];
   for (unsigned clusters : {1u, 2u})
     for (const char *precision : {"fp32", "fp16"}) {
-      auto graph = import_onnx_bytes(b.bytes());
-      ASSERT_TRUE(graph.ok()) << graph.error().message;
-      ASSERT_TRUE(passes::optimize(graph.value()).ok());
-      CompileOptions options;
-      options.device = manycl::device::preset("small").value();
-      options.clusters = clusters;
-      options.precision = precision;
-      auto out = compile_graph(graph.value(), options);
-      ASSERT_TRUE(out.ok()) << out.error().message;
-      manycl::device::Device device(options.device);
-      auto run = manycl::interp::run_kbin(device, out.value().program, {test::as_bytes(x), {}});
-      ASSERT_TRUE(run.ok()) << run.error().message;
-      auto y = test::as_floats(run.value().outputs[1]);
+      auto got = compile_and_run(b.bytes(), clusters, precision, x);
+      ASSERT_TRUE(got.ok()) << got.error().message;
+      const auto &y = got.value();
       ASSERT_EQ(y.size(), want.size());
       const double tol = std::string(precision) == "fp16" ? 4e-3 : 1e-5;
       for (size_t i = 0; i < y.size(); ++i)
@@ -511,18 +526,9 @@ TEST(EndToEndConvTranspose, StridedPaddedDilatedMatchesDefinition) {
     for (double &v : want)
       v = std::max(v, 0.0);
     for (unsigned clusters : {1u, 2u}) {
-      auto graph = import_onnx_bytes(b.bytes());
-      ASSERT_TRUE(graph.ok()) << graph.error().message;
-      ASSERT_TRUE(passes::optimize(graph.value()).ok());
-      CompileOptions options;
-      options.device = manycl::device::preset("small").value();
-      options.clusters = clusters;
-      auto out = compile_graph(graph.value(), options);
-      ASSERT_TRUE(out.ok()) << out.error().message;
-      manycl::device::Device device(options.device);
-      auto run = manycl::interp::run_kbin(device, out.value().program, {test::as_bytes(x), {}});
-      ASSERT_TRUE(run.ok()) << run.error().message;
-      auto y = test::as_floats(run.value().outputs[1]);
+      auto got = compile_and_run(b.bytes(), clusters, "fp32", x);
+      ASSERT_TRUE(got.ok()) << got.error().message;
+      const auto &y = got.value();
       ASSERT_EQ(y.size(), want.size()) << "stride " << cs.stride;
       for (size_t i = 0; i < y.size(); ++i)
         ASSERT_NEAR(y[i], want[i], 1e-5 * (1 + std::fabs(want[i])))
@@ -655,18 +661,9 @@ TEST(EndToEndShuffle, SliceShuffleAndReduceMeanMatchDefinition) {
       want[j] += catv[src * H * W + i] / (H * W);
   }
   for (unsigned clusters : {1u, 2u}) {
-    auto graph = import_onnx_bytes(b.bytes());
-    ASSERT_TRUE(graph.ok()) << graph.error().message;
-    ASSERT_TRUE(passes::optimize(graph.value()).ok());
-    CompileOptions options;
-    options.device = manycl::device::preset("small").value();
-    options.clusters = clusters;
-    auto out = compile_graph(graph.value(), options);
-    ASSERT_TRUE(out.ok()) << out.error().message;
-    manycl::device::Device device(options.device);
-    auto run = manycl::interp::run_kbin(device, out.value().program, {test::as_bytes(x), {}});
-    ASSERT_TRUE(run.ok()) << run.error().message;
-    auto y = test::as_floats(run.value().outputs[1]);
+    auto got = compile_and_run(b.bytes(), clusters, "fp32", x);
+    ASSERT_TRUE(got.ok()) << got.error().message;
+    const auto &y = got.value();
     ASSERT_EQ(y.size(), size_t(C));
     for (int j = 0; j < C; ++j)
       EXPECT_NEAR(y[j], want[j], 1e-5) << "channel " << j << " x" << clusters;

@@ -527,14 +527,11 @@ double operand_bytes(const mcl_tile &t) {
 Cost matmul_cost(const mcl_matmul_args &a, uint32_t pes) {
   // The same blocked GEMM as a 1x1 convolution without an address table (B's columns are
   // loaded with load-scatters like packed weights: same bytes per block).
-  mcl_conv_args c{};
-  c.input = a.a;
-  c.output = a.output;
-  c.groups = 1;
-  c.kernel_h = c.kernel_w = c.stride_h = c.stride_w = c.dilation_h = c.dilation_w = 1;
-  c.flags = MCL_CONV_NO_TABLE;
-  c.act = a.act;
-  return conv_cost(MCL_NATIVE_FN_CONV2D, c, pes);
+  mcl_gemm_args g{};
+  g.input = a.a;
+  g.output = a.output;
+  g.act = a.act;
+  return conv_cost(MCL_NATIVE_FN_CONV2D, gemm_as_conv(g), pes);
 }
 
 Cost pool_cost(const mcl_pool_args &a, uint32_t pes) {

@@ -251,10 +251,11 @@ using AsyncCopyHook = void (*)(void *user, void *dst, const void *src, size_t el
                                size_t src_stride, size_t dst_stride);
 
 /// The modeled cost of one work-group (docs/device-model.md, "OpenCL C kernels"): the
-/// work-items are split over `pes` modeled PEs as SPMD splits them (by rows, else by x), each
-/// PE's slice is costed on its own, and the group takes, per barrier interval, the slowest
-/// PE's cycles plus cost::kPeBarrierCycles per barrier when pes > 1. Independent of the host
-/// threads that run it.
+/// work-items are split over `pes` modeled PEs as SPMD splits them (by rows, else by x); the
+/// group runs in one call per barrier interval on the calling thread (a team is not used),
+/// whose cost is apportioned to the PEs (KernelInfo::Cost), and the group takes, per barrier
+/// interval, the slowest PE's cycles plus cost::kPeBarrierCycles per barrier when pes > 1.
+/// Independent of the host threads that run it.
 struct GroupCost {
   unsigned pes = 1;    ///< in: modeled PEs the group is spread over (SPMD); 1 for LWI
   uint64_t cycles = 0; ///< out

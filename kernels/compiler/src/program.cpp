@@ -500,13 +500,16 @@ namespace {
 // of lx items, or all rows of ceil(lx / P) items. Computed once per group (divisions).
 struct PeShare {
   PeShare(unsigned P, uint64_t lx, uint64_t rows)
-      : r(rows >= P ? ceilDiv(rows, P) : rows), x(rows >= P ? lx : ceilDiv(lx, P)), lx(lx),
-        total(lx * rows), shift(std::has_single_bit(total) ? std::countr_zero(total) : -1) {}
+      : r(rows >= P ? ceilDiv(rows, P) : rows), x(rows >= P ? lx : ceilDiv(lx, P)),
+        rowWeight(r * lx), itemWeight(x * r), total(lx * rows),
+        shift(std::has_single_bit(total) ? std::countr_zero(total) : -1) {}
   // PE counts are powers of two on the presets: a shift, not a division, on the launch path.
   static uint64_t ceilDiv(uint64_t a, unsigned b) {
     return std::has_single_bit(b) ? (a + b - 1) >> std::countr_zero(b) : (a + b - 1) / b;
   }
-  uint64_t r, x, lx, total;
+  uint64_t r, x;                  // the slowest PE's rows and items per row
+  uint64_t rowWeight, itemWeight; // its shares of the row and item ticks, times total
+  uint64_t total;                 // items of the group
   int shift; // log2(total) when a power of two: a shift instead of a division per call
 
   // The ticks of the slowest PE after one call over the whole group: each PE pays the
@@ -519,16 +522,20 @@ struct PeShare {
     const uint64_t row = c.slot[SlotCyclesRow], item = c.slot[SlotCyclesItem];
     const uint64_t divergent = c.slot[SlotCyclesDivergent];
     const uint64_t perCall = c.slot[SlotCycles] - row - item;
-    // row x r / rows + (item - divergent) x (x r) / total, over the common denominator
-    // total = lx x rows, rounded up.
-    const unsigned __int128 num = static_cast<unsigned __int128>(row) * r * lx +
-                                  static_cast<unsigned __int128>(item - divergent) * x * r + total -
-                                  1;
+    // (row x r x lx + (item - divergent) x x x r) / total, rounded up: in 64 bits unless a
+    // product overflows (billions of ticks per call).
+    uint64_t a, b, num;
     uint64_t share;
-    if (shift >= 0)
-      share = static_cast<uint64_t>(num >> shift);
-    else // a 128-bit division is a library call: only when the 64-bit one cannot do it
-      share = num >> 64 ? static_cast<uint64_t>(num / total) : static_cast<uint64_t>(num) / total;
+    if (!__builtin_mul_overflow(row, rowWeight, &a) &&
+        !__builtin_mul_overflow(item - divergent, itemWeight, &b) &&
+        !__builtin_add_overflow(a, b, &num) && !__builtin_add_overflow(num, total - 1, &num)) {
+      share = shift >= 0 ? num >> shift : num / total;
+    } else {
+      const unsigned __int128 wide = static_cast<unsigned __int128>(row) * rowWeight +
+                                     static_cast<unsigned __int128>(item - divergent) * itemWeight +
+                                     total - 1;
+      share = static_cast<uint64_t>(wide / total);
+    }
     return perCall + share + divergent;
   }
 };

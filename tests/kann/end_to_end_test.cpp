@@ -740,8 +740,9 @@ TEST(EndToEndBatch, StaticBatchRunsEveryImage) {
     EXPECT_NE(batched[0], batched[3]); // the images differ, so do their results
     // Modeled time: the predicted cycles are those of the simulated run (whole device; a
     // 1-cluster program is predicted for a 1-cluster sub-device's share of the DDR).
-    if (clusters == dev.clusters)
+    if (clusters == dev.clusters) {
       EXPECT_EQ(three.total_cycles, run.value().stats.cycles());
+    }
     EXPECT_GT(three.total_cycles, 2 * one.total_cycles);
   }
 }

@@ -411,7 +411,12 @@ Result<DmaHandle> ClusterContext::dma(const DmaRequest &r) {
   if (b > 0) {
     uint64_t data_start = start + config.dma_latency_cycles;
     done = data_start + transfer_cycles(b, config.noc_bytes_per_cycle);
-    if (ddr_side) {
+    if (ddr_side && r.private_ddr_share) {
+      const double share =
+          arbiter().ddr_bytes_per_cycle() / std::max(1u, command_.group_size());
+      std::lock_guard lock(mutex_);
+      done = std::max(done, own_ddr_.reserve(data_start, transfer_cycles(b, share)));
+    } else if (ddr_side) {
       // The DDR is shared: the arbiter serves the request in the modeled-time order of its
       // issue among all clusters of the domain (this may wait for slower host threads).
       auto ddr_done = reserve_ddr(issue, data_start, b);

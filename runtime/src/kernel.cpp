@@ -258,6 +258,9 @@ void async_copy_on_rdma(void *, void *dst, const void *src, size_t elem_size, si
         shape = device::DmaShape::linear(elem_size * num);
       device::DmaRequest request(endpoint(src), endpoint(dst), shape);
       request.label = "async_work_group_copy";
+      // Work-groups of one cluster copy from several host threads at once: arbitrating each
+      // small copy among the clusters would make them take turns on the host at every copy.
+      request.private_ddr_share = true;
       request.fail_command_on_error = false; // the plain copy below handles a rejection
       auto handle = context->dma(request);
       if (handle && context->dma_wait(handle.value()))

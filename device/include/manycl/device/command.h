@@ -177,6 +177,7 @@ private:
   mutable std::mutex mutex_; // timelines and statistics
   uint64_t now_ = 0;
   uint64_t engine_free_ = 0;
+  DdrCalendar own_ddr_; // DmaRequest::private_ddr_share transfers (under mutex_)
   std::vector<uint64_t> completion_; // per handle - 1: modeled completion cycle
   ClusterStats stats_;
 

@@ -90,6 +90,11 @@ struct DmaRequest {
   // A rejected transfer (range or argument error) marks the command failed unless this is
   // false (for callers that handle the error themselves, e.g. by a fallback).
   bool fail_command_on_error = true;
+  // Reserve the DDR on the cluster's own calendar, a fixed 1/n share of its domain's bandwidth
+  // for the n clusters of the command, instead of the domain's arbitrated calendar: modeled
+  // time stays deterministic without the clusters taking turns on the host at every transfer.
+  // For the many small copies OpenCL C work-groups issue (async_work_group_copy).
+  bool private_ddr_share = false;
 };
 
 // Identifies a transfer of one cluster's engine within a command: 1, 2, 3... in issue order.

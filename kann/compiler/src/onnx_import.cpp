@@ -442,6 +442,16 @@ int64_t norm_axis(int64_t axis, size_t rank) {
 }
 
 // Spatial output size and explicit pads of a Conv / pooling window (auto_pad resolved).
+// Records a window's resolved geometry on the node (auto_pad already applied).
+void store_window(Node &n, const std::vector<int64_t> &kernel, const std::vector<int64_t> &strides,
+                  const std::vector<int64_t> &dilations, const std::vector<int64_t> &pads) {
+  n.ints["pads"] = pads;
+  n.ints["strides"] = strides;
+  n.ints["dilations"] = dilations;
+  n.ints["kernel_shape"] = kernel;
+  n.strings["auto_pad"] = "NOTSET";
+}
+
 Result<void> window_shape(Node &n, const std::vector<int64_t> &in, int64_t cout,
                           std::vector<int64_t> kernel, std::vector<int64_t> &out) {
   if (in.size() != 4)
@@ -479,11 +489,7 @@ Result<void> window_shape(Node &n, const std::vector<int64_t> &in, int64_t cout,
     if (ceil_mode && (out[2 + i] - 1) * strides[i] >= in[2 + i] + pads[i])
       out[2 + i] -= 1; // the last window must start inside the input or left pad
   }
-  n.ints["pads"] = pads;
-  n.ints["strides"] = strides;
-  n.ints["dilations"] = dil;
-  n.ints["kernel_shape"] = kernel;
-  n.strings["auto_pad"] = "NOTSET";
+  store_window(n, kernel, strides, dil, pads);
   return {};
 }
 
@@ -707,11 +713,7 @@ Result<void> infer_node(Graph &g, Node &n) {
         return make_error(where(n) + ": padding removes the whole output");
       y.shape[2 + i] = size;
     }
-    n.ints["pads"] = pads;
-    n.ints["strides"] = strides;
-    n.ints["dilations"] = dil;
-    n.ints["kernel_shape"] = kernel;
-    n.strings["auto_pad"] = "NOTSET";
+    store_window(n, kernel, strides, dil, pads);
     return {};
   }
   if (n.op == "Pad") {

@@ -1907,10 +1907,7 @@ struct Compiler {
     out.total_cycles = clock;
     // The per-operator figures above are the quick analytic estimate; the replay of the
     // emitted streams under the simulator's timing rules replaces the step times.
-    // A program for fewer clusters than the device has runs on a sub-device of that size,
-    // which owns a K/N share of the DDR bandwidth (docs/device-model.md, "Determinism").
-    const double ddr_share = K < dev.clusters ? double(K) / double(dev.clusters) : 1.0;
-    auto timing = predict_timing(prog, dev, dev.ddr_bytes_per_cycle * ddr_share);
+    auto timing = predict_timing(prog, dev, program_ddr_bytes_per_cycle(dev, K));
     if (!timing)
       return timing.error();
     auto step_end = [&](size_t s) {
@@ -1999,10 +1996,8 @@ Result<void> replicate_batch(CompileOutput &out, int64_t batch, const CompileOpt
         stream.push_back(std::move(r));
       }
   }
-  const unsigned K = p.cluster_count;
-  const auto &dev = options.device;
-  const double ddr_share = K < dev.clusters ? double(K) / double(dev.clusters) : 1.0;
-  auto timing = predict_timing(p, dev, dev.ddr_bytes_per_cycle * ddr_share);
+  auto timing = predict_timing(p, options.device,
+                               program_ddr_bytes_per_cycle(options.device, p.cluster_count));
   if (!timing)
     return timing.error();
   out.total_cycles = timing.value().total_cycles;

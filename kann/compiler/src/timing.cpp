@@ -34,6 +34,12 @@ uint64_t bytes_of(const kbin_dma_args &d) {
 
 } // namespace
 
+double program_ddr_bytes_per_cycle(const manycl::device::DeviceConfig &device, unsigned clusters) {
+  const double share =
+      clusters < device.clusters ? double(clusters) / double(device.clusters) : 1.0;
+  return device.ddr_bytes_per_cycle * share;
+}
+
 manycl::Result<ProgramTiming> predict_timing(const format::Program &program,
                                              const manycl::device::DeviceConfig &device,
                                              double ddr_bytes_per_cycle) {

@@ -22,6 +22,11 @@ struct ProgramTiming {
   std::vector<std::vector<uint64_t>> time_after; // per cluster, per record: its clock after it
 };
 
+// The DDR bandwidth a program for `clusters` clusters runs with: the whole device's, or, for
+// fewer clusters than the device has, the K/N share of the K-cluster sub-device it runs on
+// (docs/device-model.md, "Determinism").
+double program_ddr_bytes_per_cycle(const manycl::device::DeviceConfig &device, unsigned clusters);
+
 // `ddr_bytes_per_cycle` is the DDR bandwidth the program's clusters have (the device's, or
 // the share of the sub-device it runs on). Fails on a malformed stream or a deadlock
 // (a barrier or signal wait that can never be released).

@@ -1,0 +1,258 @@
+// The tile compiler's driver: tries the all-in-SPM layout first and, while it does not fit,
+// relaxes the policy (tile operators in bands, stream parameters in slices, give up
+// prefetching, spill activations to DDR); then packs, emits and replicates for a batch.
+// The phases live beside this file (see tiler.h).
+#include "tiler/tiler.h"
+
+#include <cstdio>
+#include <cstdlib>
+#include <memory>
+
+#include "kann/onnx_import.h"
+#include "kann/passes.h"
+#include "kann/timing.h"
+
+namespace kann::tiler {
+
+// A batch of B images: the one-image program runs B times in a row, each copy reading and
+// writing its own image of the argument buffers (arguments hold B images back to back).
+Result<void> replicate_batch(CompileOutput &out, int64_t batch, const CompileOptions &options) {
+  if (batch <= 1)
+    return {};
+  format::Program &p = out.program;
+  std::vector<uint64_t> image_bytes(p.arg_count, 0);
+  for (auto &t : p.tensors) {
+    if (t.arg_index >= image_bytes.size() || t.dims.empty())
+      return make_error("internal error: a batch argument without a descriptor");
+    image_bytes[t.arg_index] = t.byte_size;
+    t.dims[0] = uint64_t(batch);
+    t.byte_size *= uint64_t(batch);
+  }
+  for (auto &stream : p.streams) {
+    const std::vector<format::Record> one = stream;
+    stream.clear();
+    stream.reserve(one.size() * size_t(batch));
+    for (int64_t b = 0; b < batch; ++b)
+      for (format::Record r : one) {
+        kbin_dma_args d;
+        if (r.function_id == KBIN_FN_DMA && r.decode(d) && d.ddr.space == KBIN_DDR_ARG) {
+          d.ddr.offset += uint64_t(b) * image_bytes.at(d.ddr.arg_index);
+          r = format::Record::make(KBIN_FN_DMA, d);
+        }
+        stream.push_back(std::move(r));
+      }
+  }
+  auto timing = predict_timing(p, options.device,
+                               program_ddr_bytes_per_cycle(options.device, p.cluster_count));
+  if (!timing)
+    return timing.error();
+  out.total_cycles = timing.value().total_cycles;
+  out.estimated_cycles *= uint64_t(batch);
+  p.report_json = out.report_json();
+  if (auto r = format::validate_program(p); !r)
+    return make_error("internal error: the batched program is invalid: " + r.error().message);
+  return {};
+}
+
+// Adjusts the policy after a failed allocation: first tile the operator whose staging is
+// the largest live buffer (cheap: more, smaller DMA), else spill the largest SPM-homed
+// activation live at that point to DDR (costly: DDR traffic). False: nothing left to try.
+bool relax(const Compiler &c, Policy &policy) {
+  const uint64_t capacity = c.opt.device.spm_bytes;
+  auto panels_of = [&](const Op &op) {
+    int64_t widest = 0;
+    for (const Box &x : op.out_box)
+      widest = std::max(widest, (x.chans() + kPanel - 1) / kPanel);
+    return widest;
+  };
+  // First, once for all operators: parameters above an eighth of the SPM stream in slices
+  // of at most that (two slices live at a time), leaving the SPM to activations.
+  bool sliced = false;
+  for (const SpmBuffer &b : c.buffers) {
+    if (b.weights_of < 0 || b.size() <= capacity / 8)
+      continue;
+    const Op &op = c.ops[b.weights_of];
+    const int64_t want = int64_t(
+        std::min<uint64_t>(uint64_t(panels_of(op)), op.wslices * (b.size() * 8 / capacity + 1)));
+    if (want > op.wslices) {
+      policy.wslices[op.node] = int(want);
+      sliced = true;
+    }
+  }
+  if (sliced)
+    return true;
+  std::vector<int> cands = c.failure.candidates;
+  std::sort(cands.begin(), cands.end(),
+            [&](int a, int b) { return c.buffers[a].size() > c.buffers[b].size(); });
+  for (int i : cands) {
+    const SpmBuffer &b = c.buffers[i];
+    if (b.op >= 0) {
+      const Op &op = c.ops[b.op];
+      int64_t rows = 0;
+      for (const Box &x : op.out_box)
+        rows = std::max(rows, x.rows());
+      const bool row_split =
+          op.kind == Kind::Conv || op.kind == Kind::Pool || op.kind == Kind::Concat ||
+          op.kind == Kind::Resize ||
+          ((op.kind == Kind::Eltwise || op.kind == Kind::ScaleShift ||
+            op.kind == Kind::Activation || op.kind == Kind::Softmax || op.kind == Kind::Convert) &&
+           op.split == "rows");
+      if (row_split && op.chunks < rows) {
+        policy.chunks[op.node] = int(std::min<int64_t>(rows, op.chunks * 2));
+        return true;
+      }
+    }
+  }
+  // Then stream large parameters in output-channel slices (no extra DDR traffic: a barrier
+  // per slice at most), the largest first.
+  for (int i : cands) {
+    const SpmBuffer &b = c.buffers[i];
+    if (b.weights_of < 0 || b.size() < c.opt.device.spm_bytes / 64)
+      continue;
+    const Op &op = c.ops[b.weights_of];
+    const int64_t widest = panels_of(op);
+    // An operator streaming DDR-homed operands reloads them per slice: not for small weights.
+    const bool streams = op.stage_out >= 0 || std::any_of(op.stage_in.begin(), op.stage_in.end(),
+                                                          [](int stage) { return stage >= 0; });
+    if (op.wslices < widest && !streams) {
+      policy.wslices[op.node] = int(std::min<int64_t>(widest, std::max(4, op.wslices * 2)));
+      return true;
+    }
+  }
+  // Then give up double buffering of the largest prefetched parameters.
+  for (int i : cands) {
+    const SpmBuffer &b = c.buffers[i];
+    if (b.prefetched >= 0 && !policy.no_prefetch.count(c.ops[b.prefetched].node)) {
+      policy.no_prefetch.insert(c.ops[b.prefetched].node);
+      return true;
+    }
+  }
+  // Last resort: spill an activation to DDR. When steps need more bytes than the SPM, the
+  // one that removes the most of that excess per byte spilled (per byte of DDR traffic):
+  // often a long-lived skip connection rather than the largest tensor of one step.
+  std::vector<uint64_t> excess;
+  for (const SpmBuffer &b : c.buffers) {
+    if (excess.size() <= size_t(b.last))
+      excess.resize(size_t(b.last) + 1, 0);
+    for (int t = b.first; t <= b.last; ++t)
+      excess[size_t(t)] += align_up(b.size());
+  }
+  for (uint64_t &e : excess)
+    e = e > capacity ? e - capacity : 0;
+  int best = -1;
+  double best_score = -1.0;
+  for (int i : cands) {
+    const SpmBuffer &b = c.buffers[i];
+    if (b.act < 0 || policy.spilled.count(c.acts[b.act].tensor) || b.size() == 0)
+      continue;
+    double relieved = 0.0;
+    for (int t = b.first; t <= b.last; ++t)
+      relieved += double(std::min(b.size(), excess[size_t(t)]));
+    const double score = relieved / double(b.size());
+    if (score > best_score + 1e-9 ||
+        (std::fabs(score - best_score) <= 1e-9 && b.size() > c.buffers[best].size()))
+      best = i, best_score = score;
+  }
+  if (best < 0)
+    return false;
+  policy.spilled.insert(c.acts[c.buffers[best].act].tensor);
+  return true;
+}
+} // namespace kann::tiler
+
+namespace kann {
+
+using namespace kann::tiler;
+
+Result<CompileOutput> compile_graph(const Graph &graph, const CompileOptions &options) {
+  if (auto r = options.device.validate(); !r)
+    return r.error();
+  const unsigned clusters = options.clusters ? options.clusters : options.device.clusters;
+  if (clusters == 0 || clusters > options.device.clusters || clusters > KBIN_MAX_CLUSTERS)
+    return make_error("--clusters " + std::to_string(clusters) + " out of range 1.." +
+                      std::to_string(std::min(options.device.clusters, KBIN_MAX_CLUSTERS)) +
+                      " for device '" + options.device.name + "'");
+  Graph converted;
+  const Graph *input = &graph;
+  if (options.precision == "fp16") {
+    converted = graph;
+    passes::convert_to_fp16(converted);
+    input = &converted;
+  } else if (options.precision == "int8") {
+    // INT8 kernels come from the graph (QDQ / QLinear models, or quantize::quantize_int8 on a
+    // calibrated float model): a float graph here has not been quantized.
+    if (std::none_of(graph.nodes.begin(), graph.nodes.end(),
+                     [](const Node &n) { return !n.dead && n.ints.count("int8"); }))
+      return make_error("--precision int8: the model is float; calibration data is needed to "
+                        "quantize it (kann compile --calibration inputs.npy)");
+  } else if (options.precision != "fp32") {
+    return make_error("--precision " + options.precision + " is not supported (fp32, fp16, int8)");
+  }
+  // Try the all-in-SPM layout first; when it does not fit, tile operators inside the
+  // clusters and, as a last resort, spill activations to DDR, until it fits.
+  Policy policy;
+  for (int attempt = 0; attempt < 400; ++attempt) {
+    if (options.progress)
+      options.progress("fitting the SPM", size_t(attempt), 0);
+    auto c = std::make_unique<Compiler>(*input, options, clusters, policy);
+    auto fits = c->layout();
+    if (!fits)
+      return fits.error();
+    if (fits.value()) {
+      // Spills were chosen one at a time while the SPM was short: one chosen early may have
+      // become unnecessary after later ones. Bring each back on chip if it still fits.
+      // (A Compiler keeps a reference to `policy`: it is edited in place and restored.)
+      const std::set<int> spilled = policy.spilled;
+      for (auto t = spilled.rbegin(); t != spilled.rend(); ++t) {
+        const Policy kept = policy;
+        policy.spilled.erase(*t);
+        auto trial = std::make_unique<Compiler>(*input, options, clusters, policy);
+        auto trial_fits = trial->layout();
+        if (trial_fits && trial_fits.value())
+          c = std::move(trial);
+        else
+          policy = kept;
+      }
+      auto done = c->finish();
+      if (!done)
+        return done.error();
+      if (auto r = replicate_batch(done.value(), input->batch, options); !r)
+        return r.error();
+      return done;
+    }
+    if (std::getenv("KANN_DEBUG_RELAX")) {
+      std::fprintf(stderr, "relax %d: %s\n", attempt, c->failure.message.c_str());
+      if (std::atoi(std::getenv("KANN_DEBUG_RELAX")) > 1)
+        for (int i : c->failure.candidates)
+          std::fprintf(stderr, "   %-70s %9llu  %d-%d\n", c->buffers[i].name.c_str(),
+                       (unsigned long long)c->buffers[i].size(), c->buffers[i].first,
+                       c->buffers[i].last);
+    }
+    if (!relax(*c, policy)) {
+      // Parameters are sliced down to one panel of output channels, two slices live.
+      for (int i : c->failure.candidates) {
+        const SpmBuffer &b = c->buffers[i];
+        if (b.weights_of >= 0 && 2 * b.size() > options.device.spm_bytes / 2)
+          return make_error(c->where(input->nodes[c->ops[b.weights_of].node]) +
+                            ": the parameters of its smallest output-channel slice (" +
+                            std::to_string(kPanel) + " channels, " + std::to_string(b.size()) +
+                            " B, double-buffered) leave too little of the " +
+                            std::to_string(options.device.spm_bytes) + " B SPM");
+      }
+      return make_error(c->failure.message + ", even with every activation in DDR and " +
+                        "operators tiled by rows");
+    }
+  }
+  return make_error("SPM allocation did not converge");
+}
+
+Result<CompileOutput> compile_onnx_file(const std::string &path, const CompileOptions &options) {
+  auto g = import_onnx_file(path);
+  if (!g)
+    return g.error();
+  if (auto r = passes::optimize(g.value()); !r)
+    return r.error();
+  return compile_graph(g.value(), options);
+}
+
+} // namespace kann

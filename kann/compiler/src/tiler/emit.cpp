@@ -1,0 +1,435 @@
+// Record emission: per-cluster streams, step by step (parameter prefetch, streamed operands,
+// compute calls, SPM->SPM exchanges, output stores, barriers) and the per-step report.
+#include "tiler/tiler.h"
+
+#include "kann/passes.h"
+#include "kann/timing.h"
+#include <numeric>
+
+namespace kann::tiler {
+
+// ---------------- emission ----------------
+// A tile of activation `a` for `box` on cluster c: in its SPM buffer, or (DDR-homed) in
+// the staging buffer `stage`, which holds exactly that box densely.
+mcl_tile Compiler::tile_of(const Act &a, unsigned c, const Box &box, int stage) const {
+  mcl_tile t{};
+  uint64_t pc;
+  if (a.in_ddr) {
+    pc = box.chans();
+    t.offset = uint32_t(buffers[stage].offset);
+  } else {
+    const Box &b = a.buf[c];
+    pc = b.chans();
+    t.offset = uint32_t(buffers[a.buffer].offset +
+                        (uint64_t(box.y0 - b.y0) * a.W * pc + uint64_t(box.c0 - b.c0)) * a.es);
+  }
+  t.h = uint32_t(box.rows());
+  t.w = uint32_t(a.W);
+  t.c = uint32_t(box.chans());
+  t.row_stride = uint32_t(a.W * pc);
+  t.pixel_stride = uint32_t(pc);
+  t.channel_stride = 1;
+  t.dtype = a.dtype;
+  return t;
+}
+
+// Transfer of `box` between an activation's DDR home (or its network argument, for SPM
+// homed inputs/outputs) and an SPM tile (offset, pixel stride pc in elements).
+kbin_dma_args Compiler::ddr_transfer(const Act &a, kbin_ddr_ref home, bool onnx_layout,
+                                     const Box &box, uint64_t spm_offset, uint64_t pc,
+                                     bool to_spm) const {
+  kbin_dma_args d = dma(to_spm ? KBIN_DMA_LOAD : KBIN_DMA_STORE);
+  d.spm_offset = spm_offset;
+  d.ddr = home;
+  const uint64_t es = a.es, pixels = uint64_t(box.rows()) * a.W;
+  kbin_dma_shape &s = d.shape;
+  uint64_t ddr_row, ddr_plane, spm_row, spm_plane;
+  if (onnx_layout) {
+    d.ddr.offset += (uint64_t(box.c0) * a.H * a.W + uint64_t(box.y0) * a.W) * es;
+    if (a.H * a.W == 1 || a.C == 1) { // channel-last and NCHW orders coincide
+      s = linear((a.H * a.W == 1 ? uint64_t(box.chans()) : pixels) * es);
+      return d;
+    }
+    // planes = channels, rows = pixels of one channel, row = one element.
+    s.row_bytes = es, s.rows = pixels, s.planes = uint64_t(box.chans());
+    ddr_row = es, ddr_plane = uint64_t(a.H) * a.W * es;
+    spm_row = pc * es, spm_plane = es;
+  } else {
+    d.ddr.offset += (uint64_t(box.y0) * a.W * a.C + uint64_t(box.c0)) * es;
+    s.row_bytes = uint64_t(box.chans()) * es, s.rows = uint64_t(a.W),
+    s.planes = uint64_t(box.rows());
+    ddr_row = uint64_t(a.C) * es, ddr_plane = uint64_t(a.W) * a.C * es;
+    spm_row = pc * es, spm_plane = uint64_t(a.W) * pc * es;
+    if (box.chans() == a.C && int64_t(pc) == a.C) { // whole rows: one contiguous block
+      s = linear(pixels * a.C * es);
+      return d;
+    }
+  }
+  if (to_spm) {
+    s.src_row_stride = ddr_row, s.src_plane_stride = ddr_plane;
+    s.dst_row_stride = spm_row, s.dst_plane_stride = spm_plane;
+  } else {
+    s.src_row_stride = spm_row, s.src_plane_stride = spm_plane;
+    s.dst_row_stride = ddr_row, s.dst_plane_stride = ddr_plane;
+  }
+  return d;
+}
+
+// SPM box of cluster `from` -> the same tensor box in cluster `to`'s buffer.
+kbin_dma_args Compiler::exchange(const Act &a, unsigned from, unsigned to, const Box &box) const {
+  kbin_dma_args d = dma(KBIN_DMA_EXCHANGE);
+  d.dst_cluster = to;
+  const mcl_tile src = tile_of(a, from, box), dst = tile_of(a, to, box);
+  d.spm_offset = src.offset;
+  d.spm_dst_offset = dst.offset;
+  const uint64_t es = a.es;
+  d.shape.row_bytes = uint64_t(box.chans()) * es;
+  d.shape.rows = uint64_t(a.W);
+  d.shape.planes = uint64_t(box.rows());
+  d.shape.src_row_stride = uint64_t(src.pixel_stride) * es;
+  d.shape.src_plane_stride = uint64_t(src.row_stride) * es;
+  d.shape.dst_row_stride = uint64_t(dst.pixel_stride) * es;
+  d.shape.dst_plane_stride = uint64_t(dst.row_stride) * es;
+  if (src.pixel_stride == box.chans() && dst.pixel_stride == box.chans()) {
+    // whole pixels: rows of a band are contiguous on both sides
+    d.shape.row_bytes *= uint64_t(a.W);
+    d.shape.rows = 1;
+    d.shape.src_row_stride = d.shape.row_bytes;
+    d.shape.dst_row_stride = d.shape.row_bytes;
+  }
+  return d;
+}
+
+uint64_t Compiler::dma_cycles(uint64_t bytes, bool ddr) const {
+  if (bytes == 0)
+    return 0;
+  const auto &d = opt.device;
+  const double bw = ddr ? d.ddr_bytes_per_cycle : d.noc_bytes_per_cycle;
+  return d.dma_latency_cycles + uint64_t(std::ceil(double(bytes) / std::max(bw, 1e-9)));
+}
+
+// Loads slice j of op s's parameters into the SPM at `spm`: one multicast (shared
+// parameters; the issuing cluster rotates between operators to spread the RDMA work) or
+// one load per cluster. With `notify`, each destination's weight signal counts the arrival.
+void Compiler::emit_slice_load(size_t s, size_t j, uint64_t spm, bool notify,
+                               std::vector<uint64_t> &ddr) {
+  const Op &op = ops[s];
+  const ParamBlock &pb = op.params;
+  auto load = [&](unsigned issuer, const ParamSlice &ps, uint32_t mask) {
+    kbin_dma_args d = dma(mask ? KBIN_DMA_MULTICAST : KBIN_DMA_LOAD);
+    d.cluster_mask = mask;
+    d.ddr = {KBIN_DDR_PARAMS, 0, ps.blob_offset};
+    d.spm_offset = spm;
+    d.shape = linear(ps.bytes.size());
+    if (notify)
+      d.notify_signal = kWeightSignal;
+    push(issuer, d);
+    ddr[issuer] += ps.bytes.size();
+  };
+  if (pb.shared) {
+    if (pb.slots.empty() || pb.slots[0].size() <= j)
+      return;
+    uint32_t mask = 0;
+    for (unsigned c = 0; c < K; ++c)
+      if (!op.out_box[c].empty())
+        mask |= 1u << c;
+    load(unsigned(s % K), pb.slots[0][j], mask);
+    if (notify)
+      for (unsigned c = 0; c < K; ++c)
+        if (mask & (1u << c))
+          ++weight_signals[c];
+    return;
+  }
+  for (unsigned c = 0; c < K && c < pb.slots.size(); ++c)
+    if (pb.slots[c].size() > j) {
+      load(c, pb.slots[c][j], 0);
+      if (notify)
+        ++weight_signals[c];
+    }
+}
+
+// Slice 0 of op s's parameters (issued during step s, used in step s + 1).
+void Compiler::emit_param_loads(size_t s, std::vector<uint64_t> &ddr) {
+  if (ops[s].params.buffer >= 0)
+    emit_slice_load(s, 0, buffers[ops[s].params.buffer].offset, false, ddr);
+}
+
+// SPM offset of the buffer holding slice j of op's parameters.
+uint64_t Compiler::slice_spm(const Op &op, size_t j) const {
+  return buffers[j % 2 == 0 ? op.params.buffer : op.params.buffer2].offset;
+}
+
+void Compiler::end_step() {
+  for (unsigned c = 0; c < K; ++c) {
+    wait(c);
+    if (K > 1)
+      prog.streams[c].push_back(format::Record{KBIN_FN_BARRIER, {}});
+  }
+}
+
+Result<void> Compiler::emit() {
+  prog.streams.assign(K, {});
+  weight_signals.assign(K, 0);
+  const auto &dev = opt.device;
+  // Kernel arguments: inputs, then outputs.
+  auto describe = [&](int t, uint32_t role, uint32_t index) {
+    const Tensor &ten = g.tensors[t];
+    format::TensorDesc d;
+    d.name = ten.name;
+    d.role = role;
+    d.arg_index = index;
+    d.dtype = MCL_DTYPE_F32;
+    for (int64_t v : ten.shape)
+      d.dims.push_back(uint64_t(v));
+    d.byte_size = uint64_t(ten.elements()) * 4;
+    prog.tensors.push_back(d);
+  };
+  for (int t : g.inputs)
+    describe(t, KBIN_ROLE_INPUT, input_arg[t]);
+  for (int t : g.outputs)
+    describe(t, KBIN_ROLE_OUTPUT, output_arg[t]);
+  prog.arg_count = uint32_t(input_arg.size() + output_arg.size());
+
+  // Prologue: SPM-homed network inputs and the first operator's parameters.
+  std::vector<uint64_t> ddr(K, 0);
+  for (int t : g.inputs) {
+    const Act &a = acts[act_of[t]];
+    if (a.in_ddr)
+      continue;
+    for (unsigned c = 0; c < K; ++c) {
+      if (a.need[c].empty())
+        continue;
+      const mcl_tile tl = tile_of(a, c, a.need[c]);
+      kbin_dma_args d = ddr_transfer(a, {KBIN_DDR_ARG, input_arg[t], 0}, true, a.need[c], tl.offset,
+                                     tl.pixel_stride, true);
+      push(c, d);
+      ddr[c] += bytes_of(d);
+    }
+  }
+  if (!ops.empty() && !policy.no_prefetch.count(ops[0].node))
+    emit_param_loads(0, ddr);
+  end_step();
+  std::vector<std::vector<size_t>> step_ends(1, stream_sizes()); // prologue, then each op
+  uint64_t clock = dma_cycles(*std::max_element(ddr.begin(), ddr.end()), true);
+  uint64_t input_bytes = std::accumulate(ddr.begin(), ddr.end(), uint64_t{0});
+
+  for (size_t s = 0; s < ops.size(); ++s) {
+    Op &op = ops[s];
+    const Node &n = g.nodes[op.node];
+    const Act &y = acts[op.out];
+    OpReport rep;
+    rep.name = n.name;
+    rep.op = n.op + (n.act.kind != MCL_ACT_NONE ? "+act" : "");
+    rep.split = op.split + (op.chunks > 1 ? " x" + std::to_string(op.chunks) : "") +
+                (op.params.slices() > 1 ? " w" + std::to_string(op.params.slices()) : "");
+    rep.start_cycle = clock;
+    std::vector<uint64_t> pddr(K, 0), stream_ddr(K, 0), compute(K, 0);
+    uint64_t own_load_cycles = 0, slice_barriers = 0;
+    mcl_native_cost_breakdown lanes{};
+    if (op.kind == Kind::Conv) {
+      const mcl_conv_args a = conv_args_shape(op, need_for(op, 0, op.out_box[0]), op.out_box[0]);
+      rep.shape = std::to_string(a.kernel_h) + "x" + std::to_string(a.kernel_w) + "/" +
+                  std::to_string(a.stride_h) + " " + std::to_string(acts[op.ins[0]].C) + "->" +
+                  std::to_string(y.C) + (a.groups > 1 ? " g" + std::to_string(a.groups) : "");
+    }
+    if (policy.no_prefetch.count(op.node)) { // load own parameters first, then meet
+      std::vector<uint64_t> own(K, 0);
+      emit_param_loads(s, own);
+      end_step();
+      own_load_cycles = dma_cycles(*std::max_element(own.begin(), own.end()), true) +
+                        (K > 1 ? dev.barrier_latency_cycles : 0);
+      for (unsigned c = 0; c < K; ++c)
+        pddr[c] += own[c];
+    }
+    if (s + 1 < ops.size() && !policy.no_prefetch.count(ops[s + 1].node))
+      emit_param_loads(s + 1, pddr);
+    // Parameters streamed in output-channel slices: slice j+1 loads while slice j computes;
+    // slice j+2 reuses slice j's buffer once every cluster is past slice j (a barrier for
+    // multicast slices; program order for a cluster's own loads).
+    const size_t nslices = op.params.buffer2 >= 0 ? op.params.slices() : 1;
+    std::vector<std::vector<uint64_t>> arrival(nslices, std::vector<uint64_t>(K, 0));
+    std::vector<std::vector<Box>> staged(op.ins.size(), std::vector<Box>(K, Box{}));
+    for (unsigned c = 0; c < K; ++c)
+      rep.tiles += !op.out_box[c].empty();
+    for (size_t j = 0; j < nslices; ++j) {
+      if (j + 1 < nslices) {
+        emit_slice_load(s, j + 1, slice_spm(op, j + 1), true, pddr);
+        arrival[j + 1] = weight_signals;
+      }
+      for (unsigned c = 0; c < K; ++c) {
+        std::vector<Box> parts = {op.out_box[c]};
+        if (nslices > 1)
+          parts = weight_slices(op, op.out_box[c]);
+        if (op.out_box[c].empty() || j >= parts.size())
+          continue;
+        if (j > 0) {
+          kbin_wait_signal_args w{kWeightSignal, 0, arrival[j][c]};
+          prog.streams[c].push_back(format::Record::make(KBIN_FN_WAIT_SIGNAL, w));
+        }
+        for (Box ob : chunk_boxes(op, c)) {
+          ob.c0 = parts[j].c0, ob.c1 = parts[j].c1;
+          auto call = make_call(op, c, ob, op.params.buffer >= 0 ? slice_spm(op, j) : 0);
+          if (!call)
+            return call.error();
+          // Streamed operands come in first (once when the box they need is the same).
+          bool loaded = false;
+          for (size_t i = 0; i < op.ins.size(); ++i) {
+            const Act &x = acts[op.ins[i]];
+            const Box ib = need_for(op, i, ob);
+            if (!x.in_ddr || (staged[i][c].y0 == ib.y0 && staged[i][c].y1 == ib.y1 &&
+                              staged[i][c].c0 == ib.c0 && staged[i][c].c1 == ib.c1))
+              continue;
+            kbin_dma_args d = ddr_transfer(x, x.home, x.onnx_layout, ib,
+                                           buffers[op.stage_in[i]].offset, ib.chans(), true);
+            push(c, d);
+            stream_ddr[c] += bytes_of(d);
+            staged[i][c] = ib;
+            loaded = true;
+          }
+          if (loaded || y.in_ddr)
+            wait(c); // operands in place, and the previous chunk's store has left staging
+          for (auto &r : call.value().records)
+            prog.streams[c].push_back(r);
+          compute[c] += call.value().cost;
+          const mcl_native_cost_breakdown &l = call.value().lanes;
+          lanes.matrix += l.matrix;
+          lanes.load_store += l.load_store;
+          lanes.vliw += l.vliw;
+          lanes.overhead += l.overhead;
+          rep.macs += l.macs;
+          rep.padded_macs += l.padded_macs;
+          if (y.in_ddr) {
+            kbin_dma_args d = ddr_transfer(y, y.home, y.onnx_layout, stored(op, ob),
+                                           buffers[op.stage_out].offset, ob.chans(), false);
+            push(c, d);
+            stream_ddr[c] += bytes_of(d);
+          }
+        }
+      }
+      if (op.params.shared && j + 2 < nslices && K > 1) {
+        for (unsigned c = 0; c < K; ++c)
+          prog.streams[c].push_back(format::Record{KBIN_FN_BARRIER, {}});
+        slice_barriers += 1;
+      }
+    }
+    rep.compute_cycles = *std::max_element(compute.begin(), compute.end());
+    {
+      const std::pair<uint64_t, const char *> by_lane[] = {{lanes.matrix, "matrix"},
+                                                           {lanes.load_store, "load/store"},
+                                                           {lanes.vliw, "vliw"},
+                                                           {lanes.overhead, "overhead"}};
+      const auto *top = &by_lane[0];
+      for (const auto &l : by_lane)
+        if (l.first > top->first)
+          top = &l;
+      rep.bound = top->first ? top->second : "";
+    }
+    // Exchanges: every other cluster's needed part of what this cluster produced.
+    std::vector<uint64_t> noc(K, 0);
+    if (!y.in_ddr)
+      for (unsigned from = 0; from < K; ++from)
+        for (unsigned to = 0; to < K; ++to) {
+          if (from == to)
+            continue;
+          Box box = intersect(y.need[to], stored(op, op.out_box[from]));
+          if (box.empty())
+            continue;
+          kbin_dma_args d = exchange(y, from, to, box);
+          push(from, d);
+          noc[from] += bytes_of(d);
+          rep.exchange_bytes += bytes_of(d);
+        }
+    // Stores of SPM-homed network outputs produced here.
+    for (auto [t, argi] : output_arg) {
+      if (act_of[t] != op.out || y.in_ddr)
+        continue;
+      for (unsigned c = 0; c < K; ++c) {
+        const Box part = stored(op, op.out_box[c]); // what this operator wrote here
+        if (part.empty())
+          continue;
+        const mcl_tile tl = tile_of(y, c, part);
+        kbin_dma_args d =
+            ddr_transfer(y, {KBIN_DDR_ARG, argi, 0}, true, part, tl.offset, tl.pixel_stride, false);
+        push(c, d);
+        stream_ddr[c] += bytes_of(d);
+      }
+    }
+    end_step();
+    step_ends.push_back(stream_sizes());
+    uint64_t step_cycles = 0, pmax = 0, nmax = 0;
+    for (unsigned c = 0; c < K; ++c) {
+      // Streaming serializes with compute; prefetch overlaps it; exchanges follow it.
+      const uint64_t busy = compute[c] + dma_cycles(stream_ddr[c], true);
+      step_cycles = std::max(step_cycles,
+                             std::max(busy, dma_cycles(pddr[c], true)) + dma_cycles(noc[c], false));
+      pmax = std::max(pmax, pddr[c] + stream_ddr[c]);
+      nmax = std::max(nmax, noc[c]);
+    }
+    rep.ddr_bytes = std::accumulate(pddr.begin(), pddr.end(), uint64_t{0}) +
+                    std::accumulate(stream_ddr.begin(), stream_ddr.end(), uint64_t{0}) +
+                    (s == 0 ? input_bytes : 0);
+    rep.dma_cycles = dma_cycles(pmax, true) + dma_cycles(nmax, false);
+    rep.cycles = own_load_cycles + step_cycles +
+                 (K > 1 ? (1 + slice_barriers) * dev.barrier_latency_cycles : 0);
+    clock += rep.cycles;
+    rep.spm_peak.assign(K, 0);
+    for (const SpmBuffer &b : buffers)
+      if (b.first <= int(s) + 1 && int(s) + 1 <= b.last)
+        for (unsigned c = 0; c < K; ++c)
+          if (b.bytes[c])
+            rep.spm_peak[c] = std::max(rep.spm_peak[c], b.offset + b.bytes[c]);
+    out.ops.push_back(rep);
+  }
+  out.total_cycles = clock;
+  // The per-operator figures above are the quick analytic estimate; the replay of the
+  // emitted streams under the simulator's timing rules replaces the step times.
+  auto timing = predict_timing(prog, dev, program_ddr_bytes_per_cycle(dev, K));
+  if (!timing)
+    return timing.error();
+  auto step_end = [&](size_t s) {
+    uint64_t t = 0;
+    for (unsigned c = 0; c < K; ++c)
+      if (step_ends[s][c] > 0)
+        t = std::max(t, timing.value().time_after[c][step_ends[s][c] - 1]);
+    return t;
+  };
+  for (size_t s = 0; s < out.ops.size(); ++s) {
+    out.ops[s].start_cycle = step_end(s);
+    out.ops[s].cycles = step_end(s + 1) - step_end(s);
+  }
+  out.estimated_cycles = clock;
+  out.total_cycles = timing.value().total_cycles;
+  return {};
+}
+
+std::vector<size_t> Compiler::stream_sizes() const {
+  std::vector<size_t> sizes(K);
+  for (unsigned c = 0; c < K; ++c)
+    sizes[c] = prog.streams[c].size();
+  return sizes;
+}
+
+Result<CompileOutput> Compiler::finish() {
+  if (auto r = pack_params(); !r)
+    return r.error();
+  if (auto r = emit(); !r)
+    return r.error();
+  prog.cluster_count = K;
+  prog.pes_per_cluster = opt.device.pes_per_cluster;
+  prog.spm_bytes = opt.device.spm_bytes;
+  prog.preset = opt.device.name.substr(0, 31);
+  out.params_bytes = prog.params.size();
+  for (const SpmBuffer &b : buffers)
+    if (b.size())
+      out.buffers.push_back({b.name, b.offset, b.size(), b.first, b.last});
+  for (const Act &a : acts)
+    if (a.in_ddr)
+      out.spilled.push_back(g.tensors[a.tensor].name);
+  out.program = std::move(prog);
+  out.program.report_json = out.report_json();
+  if (auto r = format::validate_program(out.program); !r)
+    return make_error("internal error: the emitted program is invalid: " + r.error().message);
+  return std::move(out);
+}
+
+} // namespace kann::tiler

@@ -1,0 +1,153 @@
+// Lowering of Conv / ConvTranspose: call geometry and weight packing.
+#include "tiler/tiler.h"
+
+#include "kann/passes.h"
+
+namespace kann::tiler {
+
+// Input rows (and channels) a sliding window reads for output box `o`: convolutions,
+// transposed convolutions and pooling.
+Box Compiler::need_window(const Op &op, const Act &in, const Box &o) const {
+  if (op.kind == Kind::Conv && op.transposed) {
+    // Output row y reads input rows iy with iy*sh = y + pt - ky*dh for some tap ky.
+    const int64_t lo = o.y0 + op.pt - (op.kh - 1) * op.dh, hi = o.y1 - 1 + op.pt;
+    int64_t a = lo <= 0 ? 0 : (lo + op.sh - 1) / op.sh;
+    int64_t b = hi < 0 ? 0 : hi / op.sh + 1;
+    a = std::min<int64_t>(a, in.H - 1);
+    b = std::max<int64_t>(std::min<int64_t>(b, in.H), a + 1);
+    return {a, b, 0, in.C};
+  }
+  // Depthwise convolutions split by channels read only their channels.
+  const bool depthwise_slice =
+      op.kind == Kind::Conv && op.groups > 1 && op.groups == in.C && o.chans() != out_c(op);
+  const int64_t c0 = depthwise_slice ? o.c0 : 0, c1 = depthwise_slice ? o.c1 : in.C;
+  int64_t a = o.y0 * op.sh - op.pt;
+  int64_t b = (o.y1 - 1) * op.sh - op.pt + (op.kh - 1) * op.dh + 1;
+  a = std::max<int64_t>(a, 0);
+  b = std::min<int64_t>(b, in.H);
+  if (b <= a) { // the band sees only padding: keep one real row so the tile is not empty
+    a = std::min<int64_t>(std::max<int64_t>(a, 0), in.H - 1);
+    b = a + 1;
+  }
+  return {a, b, c0, c1};
+}
+
+mcl_conv_args Compiler::conv_args_shape(const Op &op, const Box &ib, const Box &ob) const {
+  const Act &x = acts[op.ins[0]];
+  const Act &y = acts[op.out];
+  mcl_conv_args a{};
+  const uint32_t ic = uint32_t(ib.chans() > 0 ? ib.chans() : x.C);
+  const uint32_t oc = uint32_t(ob.chans() > 0 ? ob.chans() : y.C);
+  a.input = {0,
+             uint32_t(std::max<int64_t>(ib.rows(), 1)),
+             uint32_t(x.W),
+             ic,
+             uint32_t(x.W) * ic,
+             ic,
+             1,
+             x.dtype};
+  a.output = {0,
+              uint32_t(std::max<int64_t>(ob.rows(), 1)),
+              uint32_t(y.W),
+              oc,
+              uint32_t(y.W) * oc,
+              oc,
+              1,
+              y.dtype};
+  // A depthwise convolution split by channels is a smaller depthwise convolution.
+  a.groups = uint32_t(op.groups > 1 && ic != uint32_t(x.C) ? ic : op.groups);
+  a.kernel_h = uint16_t(op.kh), a.kernel_w = uint16_t(op.kw);
+  a.stride_h = uint16_t(op.sh), a.stride_w = uint16_t(op.sw);
+  a.dilation_h = uint16_t(op.dh), a.dilation_w = uint16_t(op.dw);
+  if (op.transposed) { // docs/native.md: origin = out_y0 + pad_top - in_y0 * stride
+    a.origin_y = int32_t(ob.y0 + op.pt - ib.y0 * op.sh);
+    a.origin_x = int32_t(op.pl);
+    return a;
+  }
+  a.origin_y = int32_t(ob.y0 * op.sh - op.pt - ib.y0);
+  a.origin_x = int32_t(-op.pl);
+  return a;
+}
+
+// Packed parameters of output channels `part` of a convolution (geometry of cluster c).
+Result<std::vector<uint8_t>> Compiler::pack_conv_slice(const Op &op, const Node &n, unsigned c,
+                                                       const Box &part) const {
+  const Act &x = acts[op.ins[0]];
+  const Act &y = acts[op.out];
+  const Tensor &w = g.tensors[n.inputs[1]];
+  std::vector<float> bias(out_c(op), 0.0f);
+  if (n.inputs.size() > 2 && n.inputs[2] >= 0)
+    bias = g.tensors[n.inputs[2]].data;
+  const size_t per_out = w.data.size() / size_t(out_c(op));
+  Box ob = chunk_boxes(op, c)[0];
+  ob.c0 = part.c0, ob.c1 = part.c1;
+  mcl_conv_args a = conv_args_shape(op, need_for(op, 0, ob), ob);
+  std::vector<uint8_t> packed(mcl_native_conv_params_size(op.conv_fn(), &a));
+  const float *wslice = w.data.data() + size_t(ob.c0) * per_out;
+  std::vector<float> transposed_slice;
+  if (op.transposed) { // [cin][cout][kh][kw]: gather the slice's output channels
+    const size_t cin = size_t(x.C), cout = size_t(out_c(op)), taps = size_t(op.kh * op.kw);
+    for (size_t ci = 0; ci < cin; ++ci)
+      for (size_t co = size_t(ob.c0); co < size_t(ob.c1); ++co)
+        for (size_t t = 0; t < taps; ++t)
+          transposed_slice.push_back(w.data[(ci * cout + co) * taps + t]);
+    wslice = transposed_slice.data();
+  }
+  std::vector<uint16_t> half;
+  const void *weights = wslice;
+  const void *bias_ptr = bias.data() + ob.c0;
+  const mcl_weight_quant *quant = nullptr;
+  Int8Weights q8;
+  if (x.dtype == MCL_DTYPE_F16) {
+    for (size_t i = 0; i < size_t(ob.chans()) * per_out; ++i)
+      half.push_back(passes::float_to_half(wslice[i]));
+    weights = half.data();
+  } else if (n.ints.count("int8")) {
+    q8 = int8_weights(n, x, y, ob.c0, ob.c1, nullptr);
+    weights = q8.values.data();
+    bias_ptr = q8.bias.data();
+    quant = &q8.quant;
+  }
+  if (mcl_native_pack_conv(op.conv_fn(), &a, weights, bias_ptr, quant, packed.data(),
+                           packed.size()) != MCL_NATIVE_OK)
+    return make_error(where(n) + ": packing the weights failed");
+  return packed;
+}
+
+void Compiler::call_conv(const Op &op, const CallTiles &t, Call &call) const {
+  const Node &n = g.nodes[op.node];
+  const Act &x = acts[op.ins[0]];
+  const Act &y = acts[op.out];
+  const Box &ob = t.out_box;
+  const Box &ib = t.in_box;
+  const mcl_tile &in0 = t.in;
+  const mcl_tile &out_tile = t.out;
+  const uint64_t params_spm = t.params_spm;
+  mcl_conv_args a = conv_args_shape(op, ib, ob);
+  a.input = in0;
+  a.output = out_tile;
+  a.params_offset = uint32_t(params_spm);
+  a.pad_row_offset = uint32_t(buffers[op.pad_row].offset);
+  a.act = n.act;
+  if (n.ints.count("int8")) {
+    a.input_zero_point = x.zero_point;
+    a.output_zero_point = y.zero_point;
+    int8_clamp(y, n.act, a.output_min, a.output_max);
+    a.act = {MCL_ACT_NONE, 0.0f, 0.0f};
+  }
+  // No address table is stored (no blob bytes, no DMA, no SPM): the call derives it from
+  // the geometry; only tiles with taps in the padding need the pad row for that.
+  const int64_t last_y = int64_t(a.origin_y) + int64_t(a.output.h - 1) * a.stride_h +
+                         int64_t(a.kernel_h - 1) * a.dilation_h;
+  const int64_t last_x = int64_t(a.origin_x) + int64_t(a.output.w - 1) * a.stride_w +
+                         int64_t(a.kernel_w - 1) * a.dilation_w;
+  if (!op.transposed && a.origin_y >= 0 && a.origin_x >= 0 && last_y < int64_t(a.input.h) &&
+      last_x < int64_t(a.input.w)) {
+    a.flags = MCL_CONV_NO_TABLE;
+  } else {
+    a.flags = MCL_CONV_IMPLICIT_TABLE;
+  }
+  call.add(op.conv_fn(), a);
+}
+
+} // namespace kann::tiler

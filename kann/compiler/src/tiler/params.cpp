@@ -1,0 +1,108 @@
+// The parameter blob: every operator's weights packed per output-channel slice, and the
+// INT8 weight helpers shared by Conv and Gemm.
+#include "tiler/tiler.h"
+
+namespace kann::tiler {
+
+uint64_t Compiler::add_blob(const std::vector<uint8_t> &bytes) {
+  uint64_t at = align_up(prog.params.size());
+  prog.params.resize(at);
+  prog.params.insert(prog.params.end(), bytes.begin(), bytes.end());
+  return at;
+}
+
+// Packs every operator's weights into the blob (before emission: prefetches need them).
+Result<void> Compiler::pack_params() {
+  for (size_t s = 0; s < ops.size(); ++s) {
+    if (opt.progress)
+      opt.progress("packing parameters", s, ops.size());
+    Op &op = ops[s];
+    const Node &n = g.nodes[op.node];
+    if (op.kind == Kind::Conv) {
+      // Spatial split: one set of slices multicast to all. Channel split: each cluster's
+      // slice of output channels ([cout][cin/groups][kh][kw] rows are contiguous).
+      op.params.shared = op.split == "rows";
+      op.params.slots.assign(op.params.shared ? 1 : K, {});
+      for (unsigned c = 0; c < K; ++c) {
+        auto &slot = op.params.slots[op.params.shared ? 0 : c];
+        if (op.out_box[c].empty() || !slot.empty())
+          continue;
+        for (const Box &part : weight_slices(op, op.out_box[c])) {
+          auto packed = pack_conv_slice(op, n, c, part);
+          if (!packed)
+            return packed.error();
+          slot.push_back({part, std::move(packed.value()), 0});
+        }
+      }
+    } else if (op.kind == Kind::Gemm) {
+      op.params.slots.assign(K, {});
+      for (unsigned c = 0; c < K; ++c)
+        for (const Box &part : weight_slices(op, op.out_box[c])) {
+          auto packed = pack_gemm_slice(op, n, part);
+          if (!packed)
+            return packed.error();
+          op.params.slots[c].push_back({part, std::move(packed.value()), 0});
+        }
+    } else if (op.kind == Kind::ScaleShift) {
+      op.params.slots.assign(K, {});
+      const auto &sc = g.tensors[n.inputs[1]].data, &sh = g.tensors[n.inputs[2]].data;
+      for (unsigned c = 0; c < K; ++c) {
+        const Box &ob = op.out_box[c];
+        if (ob.empty())
+          continue;
+        std::vector<float> p(sc.begin() + ob.c0, sc.begin() + ob.c1);
+        p.insert(p.end(), sh.begin() + ob.c0, sh.begin() + ob.c1);
+        op.params.slots[c].push_back({ob, to_bytes(p.data(), p.size()), 0});
+      }
+    }
+    for (auto &slot : op.params.slots)
+      for (ParamSlice &ps : slot)
+        ps.blob_offset = add_blob(ps.bytes);
+  }
+  return {};
+}
+
+// INT8 output clamp of a fused activation, in the output's quantized domain.
+void Compiler::int8_clamp(const Act &y, const mcl_activation &act, int32_t &lo, int32_t &hi) {
+  lo = y.dtype == MCL_DTYPE_U8 ? 0 : -128;
+  hi = y.dtype == MCL_DTYPE_U8 ? 255 : 127;
+  auto q = [&](float v) {
+    const double r = std::nearbyint(double(v) / y.scale) + y.zero_point;
+    return int32_t(std::clamp<double>(r, lo, hi));
+  };
+  if (act.kind == MCL_ACT_RELU)
+    lo = std::max(lo, y.zero_point);
+  if (act.kind == MCL_ACT_CLIP)
+    lo = std::max(lo, q(act.alpha)), hi = std::min(hi, q(act.beta));
+}
+
+Int8Weights Compiler::int8_weights(const Node &n, const Act &x, const Act &y, int64_t c0,
+                                   int64_t c1, const std::vector<int64_t> *k_order) const {
+  const Tensor &w = g.tensors[n.inputs[1]];
+  const int64_t cout = w.shape[0];
+  const size_t per_out = w.qvalues.size() / size_t(cout);
+  Int8Weights r;
+  for (int64_t o = c0; o < c1; ++o) {
+    for (size_t k = 0; k < per_out; ++k) {
+      const size_t src = k_order ? size_t((*k_order)[k]) : k;
+      r.values.push_back(int8_t(std::clamp(w.qvalues[size_t(o) * per_out + src], -128, 127)));
+    }
+    const float ws = w.qscales[w.qscales.size() == 1 ? 0 : size_t(o)];
+    r.scales.push_back(ws);
+    r.zeros.push_back(w.qzeros[w.qzeros.size() == 1 ? 0 : size_t(o)]);
+    float b = 0.0f;
+    if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
+      const auto &bd = g.tensors[n.inputs[2]].data;
+      b = bd[bd.size() == 1 ? 0 : size_t(o)] * (n.op == "Gemm" ? n.attrf("beta", 1.0f) : 1.0f);
+    }
+    r.bias.push_back(int32_t(std::nearbyint(double(b) / (double(x.scale) * ws))));
+  }
+  r.quant.input_scale = x.scale;
+  r.quant.output_scale = y.scale;
+  r.quant.weight_scales = r.scales.data();
+  r.quant.weight_zero_points = r.zeros.data();
+  r.quant.weight_scale_count = uint32_t(r.scales.size());
+  return r;
+}
+
+} // namespace kann::tiler

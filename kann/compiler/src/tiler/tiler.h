@@ -1,0 +1,346 @@
+// The tile compiler's internal interface, shared by its parts (kann/compiler/src/tiler/):
+//   plan.cpp         per operator: split, output/input boxes per cluster, buffers, lifetimes
+//   spm_alloc.cpp    one SPM offset per buffer (greedy placement by lifetime)
+//   params.cpp       the parameter blob: packed weights per slice
+//   emit.cpp         per-cluster record streams, step by step (DMA, compute calls, barriers)
+//   lower_*.cpp      one file per lowering kind: input boxes, parameter packing, native calls
+//   compile.cpp      the driver: fit the SPM (policy relaxation), batches
+// Not a public header: kann/compile.h is the tile compiler's API.
+#pragma once
+
+#include "kann/compile.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <map>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "manycl/native/native.h"
+
+namespace kann::tiler {
+
+using ir::Graph;
+using ir::Node;
+using ir::Tensor;
+using manycl::make_error;
+using manycl::Result;
+
+constexpr uint64_t kAlign = 64;
+constexpr uint32_t kWeightSignal = 0; // counts parameter slices arrived in a cluster's SPM
+constexpr int64_t kPanel = 16;        // output channels per packed weight panel (the native format)
+inline uint64_t align_up(uint64_t v, uint64_t a = kAlign) {
+  return (v + a - 1) / a * a;
+}
+
+// A box of a channel-last activation: rows [y0, y1) x all columns x channels [c0, c1).
+struct Box {
+  int64_t y0 = 0, y1 = 0, c0 = 0, c1 = 0;
+  bool empty() const { return y1 <= y0 || c1 <= c0; }
+  int64_t rows() const { return y1 - y0; }
+  int64_t chans() const { return c1 - c0; }
+};
+inline Box intersect(const Box &a, const Box &b) {
+  return {std::max(a.y0, b.y0), std::min(a.y1, b.y1), std::max(a.c0, b.c0), std::min(a.c1, b.c1)};
+}
+inline Box bbox(const Box &a, const Box &b) {
+  if (a.empty())
+    return b;
+  if (b.empty())
+    return a;
+  return {std::min(a.y0, b.y0), std::max(a.y1, b.y1), std::min(a.c0, b.c0), std::max(a.c1, b.c1)};
+}
+
+struct SpmBuffer {
+  std::string name;
+  std::vector<uint64_t> bytes; // per cluster (0: unused there)
+  int first = 0, last = 0;     // steps
+  uint64_t offset = 0;
+  int act = -1;        // activation it holds, or -1
+  int op = -1;         // operator whose staging buffer it is, or -1
+  int prefetched = -1; // operator whose parameters it prefetches, or -1
+  int weights_of = -1; // operator whose (sliced) parameters it holds, or -1
+  uint64_t size() const { return *std::max_element(bytes.begin(), bytes.end()); }
+};
+
+// Where an activation lives. SPM: a buffer on every cluster holding its owned rows plus what
+// its consumers there need (exchanged). DDR: spilled, the whole tensor in one DDR buffer
+// (its network argument in ONNX layout, or SCRATCH in channel-last layout); operators
+// stream it through SPM staging buffers.
+struct Act {
+  int tensor = -1; // the tensor that owns the storage
+  int64_t H = 1, W = 1, C = 1;
+  uint32_t es = 4;
+  uint32_t dtype = MCL_DTYPE_F32;
+  float scale = 1.0f; // INT8 activations (quantized by QuantizeLinear)
+  int32_t zero_point = 0;
+  std::vector<Box> owned; // per cluster: produced there
+  std::vector<Box> need;  // per cluster: read there by consumers (bounding box)
+  std::vector<Box> buf;   // per cluster: bbox(owned, need), what the buffer holds
+  int buffer = -1;        // SpmBuffer index (SPM home)
+  bool in_ddr = false;
+  kbin_ddr_ref home{};      // DDR home
+  bool onnx_layout = false; // DDR home layout: NCHW (network arguments) or HWC (scratch)
+  int first = 0, last = 0;
+  uint64_t bytes() const { return uint64_t(H * W * C) * es; }
+};
+
+enum class Kind {
+  Conv,
+  Pool,
+  GlobalPool,
+  Gemm,
+  Eltwise,
+  ScaleShift,
+  Activation,
+  Softmax,
+  Concat,
+  Convert, // also a channel Slice (Op::in_c0)
+  Resize,
+  Shuffle // ChannelShuffle: one strided copy per group
+};
+
+// Packed parameters of a range of output channels (the operator's own numbering).
+struct ParamSlice {
+  Box box;
+  std::vector<uint8_t> bytes;
+  uint64_t blob_offset = 0;
+};
+
+// An operator's parameters: per slot (one shared slot, multicast to every cluster with work,
+// or one slot per cluster) the output-channel slices, streamed one after the other when
+// they do not fit at once. Slice 0 goes to `buffer` (prefetched during the previous step),
+// then slices alternate between `buffer2` and `buffer` (double buffering).
+struct ParamBlock {
+  bool shared = false;
+  std::vector<std::vector<ParamSlice>> slots;
+  int buffer = -1;
+  int buffer2 = -1;
+  size_t slices() const {
+    size_t n = 0;
+    for (const auto &s : slots)
+      n = std::max(n, s.size());
+    return n;
+  }
+};
+
+struct Op {
+  int node = -1;
+  Kind kind = Kind::Conv;
+  std::string split = "rows";
+  int out = -1;                         // Act index
+  std::vector<int> ins;                 // Act indices (activation inputs)
+  std::vector<Box> out_box;             // per cluster
+  std::vector<std::vector<Box>> in_box; // [input][cluster] for the whole out_box
+  int chunks = 1;                       // intra-cluster tiles (bands of output rows)
+  int wslices = 1; // output-channel slices of the parameters, streamed inside the step
+  // Conv/pool geometry
+  int64_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, pb = 0, pr = 0;
+  int64_t groups = 1;
+  ParamBlock params;         // packed weights (conv: shared; gemm: per cluster)
+  int pad_row = -1;          // SpmBuffer: conv pad row
+  std::vector<int> stage_in; // per input: SpmBuffer staging a DDR-homed input, or -1
+  int stage_out = -1;        // SpmBuffer staging a DDR-homed output, or -1
+  uint32_t fn = 0;
+  bool transposed = false; // ConvTranspose (Kind::Conv)
+  int64_t in_c0 = 0;       // Slice: first input channel read
+  int64_t shuffle_groups = 1;
+  uint32_t conv_fn() const {
+    return transposed ? MCL_NATIVE_FN_CONV_TRANSPOSE2D : MCL_NATIVE_FN_CONV2D;
+  }
+};
+
+// What the tiler may change between attempts when the SPM is too small.
+struct Policy {
+  std::set<int> spilled;      // tensors (storage owners) homed in DDR
+  std::map<int, int> chunks;  // node -> intra-cluster tiles
+  std::map<int, int> wslices; // node -> output-channel slices of its parameters
+  std::set<int> no_prefetch;  // nodes whose parameters load in their own step
+};
+
+// Why an allocation failed: the buffer that did not fit and what it competed with.
+struct AllocFailure {
+  std::string message;
+  std::vector<int> candidates; // buffers live at the same time, the failing one included
+};
+
+// INT8 weights of output channels [c0, c1) of a Conv ([cout][...]) or transposed Gemm
+// ([n][k]): integer values, int32 bias requantized to input_scale * weight_scale, and the
+// quantization block for the packers.
+struct Int8Weights {
+  std::vector<int8_t> values;
+  std::vector<int32_t> bias;
+  std::vector<float> scales;
+  std::vector<int32_t> zeros;
+  mcl_weight_quant quant{};
+};
+
+// One compute call: argument blocks (several for Concat).
+struct Call {
+  std::vector<format::Record> records;
+  uint64_t cost = 0;
+  mcl_native_cost_breakdown lanes{}; // summed over the call's records
+  uint32_t pes_per_cluster = 0;      // the cost model's PE count
+
+  // Appends one native call (function `fn`, argument block `args`) and its modeled cost.
+  template <class Args> void add(uint32_t fn, const Args &args) {
+    records.push_back(format::Record::make(fn, args));
+    mcl_native_cost_breakdown b{};
+    mcl_native_cost_detail(fn, &args, pes_per_cluster, &b);
+    cost += b.total;
+    lanes.matrix += b.matrix;
+    lanes.load_store += b.load_store;
+    lanes.vliw += b.vliw;
+    lanes.overhead += b.overhead;
+    lanes.macs += b.macs;
+    lanes.padded_macs += b.padded_macs;
+  }
+};
+
+// Where one compute call works on one cluster: its output box (the operator's own channel
+// numbering) and input 0's box, their SPM tiles, and where the parameters are in the SPM.
+struct CallTiles {
+  unsigned cluster = 0;
+  Box out_box, in_box;
+  mcl_tile in{}, out{};
+  uint64_t params_spm = 0;
+};
+
+// The tile compiler for one graph, cluster count and policy. Phases, in order: layout()
+// (plan, lifetimes, plan_params, allocate), then finish() (pack_params, emit).
+struct Compiler {
+  const Graph &g;
+  const CompileOptions &opt;
+  unsigned K; // clusters
+  const Policy &policy;
+  std::vector<Act> acts;
+  std::map<int, int> act_of;                          // tensor -> Act
+  std::map<int, std::vector<int64_t>> view_src_shape; // tensor viewed as 2-D from 4-D: CHW
+  std::vector<Op> ops;                                // in execution order: op s runs in step s + 1
+  std::vector<SpmBuffer> buffers;
+  format::Program prog;
+  CompileOutput out;
+  AllocFailure failure;
+  std::map<int, uint32_t> input_arg, output_arg; // tensor -> kernel argument
+  std::vector<uint64_t> weight_signals;          // per cluster: notifications sent so far
+  // Concat elimination: a concat input written straight into the concat output's storage
+  // at this channel offset (tensor -> offset); the eliminated Concat nodes.
+  std::map<int, int64_t> chan_offset;
+  std::set<int> eliminated;
+
+  Compiler(const Graph &graph, const CompileOptions &o, unsigned clusters, const Policy &p)
+      : g(graph), opt(o), K(clusters), policy(p) {}
+
+  std::string where(const Node &n) const { return "node '" + n.name + "' (" + n.op + ")"; }
+
+  // Output channels of an operator: its storage's, unless it writes part of a concat.
+  int64_t out_c(const Op &op) const {
+    const int t = g.nodes[op.node].outputs[0];
+    return chan_offset.count(t) ? g.tensors[t].shape[1] : acts[op.out].C;
+  }
+  int64_t out_off(const Op &op) const {
+    auto it = chan_offset.find(g.nodes[op.node].outputs[0]);
+    return it == chan_offset.end() ? 0 : it->second;
+  }
+  // An op's output box (its own channel numbering) in the storage it writes.
+  Box stored(const Op &op, Box b) const {
+    const int64_t off = out_off(op);
+    if (!b.empty())
+      b.c0 += off, b.c1 += off;
+    return b;
+  }
+  Box full(const Act &a) const { return {0, a.H, 0, a.C}; }
+
+  // ---- planning (plan.cpp) ----
+  // Plans and allocates; false (with `failure`) when the SPM is too small for this policy.
+  Result<bool> layout();
+  Result<void> plan();
+  void plan_concat_elimination();
+  Result<int> act_for(int tensor);
+  int new_buffer(std::string name, int first, int last);
+  std::vector<Box> split_rows(int64_t H, int64_t C) const;
+  std::vector<Box> split_channels(int64_t H, int64_t C, int64_t granule = 1) const;
+  std::vector<Box> weight_slices(const Op &op, const Box &b) const;
+  std::vector<Box> chunk_boxes(const Op &op, unsigned c) const;
+  bool choose_channel_split(const Op &op) const;
+  Result<void> plan_op(Op &op, const Node &n);
+  Result<void> lifetimes();
+  std::vector<int> plan_in_place() const;
+  Result<void> plan_params();
+
+  // ---- SPM allocation (spm_alloc.cpp) ----
+  bool allocate();
+  bool place(int order_kind, bool best_fit);
+
+  // ---- parameter blob (params.cpp) ----
+  uint64_t add_blob(const std::vector<uint8_t> &bytes);
+  template <class T> static std::vector<uint8_t> to_bytes(const T *p, size_t n) {
+    std::vector<uint8_t> v(n * sizeof(T));
+    std::memcpy(v.data(), p, v.size());
+    return v;
+  }
+  Result<void> pack_params();
+  static void int8_clamp(const Act &y, const mcl_activation &act, int32_t &lo, int32_t &hi);
+  Int8Weights int8_weights(const Node &n, const Act &x, const Act &y, int64_t c0, int64_t c1,
+                           const std::vector<int64_t> *k_order) const;
+
+  // ---- lowering, dispatched by Kind (lower.cpp), one file per kind (lower_*.cpp) ----
+  Box need_for(const Op &op, size_t i, const Box &o) const;
+  Result<Call> make_call(const Op &op, unsigned c, const Box &ob, uint64_t params_spm) const;
+  // lower_conv.cpp: Conv, ConvTranspose (and the sliding-window input rows of pooling)
+  Box need_window(const Op &op, const Act &in, const Box &o) const;
+  mcl_conv_args conv_args_shape(const Op &op, const Box &ib, const Box &ob) const;
+  Result<std::vector<uint8_t>> pack_conv_slice(const Op &op, const Node &n, unsigned c,
+                                               const Box &part) const;
+  void call_conv(const Op &op, const CallTiles &t, Call &call) const;
+  // lower_pool.cpp
+  void call_pool(const Op &op, const CallTiles &t, Call &call) const;
+  // lower_gemm.cpp
+  Result<std::vector<uint8_t>> pack_gemm_slice(const Op &op, const Node &n, const Box &ob) const;
+  void call_gemm(const Op &op, const CallTiles &t, Call &call) const;
+  // lower_elementwise.cpp
+  Box need_eltwise(const Op &op, const Act &in, const Box &o) const;
+  void call_eltwise(const Op &op, const CallTiles &t, Call &call) const;
+  void call_scale_shift(const Op &op, const CallTiles &t, Call &call) const;
+  void call_unary(const Op &op, const CallTiles &t, Call &call) const;
+  // lower_copy.cpp
+  void call_concat(const Op &op, const CallTiles &t, Call &call) const;
+  void call_shuffle(const Op &op, const CallTiles &t, Call &call) const;
+  // lower_resize.cpp
+  Box need_resize(const Op &op, const Act &in, const Box &o) const;
+  void call_resize(const Op &op, const CallTiles &t, Call &call) const;
+
+  // ---- record emission (emit.cpp) ----
+  Result<CompileOutput> finish();
+  Result<void> emit();
+  mcl_tile tile_of(const Act &a, unsigned c, const Box &box, int stage = -1) const;
+  static kbin_dma_args dma(uint32_t kind) {
+    kbin_dma_args d{};
+    d.kind = kind;
+    d.notify_signal = -1;
+    return d;
+  }
+  static kbin_dma_shape linear(uint64_t bytes) { return {bytes, 1, 1, bytes, bytes, bytes, bytes}; }
+  static uint64_t bytes_of(const kbin_dma_args &d) {
+    return d.shape.row_bytes * d.shape.rows * d.shape.planes;
+  }
+  kbin_dma_args ddr_transfer(const Act &a, kbin_ddr_ref home, bool onnx_layout, const Box &box,
+                             uint64_t spm_offset, uint64_t pc, bool to_spm) const;
+  kbin_dma_args exchange(const Act &a, unsigned from, unsigned to, const Box &box) const;
+  uint64_t dma_cycles(uint64_t bytes, bool ddr) const;
+  void push(unsigned c, const kbin_dma_args &d) {
+    prog.streams[c].push_back(format::Record::make(KBIN_FN_DMA, d));
+  }
+  void wait(unsigned c) {
+    prog.streams[c].push_back(format::Record::make(KBIN_FN_WAIT_DMA, kbin_wait_dma_args{0, 0}));
+  }
+  void emit_slice_load(size_t s, size_t j, uint64_t spm, bool notify, std::vector<uint64_t> &ddr);
+  void emit_param_loads(size_t s, std::vector<uint64_t> &ddr);
+  uint64_t slice_spm(const Op &op, size_t j) const;
+  void end_step();
+  std::vector<size_t> stream_sizes() const;
+};
+
+} // namespace kann::tiler

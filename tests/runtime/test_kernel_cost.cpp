@@ -9,6 +9,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <map>
@@ -38,8 +39,10 @@ std::vector<Dev> cost_devices() {
 
 // Runs `kernel_name` of `src` (built with `options`) over `global` items in groups of `local`;
 // returns the command's modeled cycles (CL_EVENT_COMMAND_STATS_MCL).
+// `global1`, `local1`: a second dimension (rows of work-items) when above 1.
 uint64_t modeled_cycles(cl_device_id dev, const char *src, const char *kernel_name,
-                        const char *options, size_t global, size_t local, int n) {
+                        const char *options, size_t global, size_t local, int n, size_t global1 = 1,
+                        size_t local1 = 1) {
   cl_int err = CL_SUCCESS;
   cl_context ctx = clCreateContext(nullptr, 1, &dev, nullptr, nullptr, &err);
   EXPECT_EQ(err, CL_SUCCESS);
@@ -49,18 +52,22 @@ uint64_t modeled_cycles(cl_device_id dev, const char *src, const char *kernel_na
   EXPECT_EQ(clBuildProgram(prog, 1, &dev, options, nullptr, nullptr), CL_SUCCESS);
   cl_kernel k = clCreateKernel(prog, kernel_name, &err);
   EXPECT_EQ(err, CL_SUCCESS);
-  cl_mem out = clCreateBuffer(ctx, CL_MEM_READ_WRITE, global * sizeof(float), nullptr, &err);
-  cl_mem in = clCreateBuffer(ctx, CL_MEM_READ_WRITE, global * sizeof(float), nullptr, &err);
+  const size_t items = global * global1;
+  cl_mem out = clCreateBuffer(ctx, CL_MEM_READ_WRITE, items * sizeof(float), nullptr, &err);
+  cl_mem in = clCreateBuffer(ctx, CL_MEM_READ_WRITE, items * sizeof(float), nullptr, &err);
   float zero = 0.5f;
-  clEnqueueFillBuffer(q, in, &zero, sizeof zero, 0, global * sizeof(float), 0, nullptr, nullptr);
+  clEnqueueFillBuffer(q, in, &zero, sizeof zero, 0, items * sizeof(float), 0, nullptr, nullptr);
   clSetKernelArg(k, 0, sizeof out, &out);
   clSetKernelArg(k, 1, sizeof in, &in);
   if (n >= 0) {
-    clSetKernelArg(k, 2, local * sizeof(float), nullptr);
+    clSetKernelArg(k, 2, local * local1 * sizeof(float), nullptr);
     clSetKernelArg(k, 3, sizeof n, &n);
   }
   cl_event ev = nullptr;
-  EXPECT_EQ(clEnqueueNDRangeKernel(q, k, 1, nullptr, &global, &local, 0, nullptr, &ev), CL_SUCCESS);
+  const size_t globals[2] = {global, global1}, locals[2] = {local, local1};
+  EXPECT_EQ(
+      clEnqueueNDRangeKernel(q, k, global1 > 1 ? 2 : 1, nullptr, globals, locals, 0, nullptr, &ev),
+      CL_SUCCESS);
   clFinish(q);
   size_t size = 0;
   clGetEventInfo(ev, CL_EVENT_COMMAND_STATS_MCL, 0, nullptr, &size);
@@ -103,10 +110,10 @@ kernel void lb(global float *out, global const float *in, local float *t, int n)
 })";
 
 uint64_t on(bool lwi, const char *src, const char *name, const char *opt, size_t global,
-            size_t local, int n) {
+            size_t local, int n, size_t global1 = 1, size_t local1 = 1) {
   for (const Dev &d : cost_devices())
     if (d.lwi == lwi)
-      return modeled_cycles(d.id, src, name, opt, global, local, n);
+      return modeled_cycles(d.id, src, name, opt, global, local, n, global1, local1);
   ADD_FAILURE() << "no " << (lwi ? "LWI" : "SPMD") << " device";
   return 0;
 }
@@ -240,6 +247,103 @@ TEST(KernelCost, DivergentWorkChargedToThePeThatDoesIt) {
           EXPECT_LT(a / o, 4.5);
         }
       }
+}
+
+// Loops whose trip count is known on entry add their ticks once, multiplied by the count,
+// instead of once per trip (cost_instrument.cpp): the modeled cycles must be those of the
+// per-trip counting that MANYCL_COST=per-trip keeps (read once per process: the child process
+// below). Barrier kernels (regions) with work-item loops, loops inside them whose trip count
+// varies per item or is uniform, divergent work, a tree reduction, rows of a 2-D group; SPMD
+// and LWI, optimized (vector loops and their remainders) and -cl-opt-disable.
+const char *kTrips = R"(
+kernel void tree(global float *out, global const float *in, local float *t, int n) {
+  size_t l = get_local_id(0);
+  t[l] = in[get_global_id(0)];
+  barrier(CLK_LOCAL_MEM_FENCE);
+  for (size_t s = get_local_size(0) / 2; s > 0; s >>= 1) {
+    if (l < s)
+      t[l] += t[l + s];
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  if (l == 0)
+    out[get_group_id(0)] = t[0] * n;
+}
+kernel void rows(global float *out, global const float *in, local float *t, int n) {
+  int lx = get_local_id(0), ly = get_local_id(1), w = get_local_size(0);
+  size_t g = get_global_id(1) * get_global_size(0) + get_global_id(0);
+  float s = in[g];
+  for (int j = 0; j < n + lx; ++j)
+    s = s * 0.5f + 1.0f;
+  t[ly * w + lx] = s;
+  barrier(CLK_LOCAL_MEM_FENCE);
+  float a = 0.0f;
+  for (int k = 0; k < w; ++k)
+    a += t[ly * w + k];
+  out[g] = a;
+})";
+
+struct TripCase {
+  bool lwi;
+  const char *src, *name, *opt;
+  size_t global, local;
+  int n;
+  size_t global1 = 1, local1 = 1;
+};
+
+std::vector<TripCase> trip_cases() {
+  std::vector<TripCase> cases;
+  for (bool lwi : {false, true})
+    for (const char *opt : {"", "-cl-opt-disable"}) {
+      cases.push_back({lwi, kLoopBarrier, "lb", opt, 256, 64, 3});
+      cases.push_back({lwi, kLoopBarrier, "lb", opt, 60, 20, 0});
+      cases.push_back({lwi, kHeavy, "one_heavy_b", opt, 64, 16, 50});
+      cases.push_back({lwi, kHeavy, "all_heavy", opt, 100, 25, 7});
+      cases.push_back({lwi, kTrips, "tree", opt, 1024, 256, 2});
+      cases.push_back({lwi, kTrips, "tree", opt, 96, 24, 2});
+      cases.push_back({lwi, kTrips, "rows", opt, 64, 16, 2, 16, 8});
+      cases.push_back({lwi, kTrips, "rows", opt, 36, 9, 1, 6, 3});
+    }
+  return cases;
+}
+
+uint64_t run_trip_case(const TripCase &c) {
+  return on(c.lwi, c.src, c.name, c.opt, c.global, c.local, c.n, c.global1, c.local1);
+}
+
+TEST(KernelCostChild, PrintTripCaseCycles) {
+  if (!std::getenv("MANYCL_TEST_COST_TRIPS_CHILD"))
+    GTEST_SKIP() << "runs in the child process of TripCountsGiveThePerTripCycles";
+  std::vector<TripCase> cases = trip_cases();
+  for (size_t i = 0; i < cases.size(); ++i)
+    std::printf("trip case %zu cycles %llu\n", i,
+                static_cast<unsigned long long>(run_trip_case(cases[i])));
+}
+
+TEST(KernelCost, TripCountsGiveThePerTripCycles) {
+  ASSERT_EQ(std::getenv("MANYCL_COST"), nullptr) << "this process must fold trip counts";
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  rt_test::ChildRun child =
+      rt_test::run_child("env MANYCL_COST=per-trip MANYCL_TEST_COST_TRIPS_CHILD=1 " + self +
+                         " --gtest_filter=KernelCostChild.PrintTripCaseCycles");
+  ASSERT_NE(child.out.find("[  PASSED  ] 1 test"), std::string::npos) << child.out << child.err;
+  std::map<size_t, uint64_t> per_trip;
+  std::istringstream lines(child.out);
+  for (std::string line; std::getline(lines, line);) {
+    unsigned long long cycles = 0;
+    size_t i = 0;
+    if (std::sscanf(line.c_str(), "trip case %zu cycles %llu", &i, &cycles) == 2)
+      per_trip[i] = cycles;
+  }
+  std::vector<TripCase> cases = trip_cases();
+  ASSERT_EQ(per_trip.size(), cases.size()) << child.out;
+  for (size_t i = 0; i < cases.size(); ++i) {
+    const TripCase &c = cases[i];
+    SCOPED_TRACE(std::string(c.lwi ? "LWI " : "SPMD ") + c.name + " '" + c.opt +
+                 "' n=" + std::to_string(c.n) + " global " + std::to_string(c.global) + "x" +
+                 std::to_string(c.global1));
+    EXPECT_GT(per_trip[i], 0u);
+    EXPECT_EQ(run_trip_case(c), per_trip[i]);
+  }
 }
 
 // MANYCL_TRACE and MANYCL_STATS, read once per process: the test runs itself again in a child

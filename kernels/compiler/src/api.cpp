@@ -40,6 +40,14 @@ bool detail::costInstrumentation() {
   return on;
 }
 
+bool detail::costPerTrip() {
+  static const bool on = [] {
+    const char *v = std::getenv("MANYCL_COST");
+    return v && std::string_view(v) == "per-trip";
+  }();
+  return on;
+}
+
 std::string compilerVersion() {
   static const std::string v = [] {
     uint64_t h = fnv1a64(manycl_builtins_bc,
@@ -47,7 +55,10 @@ std::string compilerVersion() {
     char buf[32];
     std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
     return std::string("manycl-compiler " MANYCL_COMPILER_VERSION " llvm-16 builtins-") + buf +
-           " cpu-" + hostCpu() + (costInstrumentation() ? " cost-1" : " cost-off");
+           " cpu-" + hostCpu() +
+           (!costInstrumentation() ? " cost-off"
+            : costPerTrip()        ? " cost-per-trip"
+                                   : " cost-2");
   }();
   return v;
 }

@@ -9,8 +9,12 @@
 #include "internal.h"
 #include "manycl/compiler/cost_model.h"
 
+#include <llvm/Analysis/AssumptionCache.h>
 #include <llvm/Analysis/LoopInfo.h>
 #include <llvm/Analysis/PostDominators.h>
+#include <llvm/Analysis/ScalarEvolution.h>
+#include <llvm/Analysis/ScalarEvolutionExpressions.h>
+#include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/Analysis/ValueTracking.h>
 #include <llvm/Analysis/VectorUtils.h>
 #include <llvm/IR/Dominators.h>
@@ -19,7 +23,9 @@
 #include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Operator.h>
+#include <llvm/TargetParser/Triple.h>
 #include <llvm/Transforms/Utils/PromoteMemToReg.h>
+#include <llvm/Transforms/Utils/ScalarEvolutionExpander.h>
 
 #include <map>
 
@@ -341,6 +347,92 @@ bool oncePerTrip(const Loop &L, const BasicBlock &BB, const DominatorTree &DT) {
   return true;
 }
 
+namespace {
+// One addition of ticks to a cost class's accumulator, at the end of block `at`.
+struct TickAdd {
+  BasicBlock *at;
+  unsigned cls;
+  uint64_t ticks;
+};
+
+// True when `S` is cheap to compute before a loop: no recurrence (it would need an induction
+// variable of its own), no division other than by a power of two, a few operations.
+bool cheapTripTicks(const SCEV *S) {
+  if (S->getExpressionSize() > 32)
+    return false;
+  return !SCEVExprContains(S, [](const SCEV *e) {
+    if (isa<SCEVAddRecExpr>(e))
+      return true;
+    if (auto *d = dyn_cast<SCEVUDivExpr>(e)) {
+      auto *c = dyn_cast<SCEVConstant>(d->getRHS());
+      return !c || !c->getAPInt().isPowerOf2();
+    }
+    return false;
+  });
+}
+
+// Emits the additions. An addition in a block that runs once per trip of its loop is made once
+// before the loop instead, multiplied by the loop's trip count, when the count is known on
+// entry to the loop (ScalarEvolution's exact backedge-taken count + 1, for every entry into the
+// loop: it runs to completion, no trip ends inside it) and cheap to compute; again for the
+// enclosing loops while the product does not change within them. A work-item loop then adds
+// its ticks once per call (or row) instead of once per trip: for short loops (a barrier
+// interval of a few items, a scalar loop over the group that one item works in) the add's
+// dependency chain and code size were most of the instrumentation's host time. The modeled
+// ticks are the same (MANYCL_COST=per-trip keeps the per-trip additions, for checking).
+void addTicks(Function &F, LoopInfo &LI, DominatorTree &DT, const std::vector<TickAdd> &adds,
+              AllocaInst *const acc[4]) {
+  Type *i64 = Type::getInt64Ty(F.getContext());
+  TargetLibraryInfoImpl TLII(Triple(F.getParent()->getTargetTriple()));
+  TargetLibraryInfo TLI(TLII, &F);
+  AssumptionCache AC(F);
+  ScalarEvolution SE(F, TLI, AC, DT, LI);
+  SCEVExpander expander(SE, F.getParent()->getDataLayout(), "mcl.ticks");
+  // Sum of the additions per block and class, in the order blocks were first named.
+  std::map<std::pair<BasicBlock *, unsigned>, const SCEV *> sums;
+  std::vector<std::pair<BasicBlock *, unsigned>> order;
+  for (const TickAdd &a : adds) {
+    BasicBlock *at = a.at;
+    const SCEV *ticks = SE.getConstant(i64, a.ticks);
+    for (Loop *L = LI.getLoopFor(at); L && !costPerTrip(); L = LI.getLoopFor(at)) {
+      // Before the loop when it has a preheader, else after it when it leaves to one block
+      // that only the loop reaches (the vectorizer's main loop, entered from a branch that
+      // may skip it, leaves to its middle block): either runs once per entry into the loop.
+      BasicBlock *to = L->getLoopPreheader();
+      if (!to) {
+        to = L->getUniqueExitBlock();
+        if (to && !all_of(predecessors(to), [&](BasicBlock *p) { return L->contains(p); }))
+          to = nullptr;
+      }
+      if (!to || !oncePerTrip(*L, *at, DT) || !SE.isLoopInvariant(ticks, L))
+        break;
+      const SCEV *taken = SE.getBackedgeTakenCount(L);
+      if (isa<SCEVCouldNotCompute>(taken) || !taken->getType()->isIntegerTy() ||
+          taken->getType()->getIntegerBitWidth() > 64)
+        break;
+      const SCEV *trips = SE.getAddExpr(SE.getNoopOrZeroExtend(taken, i64), SE.getConstant(i64, 1));
+      const SCEV *total = SE.getMulExpr(ticks, trips);
+      if (!cheapTripTicks(total) || !expander.isSafeToExpandAt(total, to->getTerminator()))
+        break;
+      ticks = total;
+      at = to;
+    }
+    auto key = std::make_pair(at, a.cls);
+    auto [it, fresh] = sums.emplace(key, ticks);
+    if (fresh)
+      order.push_back(key);
+    else
+      it->second = SE.getAddExpr(it->second, ticks);
+  }
+  for (auto &key : order) {
+    Instruction *T = key.first->getTerminator();
+    Value *ticks = expander.expandCodeFor(sums[key], i64, T);
+    IRBuilder<> B(T);
+    B.CreateStore(B.CreateAdd(B.CreateLoad(i64, acc[key.second]), ticks), acc[key.second]);
+  }
+}
+} // namespace
+
 void instrumentCost(Module &M, std::vector<KernelInfo> &kernels) {
   for (KernelInfo &k : kernels) {
     std::string entry = !k.uses_barriers ? wgName(k.name)
@@ -375,13 +467,10 @@ void instrumentCost(Module &M, std::vector<KernelInfo> &kernels) {
       a = E.CreateAlloca(E.getInt64Ty());
       E.CreateStore(E.getInt64(0), a);
     }
-    auto addTicks = [](BasicBlock *BB, AllocaInst *a, uint64_t ticks) {
-      IRBuilder<> B(BB->getTerminator());
-      B.CreateStore(B.CreateAdd(B.CreateLoad(B.getInt64Ty(), a), B.getInt64(ticks)), a);
-    };
     std::map<Loop *, uint64_t> perTrip;
     std::vector<Loop *> tripOrder;
     std::vector<ReturnInst *> rets;
+    std::vector<TickAdd> adds;
     for (auto &[BB, ticks] : costs) {
       if (auto *ret = dyn_cast<ReturnInst>(BB->getTerminator()))
         rets.push_back(ret);
@@ -395,10 +484,11 @@ void instrumentCost(Module &M, std::vector<KernelInfo> &kernels) {
         perTrip[L] += ticks;
         continue;
       }
-      addTicks(BB, acc[classOf(LI, BB, divergent)], ticks);
+      adds.push_back({BB, classOf(LI, BB, divergent), ticks});
     }
     for (Loop *L : tripOrder)
-      addTicks(L->getHeader(), acc[classOf(LI, L->getHeader(), divergent)], perTrip[L]);
+      adds.push_back({L->getHeader(), classOf(LI, L->getHeader(), divergent), perTrip[L]});
+    addTicks(*F, LI, DT, adds, acc);
     Value *ctx = F->getArg(1);
     for (ReturnInst *ret : rets) {
       IRBuilder<> B(ret);

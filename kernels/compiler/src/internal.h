@@ -87,6 +87,10 @@ void guardIntegerDivision(llvm::Module &M);
 void instrumentCost(llvm::Module &M, std::vector<KernelInfo> &kernels);
 // False when MANYCL_COST=0 (kernels built without cost instrumentation).
 bool costInstrumentation();
+// True when MANYCL_COST=per-trip: every loop trip adds its ticks at run time, none is
+// multiplied by a trip count computed before the loop (the same modeled cycles, more host
+// time: for checking the trip counts).
+bool costPerTrip();
 
 // Host-side symbols the JIT may resolve (the fixed, explicit set).
 void *lookupHostSymbol(std::string_view name);

@@ -6,6 +6,7 @@
 
 #include "manycl/device/command.h"
 #include "manycl/device/host_placement.h"
+#include "fiber_locals.h"
 
 namespace manycl::device {
 
@@ -15,6 +16,11 @@ thread_local const Cluster *current_cluster = nullptr;
 // PE threads (they are busy running the outer one).
 thread_local bool in_pe_body = false;
 } // namespace
+
+void swap_cluster_locals(FiberLocals &saved) {
+  std::swap(current_cluster, saved.cluster);
+  std::swap(in_pe_body, saved.in_pe_body);
+}
 
 bool Cluster::inside_run_on_pes() {
   return in_pe_body;

@@ -9,6 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "manycl/device/device.h"
+#include "manycl/device/host_pool.h"
+#include "fiber_locals.h"
 #include "manycl/device/report.h"
 #include "manycl/env.h"
 
@@ -34,6 +36,8 @@ std::atomic<int> checked_mode_state{-1}; // -1: not read yet
 // condition variable so a long wait costs no core. The simulator usually has far more
 // threads than host cores, so the spin is short and yields.
 template <class Pred> bool spin_briefly(Pred ready) {
+  if (HostPool::inside_fiber())
+    return ready(); // a cooperative wait yields to the other clusters at once
   for (int i = 0; i < 200; ++i) {
     if (ready())
       return true;
@@ -101,6 +105,13 @@ Result<uint64_t> DmaShape::dst_extent() const {
 
 // ---------------------------------------------------------------------------------------
 // Context plumbing
+
+void swap_command_locals(FiberLocals &saved) {
+  std::swap(t_context, saved.context);
+  void *pe = t_pe;
+  t_pe = static_cast<PeScope *>(saved.pe_scope);
+  saved.pe_scope = pe;
+}
 
 ClusterContext *current_cluster_context() {
   if (t_pe)
@@ -528,7 +539,7 @@ Result<void> ClusterContext::barrier() {
       lock.unlock();
       spin_briefly(released);
       lock.lock();
-      if (!a.cv().wait_for(lock, sync_timeout(), released)) {
+      if (!a.cv().wait_until(lock, std::chrono::steady_clock::now() + sync_timeout(), released)) {
         lock.unlock();
         return fail("barrier timed out (MANYCL_SYNC_TIMEOUT_S): a cluster of the command "
                     "never arrived");
@@ -641,7 +652,7 @@ Result<void> ClusterContext::signal_wait(unsigned signal, uint64_t value) {
       } else if (slot_.state != ArbiterSlot::State::Blocked) {
         a.set_locked(slot_, ArbiterSlot::State::Blocked, from);
       }
-      if (a.cv().wait_until(lock, deadline) == std::cv_status::timeout) {
+      if (!a.cv().wait_once(lock, deadline)) {
         in_time = false;
         break;
       }
@@ -672,7 +683,7 @@ Result<void> ClusterContext::parallel_for(uint64_t count,
                                           const std::function<void(uint64_t, unsigned)> &body) {
   if (count == 0)
     return {};
-  if (t_pe || Cluster::inside_run_on_pes()) {
+  if (t_pe || Cluster::inside_run_on_pes() || HostPool::inside_task()) {
     // Nested (inside our own parallel_for, or inside a work-group the runtime fanned out
     // over the PEs): the PE already running us does the whole range.
     const unsigned pe = t_pe ? t_pe->pe : 0;
@@ -680,9 +691,12 @@ Result<void> ClusterContext::parallel_for(uint64_t count,
       body(i, pe);
     return {};
   }
+  // Each modeled PE's share is one task of the host pool: the PE's cycles are its own
+  // whichever host thread runs it, so the host's core count never reaches modeled time.
   const unsigned pes = static_cast<unsigned>(std::min<uint64_t>(pe_count(), count));
   std::vector<uint64_t> cycles(pes, 0);
-  cluster().run_on_pes(pes, [&](unsigned pe) {
+  HostPool::shared().run(pes, [&](unsigned pe) {
+    ScopedClusterContext context_scope(this);
     PeScope scope{this, &cycles[pe], pe};
     PeScope *saved = t_pe;
     t_pe = &scope;

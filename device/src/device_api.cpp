@@ -13,6 +13,8 @@
 #include "manycl/device/report.h"
 #include "manycl/log.h"
 
+#include "fiber_locals.h"
+
 using namespace manycl::device;
 
 static_assert(MCL_SIGNALS_PER_CLUSTER == kSignalsPerCluster);
@@ -68,6 +70,12 @@ DmaShape shape_of(const mcl_dma_shape *s) {
 bool log_to_stderr() { return manycl::log::enabled(manycl::log::kDevice); }
 
 } // namespace
+
+namespace manycl::device {
+void swap_api_locals(FiberLocals &saved) {
+  t_last_error.swap(saved.last_error);
+}
+} // namespace manycl::device
 
 extern "C" {
 

@@ -15,7 +15,11 @@ thread_local const KbinLaunch *current_launch = nullptr;
 
 // The native half of the interpreter kernel: runs cluster `group`'s record stream.
 void kbin_cluster_entry(uint32_t group) {
-  const KbinLaunch *launch = current_launch;
+  run_kbin_cluster(current_launch, group);
+}
+} // namespace
+
+void run_kbin_cluster(const KbinLaunch *launch, uint32_t group) {
   if (!launch || !launch->executable || group >= launch->executable->program().cluster_count) {
     mcl_fail("kann_network: launched outside a kbin command or with a bad group id");
     return;
@@ -34,7 +38,6 @@ void kbin_cluster_entry(uint32_t group) {
   // A failure marks the device command failed; the runtime turns that into the event's error.
   mcl_kbin_run_cluster(&run, message, sizeof message);
 }
-} // namespace
 
 bool is_kbin(const uint8_t *data, size_t size) {
   return size >= 8 && std::memcmp(data, KBIN_MAGIC, 8) == 0;
@@ -74,6 +77,33 @@ Result<std::shared_ptr<KbinExecutable>> KbinExecutable::load(const std::vector<u
 KbinExecutable::~KbinExecutable() {
   if (owns_params_)
     hardware_->ddr().free(params_offset_);
+  for (uint64_t block : idle_scratch_)
+    hardware_->ddr().free(block);
+}
+
+Result<uint64_t> KbinExecutable::take_scratch() const {
+  {
+    std::lock_guard lock(scratch_mutex_);
+    if (!idle_scratch_.empty()) {
+      const uint64_t block = idle_scratch_.back();
+      idle_scratch_.pop_back();
+      return block;
+    }
+  }
+  return hardware_->ddr().allocate(program_.scratch_size);
+}
+
+void KbinExecutable::give_back_scratch(uint64_t offset) const {
+  // Keep as many blocks as launches ran at once, up to a few: more would only hold DDR.
+  constexpr size_t kMaxIdle = 8;
+  {
+    std::lock_guard lock(scratch_mutex_);
+    if (idle_scratch_.size() < kMaxIdle) {
+      idle_scratch_.push_back(offset);
+      return;
+    }
+  }
+  hardware_->ddr().free(offset);
 }
 
 std::string KbinExecutable::interpreter_source() const {

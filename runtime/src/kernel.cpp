@@ -6,6 +6,7 @@
 #include <cstring>
 
 #include "manycl/device/host_placement.h"
+#include "manycl/device/host_pool.h"
 #include "manycl/env.h"
 
 #include "manycl/runtime/device.h"
@@ -72,11 +73,9 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
   // kann programs: group g runs on the g-th cluster of the launch, with the kbin launch state.
   bool pinned = false;
   std::shared_ptr<KbinLaunch> kbin;
-  device::Ddr *scratch_ddr = nullptr;
-
   ~LaunchState() override {
-    if (scratch_ddr && kbin && kbin->scratch.size)
-      scratch_ddr->free(kbin->scratch.base);
+    if (kbin && kbin->scratch.size)
+      kbin->executable->give_back_scratch(kbin->scratch.base);
   }
   device::ExecutionMode mode = device::ExecutionMode::SPMD;
   bool pe_team = true; // run_on_cluster: a team of PE threads per work-group
@@ -177,11 +176,12 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
     std::byte *spm = align_up(cluster.spm(), kArenaAlignment);
     size_t spm_size = cluster.spm_bytes() - static_cast<size_t>(spm - cluster.spm());
     if (pinned) {
-      KbinLaunchScope scope(kbin.get());
-      uint64_t id[3] = {group_index, 0, 0};
-      auto status = launch.runGroup(id, spm, spm_size, compiler::ExecMode::LWI, nullptr);
-      if (!status.ok())
-        fail(status);
+      // The interpreter kernel only hands its group id to the record interpreter: run that
+      // directly, as a cooperative task of the host pool, so that the cluster's waits for the
+      // other clusters yield the host thread instead of blocking it.
+      (void)spm;
+      device::HostPool::shared().run_cooperative(
+          cluster.id(), [&] { run_kbin_cluster(kbin.get(), static_cast<uint32_t>(group_index)); });
       return;
     }
     if (mode == device::ExecutionMode::SPMD && pe_team) {
@@ -599,11 +599,10 @@ cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, con
       launch->args[tensor.arg_index] = {static_cast<uint64_t>(data - ddr.base()), memory->size()};
     }
     if (program.scratch_size) {
-      auto block = ddr.allocate(program.scratch_size);
+      auto block = kbin->take_scratch();
       if (!block)
         return CL_MEM_OBJECT_ALLOCATION_FAILURE;
       launch->scratch = {block.value(), program.scratch_size};
-      state->scratch_ddr = &ddr;
     }
     state->kbin = std::move(launch);
     state->pinned = true;

@@ -11,6 +11,7 @@
 #include <mutex>
 #include <vector>
 
+#include "manycl/device/host_pool.h"
 #include "manycl/result.h"
 
 namespace manycl::device {
@@ -68,7 +69,7 @@ public:
 
   double ddr_bytes_per_cycle() const { return ddr_bytes_per_cycle_; }
   std::mutex &mutex() { return mutex_; }
-  std::condition_variable &cv() { return cv_; }
+  CoopCondition &cv() { return cv_; }
 
   // A command's cluster joins when the command begins (NotStarted at `start`) and leaves when
   // the command ends; start() when its job starts on the cluster, finish() when it is over.
@@ -102,7 +103,7 @@ private:
 
   const double ddr_bytes_per_cycle_;
   mutable std::mutex mutex_;
-  std::condition_variable cv_;
+  CoopCondition cv_;
   std::atomic<unsigned> clock_waiters_{0};
   DdrCalendar calendar_;
   ArbiterSlot *head_ = nullptr;

@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -38,6 +39,11 @@ public:
   device::Device &hardware() const { return *hardware_; }
   // The OpenCL C source of the interpreter kernel for this program's argument count.
   std::string interpreter_source() const;
+  // DDR scratch for one launch (program().scratch_size bytes): a block a finished launch gave
+  // back, else a new one. Reusing blocks spares every inference the page faults of freshly
+  // released DDR; concurrent launches each get their own.
+  Result<uint64_t> take_scratch() const;
+  void give_back_scratch(uint64_t offset) const;
 
 private:
   KbinExecutable() = default;
@@ -48,6 +54,8 @@ private:
   device::Device *hardware_ = nullptr;
   uint64_t params_offset_ = 0;
   bool owns_params_ = false;
+  mutable std::mutex scratch_mutex_;
+  mutable std::vector<uint64_t> idle_scratch_; // blocks of finished launches
 };
 
 // What one launch of a kbin kernel passes to the interpreter on each cluster: set on the
@@ -57,6 +65,10 @@ struct KbinLaunch {
   mcl_ddr_window scratch{0, 0};
   std::vector<mcl_ddr_window> args;
 };
+
+// Runs cluster `group`'s record stream of `launch` on the current cluster context: what the
+// interpreter kernel's work-group `group` does.
+void run_kbin_cluster(const KbinLaunch *launch, uint32_t group);
 
 class KbinLaunchScope {
 public:

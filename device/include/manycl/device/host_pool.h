@@ -1,0 +1,120 @@
+// How the simulator uses the host: one pool of worker threads, as many as the host has
+// cores, shared by every simulated cluster of every device in the process. It runs two kinds
+// of work:
+//
+//  * cooperative tasks: a cluster's record stream runs as a fiber (its own stack) pinned to
+//    one worker; when it waits (a barrier, a signal, its turn at the DDR arbiter, the end of
+//    a batch) it yields the worker to another cluster's fiber instead of blocking the thread,
+//    so five simulated clusters on two cores cost two running threads and user-space
+//    switches, not five threads preempting each other;
+//  * batches of independent tasks: a step's data-parallel work (the modeled PEs of a native
+//    function). Whichever workers have no fiber ready run them, with the caller, so one
+//    cluster's step spreads over all host cores while the other clusters wait.
+//
+// Nothing here reaches modeled time: the arbiter orders shared resources by modeled time
+// (time_model.h), and each modeled PE's cycles are accounted as its own whatever host thread
+// ran it. Fibers never move between workers, so thread-local state seen by a fiber stays on
+// its thread; the device's thread-locals are saved and restored around every switch.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+namespace manycl::device {
+
+struct Fiber;
+
+class HostPool {
+public:
+  // `threads` workers (at least 1).
+  explicit HostPool(unsigned threads);
+  ~HostPool();
+  HostPool(const HostPool &) = delete;
+  HostPool &operator=(const HostPool &) = delete;
+
+  // The process's pool: one worker per host PU, or MANYCL_HOST_THREADS.
+  static HostPool &shared();
+
+  unsigned threads() const { return static_cast<unsigned>(workers_.size()); }
+
+  // Runs task(i) for every i in [0, count), on the workers and the calling thread, and returns
+  // when all have finished. Tasks must not wait for each other or yield. A task that calls
+  // run() again runs that nested batch itself, in order.
+  void run(unsigned count, const std::function<void(unsigned)> &task);
+
+  // Runs `job` as a cooperative fiber on worker `affinity % threads()` and returns when it has
+  // returned; the calling thread blocks meanwhile. Called from a fiber or a worker, runs `job`
+  // right there.
+  void run_cooperative(unsigned affinity, const std::function<void()> &job);
+
+  // True while the calling thread runs a task of some batch.
+  static bool inside_task();
+  // True while the calling thread runs a cooperative fiber (waits may yield).
+  static bool inside_fiber();
+
+  struct Worker; // one host thread and the fibers pinned to it (host_pool.cpp)
+
+private:
+  friend class CoopCondition;
+  struct Batch;
+
+  static unsigned drain(Batch &batch);
+  void worker_loop(Worker &worker);
+  // With mutex_ held: makes a parked fiber runnable (or remembers the wake-up if it is still
+  // on its way to parking).
+  void ready_locked(Fiber &fiber);
+  // On a fiber: gives its worker back until ready_locked() is called for it or `deadline`
+  // passes. `lock` holds mutex_ and is held again on return.
+  void park_locked(std::unique_lock<std::mutex> &lock,
+                   std::chrono::steady_clock::time_point deadline);
+  void wake_idle_workers_locked(unsigned count);
+
+  std::mutex mutex_;
+  std::condition_variable batch_done_; // a batch's last worker left it (non-fiber callers)
+  std::condition_variable fiber_done_; // a cooperative job returned
+  std::deque<Batch *> batches_;        // with tasks still to hand out, oldest first
+  bool stopping_ = false;
+  std::vector<std::unique_ptr<Worker>> workers_;
+  std::vector<void *> idle_stacks_; // fiber stacks to reuse
+};
+
+// A condition variable whose waits yield the worker when called on a cooperative fiber, and
+// block the thread otherwise. Used with one std::mutex, like std::condition_variable.
+class CoopCondition {
+public:
+  void notify_all();
+
+  // Waits until pred() (checked with `lock` held) or `deadline`; returns pred().
+  template <class Pred>
+  bool wait_until(std::unique_lock<std::mutex> &lock, std::chrono::steady_clock::time_point deadline,
+                  Pred pred) {
+    while (!pred()) {
+      if (std::chrono::steady_clock::now() >= deadline)
+        return pred();
+      if (HostPool::inside_fiber())
+        wait_on_fiber(lock, deadline);
+      else
+        cv_.wait_until(lock, deadline);
+    }
+    return true;
+  }
+  // One wait without a predicate (may wake spuriously); false once `deadline` has passed.
+  bool wait_once(std::unique_lock<std::mutex> &lock, std::chrono::steady_clock::time_point deadline);
+
+private:
+  void wait_on_fiber(std::unique_lock<std::mutex> &lock,
+                     std::chrono::steady_clock::time_point deadline);
+
+  std::condition_variable cv_;
+  std::mutex fibers_mutex_;
+  std::vector<Fiber *> fibers_; // fibers parked on this condition
+};
+
+} // namespace manycl::device

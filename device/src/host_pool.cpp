@@ -1,0 +1,490 @@
+#include "manycl/device/host_pool.h"
+
+#include <sys/mman.h>
+#include <ucontext.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <utility>
+
+#include "fiber_locals.h"
+#include "manycl/device/host_placement.h"
+#include "manycl/env.h"
+
+#if defined(__SANITIZE_ADDRESS__)
+#define MANYCL_ASAN_FIBERS 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MANYCL_ASAN_FIBERS 1
+#endif
+#endif
+#if defined(__SANITIZE_THREAD__)
+#define MANYCL_TSAN_FIBERS 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)
+#define MANYCL_TSAN_FIBERS 1
+#endif
+#endif
+
+#ifdef MANYCL_ASAN_FIBERS
+#include <sanitizer/common_interface_defs.h>
+#endif
+#ifdef MANYCL_TSAN_FIBERS
+#include <sanitizer/tsan_interface.h>
+#endif
+
+namespace manycl::device {
+
+namespace {
+// Native functions run on fiber stacks (the caller drains its own batch there), so the stacks
+// are as large as a thread's usual one; pages are only committed when touched.
+constexpr size_t kFiberStackBytes = size_t{8} << 20;
+constexpr size_t kGuardBytes = 4096;
+
+thread_local bool t_inside_task = false;
+thread_local Fiber *t_fiber = nullptr; // the fiber running on this thread, if any
+
+struct TaskScope {
+  bool saved = std::exchange(t_inside_task, true);
+  ~TaskScope() { t_inside_task = saved; }
+};
+
+using Clock = std::chrono::steady_clock;
+} // namespace
+
+struct Fiber {
+  enum class State : uint8_t { Ready, Running, Parked, Finished };
+  ucontext_t context;
+  void *stack = nullptr;
+  const std::function<void()> *job = nullptr;
+  HostPool *pool = nullptr;
+  HostPool::Worker *worker = nullptr;
+  State state = State::Ready;     // under the pool's mutex
+  bool started = false;           // its context was made (worker thread only)
+  bool returned = false;          // its job returned (worker thread only)
+  bool wake_pending = false;      // woken while still running towards park_locked()
+  bool done = false;              // the job returned and the fiber left its stack
+  Clock::time_point deadline = Clock::time_point::max();
+  FiberLocals locals;             // the fiber's thread-locals while it is not running
+#ifdef MANYCL_TSAN_FIBERS
+  void *tsan = nullptr;
+#endif
+#ifdef MANYCL_ASAN_FIBERS
+  void *asan_fake_stack = nullptr;
+#endif
+};
+
+struct HostPool::Batch {
+  const std::function<void(unsigned)> *task = nullptr;
+  unsigned count = 0;
+  std::atomic<unsigned> next{0}; // next task index to hand out
+  unsigned users = 0;            // workers inside drain(), under the pool's mutex
+  Fiber *waiter = nullptr;       // the caller, parked until users == 0 (fiber callers)
+};
+
+struct HostPool::Worker {
+  unsigned index = 0;
+  std::thread thread;
+  std::condition_variable wake;  // under the pool's mutex
+  bool idle = false;
+  std::deque<Fiber *> ready;     // fibers to resume, oldest first
+  std::vector<Fiber *> parked;   // fibers waiting (for their deadlines)
+  ucontext_t scheduler;          // where a fiber returns when it yields
+#ifdef MANYCL_TSAN_FIBERS
+  void *tsan = nullptr;
+#endif
+#ifdef MANYCL_ASAN_FIBERS
+  const void *stack_bottom = nullptr;
+  size_t stack_size = 0;
+#endif
+};
+
+namespace {
+
+// Switches from the running context to `to`, telling the sanitizers about the stack change.
+// `to_stack`/`to_size` describe the destination stack for ASan (null: a thread's own stack,
+// whose bounds the worker recorded).
+void switch_context(ucontext_t *from, ucontext_t *to, [[maybe_unused]] void **fake_stack_save,
+                    [[maybe_unused]] const void *to_stack, [[maybe_unused]] size_t to_size,
+                    [[maybe_unused]] void *tsan_to) {
+#ifdef MANYCL_TSAN_FIBERS
+  __tsan_switch_to_fiber(tsan_to, 0);
+#endif
+#ifdef MANYCL_ASAN_FIBERS
+  __sanitizer_start_switch_fiber(fake_stack_save, to_stack, to_size);
+#endif
+  swapcontext(from, to);
+#ifdef MANYCL_ASAN_FIBERS
+  __sanitizer_finish_switch_fiber(fake_stack_save ? *fake_stack_save : nullptr, nullptr, nullptr);
+#endif
+}
+
+void *allocate_stack() {
+  void *p = mmap(nullptr, kFiberStackBytes, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE | MAP_STACK, -1, 0);
+  if (p == MAP_FAILED)
+    return nullptr;
+  mprotect(p, kGuardBytes, PROT_NONE); // overflow faults instead of corrupting a neighbour
+  return p;
+}
+
+} // namespace
+
+HostPool::HostPool(unsigned threads) {
+  threads = std::max(threads, 1u);
+  workers_.reserve(threads);
+  for (unsigned i = 0; i < threads; ++i) {
+    workers_.push_back(std::make_unique<Worker>());
+    workers_.back()->index = i;
+  }
+  for (auto &w : workers_)
+    w->thread = std::thread([this, worker = w.get()] { worker_loop(*worker); });
+}
+
+HostPool::~HostPool() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+    for (auto &w : workers_)
+      w->wake.notify_all();
+  }
+  for (auto &w : workers_)
+    w->thread.join();
+  for (void *stack : idle_stacks_)
+    munmap(stack, kFiberStackBytes);
+}
+
+HostPool &HostPool::shared() {
+  // Never destroyed: clusters of devices that outlive static destruction may still use it.
+  static HostPool *pool = new HostPool([] {
+    const long forced = env::number("MANYCL_HOST_THREADS", 0);
+    return forced > 0 ? static_cast<unsigned>(forced)
+                      : std::max(1u, HostPlacement::host().host_pus());
+  }());
+  return *pool;
+}
+
+bool HostPool::inside_task() {
+  return t_inside_task;
+}
+
+bool HostPool::inside_fiber() {
+  return t_fiber != nullptr;
+}
+
+unsigned HostPool::drain(Batch &batch) {
+  TaskScope scope;
+  unsigned ran = 0;
+  for (;;) {
+    const unsigned i = batch.next.fetch_add(1, std::memory_order_relaxed);
+    if (i >= batch.count)
+      return ran;
+    (*batch.task)(i);
+    ++ran;
+  }
+}
+
+void HostPool::wake_idle_workers_locked(unsigned count) {
+  for (auto &w : workers_) {
+    if (count == 0)
+      return;
+    if (w->idle && w->ready.empty()) {
+      w->idle = false; // one wake-up per worker is enough
+      w->wake.notify_one();
+      --count;
+    }
+  }
+}
+
+void HostPool::run(unsigned count, const std::function<void(unsigned)> &task) {
+  if (count == 0)
+    return;
+  if (count == 1 || workers_.size() <= 1 || t_inside_task) {
+    TaskScope scope;
+    for (unsigned i = 0; i < count; ++i)
+      task(i);
+    return;
+  }
+  Batch batch;
+  batch.task = &task;
+  batch.count = count;
+  {
+    std::lock_guard lock(mutex_);
+    batches_.push_back(&batch);
+    wake_idle_workers_locked(count - 1);
+  }
+  drain(batch);
+  std::unique_lock lock(mutex_);
+  // No worker may pick the batch up from now on: the caller owns its storage.
+  if (auto it = std::find(batches_.begin(), batches_.end(), &batch); it != batches_.end())
+    batches_.erase(it);
+  while (batch.users != 0) {
+    if (t_fiber) {
+      batch.waiter = t_fiber;
+      park_locked(lock, Clock::time_point::max());
+      batch.waiter = nullptr;
+    } else {
+      batch_done_.wait(lock);
+    }
+  }
+}
+
+void HostPool::run_cooperative(unsigned affinity, const std::function<void()> &job) {
+  if (t_fiber || t_inside_task) {
+    job();
+    return;
+  }
+  Fiber fiber;
+  fiber.job = &job;
+  // The job sees the submitter's cluster, context and error state, as it would on its thread.
+  {
+    FiberLocals mine;
+    swap_fiber_locals(mine); // takes ours out...
+    fiber.locals = mine;
+    swap_fiber_locals(mine); // ...and puts them back
+  }
+  std::unique_lock lock(mutex_);
+  if (!idle_stacks_.empty()) {
+    fiber.stack = idle_stacks_.back();
+    idle_stacks_.pop_back();
+  } else {
+    lock.unlock();
+    fiber.stack = allocate_stack();
+    lock.lock();
+  }
+  if (!fiber.stack) {
+    lock.unlock();
+    job(); // no memory for a stack: run it here, blocking as a thread would
+    return;
+  }
+  Worker &worker = *workers_[affinity % workers_.size()];
+  fiber.pool = this;
+  fiber.worker = &worker;
+  fiber.state = Fiber::State::Ready;
+  worker.ready.push_back(&fiber);
+  worker.idle = false;
+  worker.wake.notify_one();
+  fiber_done_.wait(lock, [&] { return fiber.done; });
+  idle_stacks_.push_back(fiber.stack);
+}
+
+void HostPool::ready_locked(Fiber &fiber) {
+  switch (fiber.state) {
+  case Fiber::State::Parked: {
+    fiber.state = Fiber::State::Ready;
+    Worker &w = *fiber.worker;
+    w.parked.erase(std::find(w.parked.begin(), w.parked.end(), &fiber));
+    w.ready.push_back(&fiber);
+    w.idle = false;
+    w.wake.notify_one();
+    break;
+  }
+  case Fiber::State::Running:
+    fiber.wake_pending = true;
+    break;
+  case Fiber::State::Ready:
+  case Fiber::State::Finished:
+    break;
+  }
+}
+
+void HostPool::park_locked(std::unique_lock<std::mutex> &lock, Clock::time_point deadline) {
+  Fiber &fiber = *t_fiber;
+  if (std::exchange(fiber.wake_pending, false))
+    return;
+  fiber.state = Fiber::State::Parked;
+  fiber.deadline = deadline;
+  fiber.worker->parked.push_back(&fiber);
+  lock.unlock();
+  // Only this fiber's worker resumes it, and that worker is this thread: a wake-up that
+  // arrives before the switch below completes waits in the ready queue. The worker swaps
+  // the thread-locals out and back in.
+  Worker &worker = *fiber.worker;
+#ifdef MANYCL_ASAN_FIBERS
+  switch_context(&fiber.context, &worker.scheduler, &fiber.asan_fake_stack, worker.stack_bottom,
+                 worker.stack_size, nullptr);
+#elif defined(MANYCL_TSAN_FIBERS)
+  switch_context(&fiber.context, &worker.scheduler, nullptr, nullptr, 0, worker.tsan);
+#else
+  switch_context(&fiber.context, &worker.scheduler, nullptr, nullptr, 0, nullptr);
+#endif
+  lock.lock();
+}
+
+namespace {
+void fiber_entry() {
+#ifdef MANYCL_ASAN_FIBERS
+  __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
+#endif
+  Fiber &fiber = *t_fiber;
+  (*fiber.job)();
+  // Back to the worker for good: it sees the flag and completes the job.
+  fiber.returned = true;
+  HostPool::Worker *worker = fiber.worker;
+#ifdef MANYCL_ASAN_FIBERS
+  // nullptr fake-stack slot: this stack is being left for good.
+  switch_context(&fiber.context, &worker->scheduler, nullptr, worker->stack_bottom,
+                 worker->stack_size, nullptr);
+#elif defined(MANYCL_TSAN_FIBERS)
+  switch_context(&fiber.context, &worker->scheduler, nullptr, nullptr, 0, worker->tsan);
+#else
+  switch_context(&fiber.context, &worker->scheduler, nullptr, nullptr, 0, nullptr);
+#endif
+  std::abort(); // a finished fiber is never resumed
+}
+} // namespace
+
+void HostPool::worker_loop(Worker &worker) {
+#ifdef MANYCL_TSAN_FIBERS
+  worker.tsan = __tsan_get_current_fiber();
+#endif
+#ifdef MANYCL_ASAN_FIBERS
+  {
+    pthread_attr_t attr;
+    if (pthread_getattr_np(pthread_self(), &attr) == 0) {
+      void *addr = nullptr;
+      size_t size = 0;
+      pthread_attr_getstack(&attr, &addr, &size);
+      worker.stack_bottom = addr;
+      worker.stack_size = size;
+      pthread_attr_destroy(&attr);
+    }
+  }
+#endif
+  std::unique_lock lock(mutex_);
+  for (;;) {
+    if (!worker.ready.empty()) {
+      Fiber &fiber = *worker.ready.front();
+      worker.ready.pop_front();
+      fiber.state = Fiber::State::Running;
+      lock.unlock();
+      if (!fiber.started) {
+        fiber.started = true;
+        getcontext(&fiber.context);
+        fiber.context.uc_stack.ss_sp = static_cast<char *>(fiber.stack) + kGuardBytes;
+        fiber.context.uc_stack.ss_size = kFiberStackBytes - kGuardBytes;
+        fiber.context.uc_link = nullptr;
+        makecontext(&fiber.context, fiber_entry, 0);
+#ifdef MANYCL_TSAN_FIBERS
+        fiber.tsan = __tsan_create_fiber(0);
+#endif
+      }
+      t_fiber = &fiber;
+      swap_fiber_locals(fiber.locals);
+#ifdef MANYCL_ASAN_FIBERS
+      void *fake = nullptr;
+      switch_context(&worker.scheduler, &fiber.context, &fake,
+                     static_cast<char *>(fiber.stack) + kGuardBytes, kFiberStackBytes - kGuardBytes,
+                     nullptr);
+#elif defined(MANYCL_TSAN_FIBERS)
+      switch_context(&worker.scheduler, &fiber.context, nullptr, nullptr, 0, fiber.tsan);
+#else
+      switch_context(&worker.scheduler, &fiber.context, nullptr, nullptr, 0, nullptr);
+#endif
+      // The fiber parked or returned.
+      swap_fiber_locals(fiber.locals);
+      t_fiber = nullptr;
+      lock.lock();
+      if (fiber.returned) {
+        fiber.state = Fiber::State::Finished;
+#ifdef MANYCL_TSAN_FIBERS
+        __tsan_destroy_fiber(fiber.tsan);
+#endif
+        fiber.done = true;
+        fiber_done_.notify_all();
+      }
+      continue;
+    }
+    if (!batches_.empty()) {
+      Batch &batch = *batches_.front();
+      if (batch.next.load(std::memory_order_relaxed) >= batch.count) {
+        batches_.pop_front(); // every task handed out: the ones still running finish elsewhere
+        continue;
+      }
+      ++batch.users;
+      lock.unlock();
+      drain(batch);
+      lock.lock();
+      if (--batch.users == 0) {
+        if (batch.waiter)
+          ready_locked(*batch.waiter);
+        else
+          batch_done_.notify_all();
+      }
+      continue;
+    }
+    if (stopping_ && worker.parked.empty())
+      return;
+    // Idle: sleep until a fiber of ours is ready or a batch arrives; parked fibers with a
+    // deadline are woken when it passes (their waits then time out).
+    Clock::time_point next_deadline = Clock::time_point::max();
+    for (Fiber *f : worker.parked)
+      next_deadline = std::min(next_deadline, f->deadline);
+    worker.idle = true;
+    if (next_deadline == Clock::time_point::max())
+      worker.wake.wait(lock);
+    else
+      worker.wake.wait_until(lock, next_deadline);
+    worker.idle = false;
+    const auto now = Clock::now();
+    for (size_t i = 0; i < worker.parked.size();) {
+      Fiber *f = worker.parked[i];
+      if (f->deadline <= now)
+        ready_locked(*f); // erases it from parked
+      else
+        ++i;
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------
+// CoopCondition
+
+void CoopCondition::notify_all() {
+  cv_.notify_all();
+  std::vector<Fiber *> woken;
+  {
+    std::lock_guard lock(fibers_mutex_);
+    if (fibers_.empty())
+      return;
+    woken.swap(fibers_);
+  }
+  for (Fiber *f : woken) {
+    std::lock_guard lock(f->pool->mutex_);
+    f->pool->ready_locked(*f);
+  }
+}
+
+bool CoopCondition::wait_once(std::unique_lock<std::mutex> &lock, Clock::time_point deadline) {
+  if (Clock::now() >= deadline)
+    return false;
+  if (HostPool::inside_fiber())
+    wait_on_fiber(lock, deadline);
+  else
+    cv_.wait_until(lock, deadline);
+  return true;
+}
+
+void CoopCondition::wait_on_fiber(std::unique_lock<std::mutex> &lock, Clock::time_point deadline) {
+  Fiber *self = t_fiber;
+  {
+    std::lock_guard guard(fibers_mutex_);
+    fibers_.push_back(self);
+  }
+  // Registered before the caller's mutex is released: a notifier that changes the state
+  // under that mutex after us finds this fiber in the list.
+  lock.unlock();
+  {
+    std::unique_lock pool_lock(self->pool->mutex_);
+    self->pool->park_locked(pool_lock, deadline);
+  }
+  {
+    std::lock_guard guard(fibers_mutex_);
+    if (auto it = std::find(fibers_.begin(), fibers_.end(), self); it != fibers_.end())
+      fibers_.erase(it); // woken by the deadline, not by a notify
+  }
+  lock.lock();
+}
+
+} // namespace manycl::device

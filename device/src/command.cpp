@@ -787,7 +787,8 @@ Error CommandRecorder::error() const {
   return make_error(error_);
 }
 
-Result<void> CommandRecorder::run(const std::function<void(ClusterContext &)> &body) {
+Result<void> CommandRecorder::run(const std::function<void(ClusterContext &)> &body,
+                                  bool cooperative) {
   std::mutex mutex;
   std::condition_variable done_cv;
   unsigned done = 0;
@@ -796,7 +797,11 @@ Result<void> CommandRecorder::run(const std::function<void(ClusterContext &)> &b
     device_.cluster(ctx.device_cluster()).submit([&, g] {
       {
         ScopedClusterContext scope(context(g));
-        body(context(g));
+        if (cooperative)
+          HostPool::shared().run_cooperative(context(g).device_cluster(),
+                                             [&] { body(context(g)); });
+        else
+          body(context(g));
       }
       std::lock_guard lock(mutex);
       ++done;

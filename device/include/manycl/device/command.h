@@ -226,8 +226,9 @@ public:
 
   // Convenience for tests and simple callers: runs body on every cluster of the group, each
   // on its cluster's control thread with the context set, and waits for all of them.
-  // Returns the command's error, if any. Does not call end().
-  Result<void> run(const std::function<void(ClusterContext &)> &body);
+  // Returns the command's error, if any. Does not call end(). `cooperative`: each cluster's
+  // body runs as a fiber of the host pool (host_pool.h), as kbin record streams do.
+  Result<void> run(const std::function<void(ClusterContext &)> &body, bool cooperative = false);
 
   // Marks the command failed (the first message is kept) and wakes every waiter.
   void fail(std::string message);

@@ -218,8 +218,11 @@ struct Launch::Impl {
   std::vector<uint64_t> bytes;      // 8-byte aligned storage for by-value args
   uint64_t staticOffset = 0;
   uint64_t total = 0;
-  AsyncCopyHook hook = nullptr;
-  void *hookUser = nullptr;
+  // The context slots that are the same for every group of the NDRange (the async copy hook
+  // included), set by prepare() and setAsyncCopyHook() instead of for every group: short groups
+  // (barrier intervals of a few vector iterations) spent a good part of their host time
+  // clearing the context and dividing for the group counts.
+  WiCtx ctx{};
 };
 
 Launch::Launch() = default;
@@ -234,8 +237,8 @@ uint64_t Launch::localMemSize() const {
 void Launch::setAsyncCopyHook(AsyncCopyHook hook, void *user) {
   if (!impl_)
     return;
-  impl_->hook = hook;
-  impl_->hookUser = user;
+  impl_->ctx.slot[SlotAsyncHook] = reinterpret_cast<uint64_t>(hook);
+  impl_->ctx.slot[SlotAsyncUser] = reinterpret_cast<uint64_t>(user);
 }
 
 // Every __local block starts where any OpenCL C type may live: long16 and double16 are
@@ -306,6 +309,21 @@ Result<Launch> Launch::prepare(const Kernel &kernel, std::span<const ArgValue> a
   off = alignUp(off, kLocalAlignment);
   impl->staticOffset = off;
   impl->total = off + info.static_local_size;
+  WiCtx &ctx = impl->ctx;
+  const NDRange &R = impl->range;
+  ctx.slot[SlotWorkDim] = R.work_dim;
+  for (int d = 0; d < 3; ++d) {
+    ctx.slot[SlotGlobalOffset + d] = R.offset[d];
+    ctx.slot[SlotGlobalSize + d] = R.global[d];
+    ctx.slot[SlotNumGroups + d] = R.numGroups(d);
+    ctx.slot[SlotEnqLocalSize + d] = R.local[d];
+  }
+  ctx.slot[SlotGlobalOffset + 3] = 0;
+  ctx.slot[SlotGlobalSize + 3] = 1;
+  ctx.slot[SlotLocalSize + 3] = 1;
+  ctx.slot[SlotGroupId + 3] = 0;
+  ctx.slot[SlotNumGroups + 3] = 1;
+  ctx.slot[SlotEnqLocalSize + 3] = 1;
   Launch l;
   l.impl_ = std::move(impl);
   return l;
@@ -614,31 +632,17 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
                          "__local memory: kernel needs " + std::to_string(L.total) +
                              " bytes, arena has " + std::to_string(arena_size));
   const NDRange &R = L.range;
-  WiCtx ctx;
-  std::memset(&ctx, 0, sizeof ctx);
-  ctx.slot[SlotWorkDim] = R.work_dim;
+  WiCtx ctx = L.ctx;
   uint64_t ls[3];
   for (int d = 0; d < 3; ++d) {
-    if (group_id[d] >= R.numGroups(d))
+    if (group_id[d] >= ctx.slot[SlotNumGroups + d])
       return Status::error(ErrorCode::InvalidWorkGroup, "group id out of range");
     ls[d] = std::min<uint64_t>(R.local[d], R.global[d] - group_id[d] * R.local[d]);
-    ctx.slot[SlotGlobalOffset + d] = R.offset[d];
-    ctx.slot[SlotGlobalSize + d] = R.global[d];
     ctx.slot[SlotLocalSize + d] = ls[d];
     ctx.slot[SlotGroupId + d] = group_id[d];
-    ctx.slot[SlotNumGroups + d] = R.numGroups(d);
-    ctx.slot[SlotEnqLocalSize + d] = R.local[d];
   }
-  ctx.slot[SlotGlobalOffset + 3] = 0;
-  ctx.slot[SlotGlobalSize + 3] = 1;
-  ctx.slot[SlotLocalSize + 3] = 1;
-  ctx.slot[SlotGroupId + 3] = 0;
-  ctx.slot[SlotNumGroups + 3] = 1;
-  ctx.slot[SlotEnqLocalSize + 3] = 1;
   auto *base = static_cast<char *>(arena);
   ctx.slot[SlotLocalStatic] = reinterpret_cast<uint64_t>(base + L.staticOffset);
-  ctx.slot[SlotAsyncHook] = reinterpret_cast<uint64_t>(L.hook);
-  ctx.slot[SlotAsyncUser] = reinterpret_cast<uint64_t>(L.hookUser);
 
   void *slotsBuf[64];
   std::vector<void *> slotsVec;

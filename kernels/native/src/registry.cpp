@@ -443,6 +443,12 @@ int mcl_native_run(const mcl_native_exec *exec, uint32_t fn, const void *args, s
     return MCL_NATIVE_ERR_BAD_ARGS;
   }
   Status s = validate(fn, args, size, exec->spm_size);
+  // The modeled cost depends on the arguments only, so it is accounted before the host runs
+  // the function: the cluster's clock moves to the function's end at once, and clusters
+  // waiting for it at the DDR arbiter or a signal go on while the host computes (an error
+  // fails the command, whose time then no longer matters).
+  if (s.ok() && exec->account_cycles)
+    exec->account_cycles(exec->user, mcl_native_cost(fn, args, exec->pe_count));
   if (s.ok()) {
     switch (fn) {
     case MCL_NATIVE_FN_CONV2D:
@@ -480,8 +486,6 @@ int mcl_native_run(const mcl_native_exec *exec, uint32_t fn, const void *args, s
     }
   }
   write_message(s, msg, cap);
-  if (s.ok() && exec->account_cycles)
-    exec->account_cycles(exec->user, mcl_native_cost(fn, args, exec->pe_count));
   return s.code;
 }
 

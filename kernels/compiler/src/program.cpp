@@ -520,10 +520,13 @@ struct PeShare {
   PeShare(unsigned P, uint64_t lx, uint64_t rows)
       : r(rows >= P ? ceilDiv(rows, P) : rows), x(rows >= P ? lx : ceilDiv(lx, P)),
         rowWeight(r * lx), itemWeight(x * r), total(lx * rows),
-        shift(std::has_single_bit(total) ? std::countr_zero(total) : -1) {}
+        shift(pow2(total) ? std::countr_zero(total) : -1) {}
+  // std::has_single_bit is a popcount, a libgcc call per group for a host compiler that may
+  // not assume POPCNT.
+  static bool pow2(uint64_t v) { return v && !(v & (v - 1)); }
   // PE counts are powers of two on the presets: a shift, not a division, on the launch path.
   static uint64_t ceilDiv(uint64_t a, unsigned b) {
-    return std::has_single_bit(b) ? (a + b - 1) >> std::countr_zero(b) : (a + b - 1) / b;
+    return pow2(b) ? (a + b - 1) >> std::countr_zero(b) : (a + b - 1) / b;
   }
   uint64_t r, x;                  // the slowest PE's rows and items per row
   uint64_t rowWeight, itemWeight; // its shares of the row and item ticks, times total

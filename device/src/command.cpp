@@ -401,12 +401,40 @@ Result<DmaHandle> ClusterContext::dma(const DmaRequest &r) {
   // ---- the copy itself (eager: the host performs it at issue; the modeled completion
   // time is what wait() and signals use) ----
   const DmaShape &s = r.shape;
-  if (bytes.value() > 0)
+  // Rows [first, end) of the transfer, counted over all planes, to `dst`; a single-row
+  // transfer may be cut by bytes instead.
+  const uint64_t total_rows = s.planes * s.rows;
+  auto copy_rows = [&](std::byte *dst, uint64_t first, uint64_t end) {
+    for (uint64_t i = first; i < end; ++i) {
+      const uint64_t p = i / s.rows, row = i % s.rows;
+      std::memmove(dst + p * s.dst_plane_stride + row * s.dst_row_stride,
+                   src.value() + p * s.src_plane_stride + row * s.src_row_stride, s.row_bytes);
+    }
+  };
+  // A large transfer (a multicast of weights above all) is copied by the host pool, in
+  // blocks per destination, so that the copies run on all host cores. Overlapping source and
+  // destination (SPM to the same SPM) stay one sequential copy.
+  constexpr uint64_t kBlockBytes = 128 << 10;
+  const uint64_t copied = bytes.value() * dsts.size();
+  const bool overlapping = r.src.space == DmaSpace::Spm && r.dst.space == DmaSpace::Spm;
+  if (copied >= 2 * kBlockBytes && !overlapping && HostPool::shared().threads() > 1) {
+    const uint64_t blocks = std::clamp<uint64_t>(bytes.value() / kBlockBytes, 1, 8);
+    const bool by_bytes = total_rows == 1;
+    const uint64_t cuts = by_bytes ? blocks : std::min(blocks, total_rows);
+    HostPool::shared().run(static_cast<unsigned>(dsts.size() * cuts), [&](unsigned i) {
+      std::byte *dst = dsts[i / cuts];
+      const uint64_t block = i % cuts;
+      if (by_bytes) {
+        const uint64_t begin = s.row_bytes * block / cuts, end = s.row_bytes * (block + 1) / cuts;
+        std::memcpy(dst + begin, src.value() + begin, end - begin);
+      } else {
+        copy_rows(dst, total_rows * block / cuts, total_rows * (block + 1) / cuts);
+      }
+    });
+  } else if (bytes.value() > 0) {
     for (std::byte *dst : dsts)
-      for (uint64_t p = 0; p < s.planes; ++p)
-        for (uint64_t row = 0; row < s.rows; ++row)
-          std::memmove(dst + p * s.dst_plane_stride + row * s.dst_row_stride,
-                       src.value() + p * s.src_plane_stride + row * s.src_row_stride, s.row_bytes);
+      copy_rows(dst, 0, total_rows);
+  }
 
   // ---- modeled time ----
   const bool ddr_side = r.src.space == DmaSpace::Ddr || r.dst.space == DmaSpace::Ddr;

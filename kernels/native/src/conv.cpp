@@ -8,6 +8,7 @@
 #include <cpuid.h>
 #endif
 #include <cstdlib>
+#include <mutex>
 #include <vector>
 
 namespace manycl::native {
@@ -166,30 +167,80 @@ mcl_conv_args gemm_as_conv(const mcl_gemm_args &g) {
 static void fill_table(uint32_t fn, const mcl_conv_args &a, int64_t pad, uint32_t m_begin,
                        uint32_t m_end, int32_t *table) {
   const uint32_t taps = (uint32_t)a.kernel_h * a.kernel_w;
-  const bool transposed = fn == MCL_NATIVE_FN_CONV_TRANSPOSE2D;
-  for (uint32_t m = m_begin; m < m_end; ++m) {
-    const int64_t oy = m / a.output.w, ox = m % a.output.w;
-    for (uint32_t t = 0; t < taps; ++t) {
-      const int64_t ky = t / a.kernel_w, kx = t % a.kernel_w;
-      int64_t iy, ix;
-      bool inside;
-      if (!transposed) {
-        iy = a.origin_y + oy * a.stride_h + ky * a.dilation_h;
-        ix = a.origin_x + ox * a.stride_w + kx * a.dilation_w;
-        inside = true;
-      } else {
+  if (fn == MCL_NATIVE_FN_CONV_TRANSPOSE2D) {
+    for (uint32_t m = m_begin; m < m_end; ++m) {
+      const int64_t oy = m / a.output.w, ox = m % a.output.w;
+      for (uint32_t t = 0; t < taps; ++t) {
+        const int64_t ky = t / a.kernel_w, kx = t % a.kernel_w;
         const int64_t ny = a.origin_y + oy - ky * a.dilation_h;
         const int64_t nx = a.origin_x + ox - kx * a.dilation_w;
-        inside = ny >= 0 && nx >= 0 && ny % a.stride_h == 0 && nx % a.stride_w == 0;
-        iy = ny / a.stride_h;
-        ix = nx / a.stride_w;
+        bool inside = ny >= 0 && nx >= 0 && ny % a.stride_h == 0 && nx % a.stride_w == 0;
+        const int64_t iy = ny / a.stride_h, ix = nx / a.stride_w;
+        inside = inside && iy < a.input.h && ix < a.input.w;
+        table[(size_t)(m - m_begin) * taps + t] =
+            (int32_t)(inside ? iy * a.input.row_stride + ix * a.input.pixel_stride : pad);
       }
-      inside = inside && iy >= 0 && ix >= 0 && iy < a.input.h && ix < a.input.w;
-      table[(size_t)(m - m_begin) * taps + t] =
-          (int32_t)(inside ? iy * a.input.row_stride + ix * a.input.pixel_stride : pad);
+    }
+    return;
+  }
+  // Convolution: walk the output pixels row by row and the taps row by row, so that every
+  // coordinate is an addition (this runs for every call of a conv without a stored table).
+  int32_t *out = table;
+  int64_t oy = m_begin / a.output.w, ox = m_begin % a.output.w;
+  for (uint32_t m = m_begin; m < m_end; ++m) {
+    const int64_t y0 = a.origin_y + oy * a.stride_h, x0 = a.origin_x + ox * a.stride_w;
+    for (uint32_t ky = 0; ky < a.kernel_h; ++ky) {
+      const int64_t iy = y0 + (int64_t)ky * a.dilation_h;
+      const bool row_inside = iy >= 0 && iy < a.input.h;
+      const int64_t row = iy * a.input.row_stride;
+      for (uint32_t kx = 0; kx < a.kernel_w; ++kx) {
+        const int64_t ix = x0 + (int64_t)kx * a.dilation_w;
+        *out++ = (int32_t)(row_inside && ix >= 0 && ix < a.input.w
+                               ? row + ix * a.input.pixel_stride
+                               : pad);
+      }
+    }
+    if (++ox == a.output.w) {
+      ox = 0;
+      ++oy;
     }
   }
 }
+
+namespace {
+// Address tables built per call are large (output pixels x taps): their buffers are kept for
+// the next call instead of being allocated (and page-faulted) every time. Not thread_local:
+// a call may yield its host thread to another cluster's call while its tasks run.
+class TableBuffers {
+public:
+  std::vector<int32_t> take() {
+    std::lock_guard lock(mutex_);
+    if (free_.empty())
+      return {};
+    std::vector<int32_t> v = std::move(free_.back());
+    free_.pop_back();
+    return v;
+  }
+  void give_back(std::vector<int32_t> &&v) {
+    std::lock_guard lock(mutex_);
+    if (free_.size() < 64)
+      free_.push_back(std::move(v));
+  }
+
+private:
+  std::mutex mutex_;
+  std::vector<std::vector<int32_t>> free_;
+};
+TableBuffers table_buffers;
+
+struct LocalTable {
+  std::vector<int32_t> entries = table_buffers.take();
+  ~LocalTable() {
+    if (entries.capacity() > 0)
+      table_buffers.give_back(std::move(entries));
+  }
+};
+} // namespace
 
 static int64_t pad_row_delta(const mcl_conv_args &a) {
   return ((int64_t)a.pad_row_offset - (int64_t)a.input.offset) /
@@ -229,7 +280,8 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
   j.nblocks = l.nblocks;
   j.channels_padded = l.channels_padded;
 
-  std::vector<int32_t> local_table;
+  LocalTable table_storage;
+  std::vector<int32_t> &local_table = table_storage.entries;
   if (a.flags & MCL_CONV_NO_TABLE) {
     // Validation guaranteed every tap is inside the tile: build the table on the fly.
     local_table.resize((size_t)m_total * l.taps);

@@ -58,7 +58,7 @@ TEST_P(Int8Eltwise, MatchesQdqFormulaBitExact) {
   std::map<std::string, int> int8_ops;
   for (const auto &n : graph.value().nodes)
     if (!n.dead && n.ints.count("int8"))
-      ++int8_ops[n.op];
+      ++int8_ops[ir::op_name(n.op)];
   EXPECT_EQ(int8_ops[k.concat ? "Concat" : "Add"], 1) << graph.value().dump();
   CompileOptions options;
   options.device = manycl::device::preset("mppa3").value();

@@ -103,7 +103,7 @@ TEST(Quantize, SmallCnnRunsInt8CloseToFloat) {
   std::map<std::string, int> int8_ops;
   for (const auto &n : g.nodes)
     if (!n.dead && n.ints.count("int8"))
-      ++int8_ops[n.op];
+      ++int8_ops[ir::op_name(n.op)];
   // Conv x3 (BatchNorm folded), MaxPool, the residual Add, AveragePool, GlobalAveragePool, Gemm.
   EXPECT_EQ(count.value(), 8) << g.dump();
   EXPECT_EQ(int8_ops["Conv"], 3);
@@ -111,7 +111,7 @@ TEST(Quantize, SmallCnnRunsInt8CloseToFloat) {
   EXPECT_EQ(int8_ops["Gemm"], 1);
   EXPECT_EQ(int8_ops["GlobalAveragePool"], 1);
   for (const auto &n : g.nodes) // weights: per-output-channel symmetric int8
-    if (!n.dead && n.op == "Conv") {
+    if (!n.dead && n.op == ir::Op::Conv) {
       const auto &w = g.tensors[n.inputs[1]];
       EXPECT_EQ(w.qscales.size(), size_t(w.shape[0]));
       EXPECT_EQ(*std::max_element(w.qvalues.begin(), w.qvalues.end(),
@@ -238,7 +238,7 @@ TEST(Quantize, NonClampActivationsRunOnInt8Tensors) {
   std::map<std::string, int> int8_ops;
   for (const auto &n : g.nodes)
     if (!n.dead && n.ints.count("int8"))
-      ++int8_ops[n.op];
+      ++int8_ops[ir::op_name(n.op)];
   EXPECT_EQ(int8_ops["Conv"], 2) << g.dump();
   EXPECT_EQ(int8_ops["LeakyRelu"], 1) << g.dump();
   EXPECT_EQ(int8_ops["Sigmoid"], 1) << g.dump();
@@ -304,7 +304,7 @@ TEST(QuantizeDigits, AccuracyWithinOnePercentOfFloat) {
   EXPECT_EQ(count.value(), 5);    // 2 Conv, MaxPool, 2 Gemm
   std::map<std::string, int> ops; // INT8 from the input's quantization to the logits'
   for (const auto &n : g.nodes)
-    ++ops[n.op];
+    ++ops[ir::op_name(n.op)];
   EXPECT_EQ(ops["QuantizeLinear"], 1) << g.dump();   // the network input
   EXPECT_EQ(ops["DequantizeLinear"], 1) << g.dump(); // the logits
   EXPECT_EQ(ops["Flatten"], 1) << g.dump();          // a view of the INT8 pooled tensor

@@ -15,7 +15,7 @@ kann::ir::Graph import(const OnnxBuilder &b) {
   return g.value();
 }
 
-int count(const kann::ir::Graph &g, const std::string &op) {
+int count(const kann::ir::Graph &g, kann::ir::Op op) {
   int n = 0;
   for (auto &node : g.nodes)
     n += !node.dead && node.op == op;
@@ -37,8 +37,8 @@ TEST(Passes, BatchNormFoldsIntoConvWithExactWeights) {
   b.output("y");
   auto G = import(b);
   EXPECT_EQ(kann::passes::fold_batchnorm(G), 1);
-  ASSERT_EQ(count(G, "BatchNormalization"), 0);
-  ASSERT_EQ(count(G, "Conv"), 1);
+  ASSERT_EQ(count(G, kann::ir::Op::BatchNormalization), 0);
+  ASSERT_EQ(count(G, kann::ir::Op::Conv), 1);
   const auto &conv = G.nodes[0];
   EXPECT_EQ(G.tensors[conv.outputs[0]].name, "y");
   const auto &wf = G.tensors[conv.inputs[1]].data;
@@ -64,7 +64,7 @@ TEST(Passes, StandaloneBatchNormAndPerChannelMulBecomeScaleShift) {
   b.output("y");
   auto G = import(b);
   EXPECT_EQ(kann::passes::fold_batchnorm(G), 2);
-  EXPECT_EQ(count(G, "ScaleShift"), 2);
+  EXPECT_EQ(count(G, kann::ir::Op::ScaleShift), 2);
 }
 
 TEST(Passes, ActivationsFuseIntoConvGemmAndAdd) {
@@ -83,9 +83,9 @@ TEST(Passes, ActivationsFuseIntoConvGemmAndAdd) {
   b.output("z");
   auto G = import(b);
   EXPECT_EQ(kann::passes::fuse_activations(G), 2);
-  EXPECT_EQ(count(G, "Clip"), 0);
-  EXPECT_EQ(count(G, "Relu"), 0);
-  EXPECT_EQ(count(G, "Sigmoid"), 1);
+  EXPECT_EQ(count(G, kann::ir::Op::Clip), 0);
+  EXPECT_EQ(count(G, kann::ir::Op::Relu), 0);
+  EXPECT_EQ(count(G, kann::ir::Op::Sigmoid), 1);
   EXPECT_EQ(G.nodes[0].act.kind, uint32_t(MCL_ACT_CLIP));
   EXPECT_FLOAT_EQ(G.nodes[0].act.beta, 6.0f);
   EXPECT_EQ(G.nodes[1].act.kind, uint32_t(MCL_ACT_RELU));
@@ -112,7 +112,7 @@ TEST(Passes, IdentityAndDropoutDisappear) {
   b.output("y");
   auto G = import(b);
   EXPECT_EQ(kann::passes::remove_identities(G), 2);
-  EXPECT_EQ(count(G, "Relu"), 1);
+  EXPECT_EQ(count(G, kann::ir::Op::Relu), 1);
   EXPECT_EQ(G.tensors[G.outputs[0]].name, "y"); // the network keeps its output name
 }
 
@@ -141,12 +141,12 @@ TEST(Passes, Fp16ConversionKeepsNetworkIoInFp32) {
   b.output("y");
   auto G = import(b);
   EXPECT_EQ(kann::passes::convert_to_fp16(G), 2);
-  EXPECT_EQ(count(G, "Convert"), 2);
+  EXPECT_EQ(count(G, kann::ir::Op::Convert), 2);
   EXPECT_EQ(G.tensors[G.inputs[0]].dtype, kann::ir::DType::F32);
   EXPECT_EQ(G.tensors[G.outputs[0]].dtype, kann::ir::DType::F32);
   EXPECT_EQ(G.tensors[G.outputs[0]].name, "y");
   const auto &conv = G.nodes[1];
-  ASSERT_EQ(conv.op, "Conv");
+  ASSERT_EQ(conv.op, kann::ir::Op::Conv);
   EXPECT_EQ(G.tensors[conv.inputs[0]].dtype, kann::ir::DType::F16);
   EXPECT_EQ(G.tensors[conv.outputs[0]].dtype, kann::ir::DType::F16);
   EXPECT_EQ(G.tensors[conv.inputs[1]].dtype, kann::ir::DType::F32); // packed by the tiler

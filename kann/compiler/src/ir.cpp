@@ -106,7 +106,7 @@ std::string Graph::dump() const {
   for (const Node &n : nodes) {
     if (n.dead)
       continue;
-    o << n.op;
+    o << op_name(n.op);
     if (n.act.kind != MCL_ACT_NONE)
       o << "+act" << n.act.kind;
     o << " " << n.name << " (";

@@ -14,57 +14,16 @@ namespace kann {
 using ir::DType;
 using ir::Graph;
 using ir::Node;
+using ir::Op;
+using ir::ShapeRule;
 using ir::Tensor;
 using manycl::make_error;
 using manycl::Result;
 
 namespace {
 
-const std::set<std::string> kSupported = {"Conv",
-                                          "ConvTranspose",
-                                          "Pad",
-                                          "Slice",
-                                          "Transpose",
-                                          "ReduceMean",
-                                          "ReduceMax",
-                                          "Resize",
-                                          "Gemm",
-                                          "MatMul",
-                                          "MaxPool",
-                                          "AveragePool",
-                                          "GlobalAveragePool",
-                                          "GlobalMaxPool",
-                                          "Add",
-                                          "Sub",
-                                          "Mul",
-                                          "Div",
-                                          "Relu",
-                                          "Clip",
-                                          "LeakyRelu",
-                                          "Sigmoid",
-                                          "Tanh",
-                                          "HardSigmoid",
-                                          "HardSwish",
-                                          "Softmax",
-                                          "Flatten",
-                                          "Reshape",
-                                          "BatchNormalization",
-                                          "Concat",
-                                          "Identity",
-                                          "Dropout",
-                                          "Shape",
-                                          "Gather",
-                                          "Unsqueeze",
-                                          "Squeeze",
-                                          "Cast",
-                                          "Constant",
-                                          "QuantizeLinear",
-                                          "DequantizeLinear",
-                                          "QLinearConv",
-                                          "QLinearMatMul"};
-
 std::string where(const Node &n) {
-  return "node '" + n.name + "' (" + n.op + ")";
+  return "node '" + n.name + "' (" + ir::op_name(n.op) + ")";
 }
 
 Result<Tensor> convert_initializer(const onnx::TensorProto &t) {
@@ -143,7 +102,7 @@ public:
   QLinearExpander(Graph &graph, const Node &node) : g_(graph), n_(node) {}
 
   Result<void> expand(const std::string &output) {
-    const bool conv = n_.op == "QLinearConv";
+    const bool conv = n_.op == Op::QLinearConv;
     if (n_.inputs.size() < 8 || n_.inputs.size() > (conv ? 9u : 8u))
       return make_error(where(n_) + (conv ? ": needs 8 or 9 inputs" : ": needs 8 inputs") +
                         " (x, w and y with their scales and zero points" +
@@ -218,7 +177,7 @@ public:
     const int zq_t = g_.add_tensor(std::move(zq));
     const int sq_t = g_.add_tensor(std::move(sq));
 
-    Node dq_w = part("DequantizeLinear", "weights_float", {wq_t, sq_t, zq_t});
+    Node dq_w = part(Op::DequantizeLinear, "weights_float", {wq_t, sq_t, zq_t});
     if (scales > 1)
       dq_w.ints["axis"] = {0};
     const int w_float = emit(std::move(dq_w), n_.name + ".weights_float");
@@ -239,16 +198,16 @@ public:
       for (int64_t c = 0; c < scales; ++c)
         bs.data.push_back(x_scale.data[0] * weight_scales[size_t(c)]);
       const int bs_t = g_.add_tensor(std::move(bs));
-      Node dq_b = part("DequantizeLinear", "bias_float", {n_.inputs[8], bs_t});
+      Node dq_b = part(Op::DequantizeLinear, "bias_float", {n_.inputs[8], bs_t});
       if (scales > 1)
         dq_b.ints["axis"] = {0};
       b_float = emit(std::move(dq_b), n_.name + ".bias_float");
     }
 
     const int x_float =
-        emit(part("DequantizeLinear", "input_float", {n_.inputs[0], n_.inputs[1], n_.inputs[2]}),
+        emit(part(Op::DequantizeLinear, "input_float", {n_.inputs[0], n_.inputs[1], n_.inputs[2]}),
              n_.name + ".input_float");
-    Node op = part(conv ? "Conv" : "Gemm", "", {x_float, w_float});
+    Node op = part(conv ? Op::Conv : Op::Gemm, "", {x_float, w_float});
     op.name = n_.name;
     if (conv) {
       op.ints = n_.ints;
@@ -259,12 +218,12 @@ public:
       op.ints["transB"] = {1};
     }
     const int y_float = emit(std::move(op), n_.name + ".output_float");
-    emit(part("QuantizeLinear", "output", {y_float, n_.inputs[6], n_.inputs[7]}), output);
+    emit(part(Op::QuantizeLinear, "output", {y_float, n_.inputs[6], n_.inputs[7]}), output);
     return {};
   }
 
 private:
-  Node part(const std::string &op, const std::string &suffix, std::vector<int> inputs) const {
+  Node part(Op op, const std::string &suffix, std::vector<int> inputs) const {
     Node p;
     p.op = op;
     p.name = n_.name + (suffix.empty() ? "" : "." + suffix);
@@ -336,12 +295,15 @@ Result<Graph> convert(const onnx::ModelProto &model) {
   int unnamed = 0;
   for (const auto &np : g.node()) {
     Node n;
-    n.op = np.op_type();
     n.name = np.name().empty() ? np.op_type() + "_" + std::to_string(unnamed++) : np.name();
+    // Until the operator is known (kann/ops.h), errors name it as the model does.
+    const std::string as_in_model = "node '" + n.name + "' (" + np.op_type() + ")";
     if (!np.domain().empty() && np.domain() != "ai.onnx")
-      return make_error(where(n) + ": operator domain '" + np.domain() + "' is not supported");
-    if (!kSupported.count(n.op))
-      return make_error(where(n) + ": unsupported operator");
+      return make_error(as_in_model + ": operator domain '" + np.domain() + "' is not supported");
+    const std::optional<Op> op = ir::op_from_onnx(np.op_type());
+    if (!op)
+      return make_error(as_in_model + ": unsupported operator");
+    n.op = *op;
     for (const auto &a : np.attribute()) {
       switch (a.type()) {
       case onnx::AttributeProto::INT:
@@ -357,7 +319,7 @@ Result<Graph> convert(const onnx::ModelProto &model) {
         n.strings[a.name()] = a.s();
         break;
       case onnx::AttributeProto::TENSOR:
-        if (n.op == "Constant" && a.name() == "value") {
+        if (n.op == Op::Constant && a.name() == "value") {
           auto t = convert_initializer(a.t());
           if (!t)
             return make_error(where(n) + ": " + t.error().message);
@@ -370,7 +332,7 @@ Result<Graph> convert(const onnx::ModelProto &model) {
         return make_error(where(n) + ": attribute '" + a.name() + "' of an unsupported kind");
       }
     }
-    if (n.op == "Constant") {
+    if (n.op == Op::Constant) {
       if (np.output_size() != 1 || graph.find(np.output(0)) < 0)
         return make_error(where(n) + ": only tensor-valued constants are supported");
       continue;
@@ -385,7 +347,7 @@ Result<Graph> convert(const onnx::ModelProto &model) {
         return make_error(where(n) + ": input '" + name + "' is not defined before use");
       n.inputs.push_back(t);
     }
-    if (n.op == "QLinearConv" || n.op == "QLinearMatMul") {
+    if (n.op == Op::QLinearConv || n.op == Op::QLinearMatMul) {
       if (np.output_size() != 1 || np.output(0).empty())
         return make_error(where(n) + ": needs one output");
       if (graph.find(np.output(0)) >= 0)
@@ -513,13 +475,13 @@ Result<bool> fold(Graph &g, Node &n) {
     n.dead = true;
     return true;
   };
-  if (n.op == "Shape") { // static shapes make Shape a constant even on activations
+  if (n.op == Op::Shape) { // static shapes make Shape a constant even on activations
     auto s = in(0).shape;
     return set_int({int64_t(s.size())}, s);
   }
   if (!all_const(g, n) || n.inputs.empty())
     return false;
-  if (n.op == "DequantizeLinear") { // quantized weights and biases: fold to float constants
+  if (n.op == Op::DequantizeLinear) { // quantized weights and biases: fold to float constants
     const Tensor &x = in(0);
     const Tensor &scale = in(1);
     const bool has_zp = n.inputs.size() > 2 && n.inputs[2] >= 0;
@@ -564,11 +526,12 @@ Result<bool> fold(Graph &g, Node &n) {
   }
   const bool ints = std::all_of(n.inputs.begin(), n.inputs.end(),
                                 [&](int i) { return i < 0 || g.tensors[i].dtype == DType::I64; });
-  if (n.op == "Cast" && in(0).dtype == DType::I64 && (n.attr("to", 7) == 7 || n.attr("to", 7) == 6))
+  if (n.op == Op::Cast && in(0).dtype == DType::I64 &&
+      (n.attr("to", 7) == 7 || n.attr("to", 7) == 6))
     return set_int(in(0).shape, in(0).idata);
   if (!ints)
     return false;
-  if (n.op == "Gather") {
+  if (n.op == Op::Gather) {
     const auto &data = in(0).idata, &idx = in(1).idata;
     if (in(0).shape.size() != 1)
       return false;
@@ -581,12 +544,12 @@ Result<bool> fold(Graph &g, Node &n) {
     }
     return set_int(in(1).shape, v);
   }
-  if (n.op == "Unsqueeze" || n.op == "Squeeze") {
+  if (n.op == Op::Unsqueeze || n.op == Op::Squeeze) {
     std::vector<int64_t> shape = in(0).shape;
     auto axes = n.attrs("axes");
     if (n.inputs.size() > 1 && n.inputs[1] >= 0)
       axes = in(1).idata;
-    if (n.op == "Unsqueeze") {
+    if (n.op == Op::Unsqueeze) {
       std::sort(axes.begin(), axes.end());
       for (int64_t a : axes)
         shape.insert(shape.begin() + std::clamp<int64_t>(norm_axis(a, shape.size() + 1), 0,
@@ -601,7 +564,7 @@ Result<bool> fold(Graph &g, Node &n) {
     }
     return set_int(shape, in(0).idata);
   }
-  if (n.op == "Slice" && in(0).shape.size() == 1 && n.inputs.size() >= 3) {
+  if (n.op == Op::Slice && in(0).shape.size() == 1 && n.inputs.size() >= 3) {
     // Shape arithmetic: a 1-D slice (axes, if given, must be {0}; steps default to 1).
     const auto &data = in(0).idata;
     if (n.inputs.size() > 3 && n.inputs[3] >= 0 &&
@@ -621,27 +584,27 @@ Result<bool> fold(Graph &g, Node &n) {
            i += step)
         v.push_back(data[size_t(i)]);
     else
-      for (int64_t i = clampi(in(1).idata[0], -1, size - 1); i > clampi(in(2).idata[0], -1, size - 1);
-           i += step)
+      for (int64_t i = clampi(in(1).idata[0], -1, size - 1);
+           i > clampi(in(2).idata[0], -1, size - 1); i += step)
         v.push_back(data[size_t(i)]);
     return set_int({int64_t(v.size())}, v);
   }
-  if (n.op == "Concat") {
+  if (n.op == Op::Concat) {
     std::vector<int64_t> v;
     for (size_t i = 0; i < n.inputs.size(); ++i)
       v.insert(v.end(), in(i).idata.begin(), in(i).idata.end());
     return set_int({int64_t(v.size())}, v);
   }
-  if (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div") {
+  if (n.op == Op::Add || n.op == Op::Sub || n.op == Op::Mul || n.op == Op::Div) {
     const auto &a = in(0).idata, &b = in(1).idata;
     if (a.size() != b.size() && a.size() != 1 && b.size() != 1)
       return false;
     std::vector<int64_t> v(std::max(a.size(), b.size()));
     for (size_t i = 0; i < v.size(); ++i) {
       int64_t x = a[a.size() == 1 ? 0 : i], y = b[b.size() == 1 ? 0 : i];
-      if (n.op == "Div" && y == 0)
+      if (n.op == Op::Div && y == 0)
         return make_error(where(n) + ": division by zero in shape arithmetic");
-      v[i] = n.op == "Add" ? x + y : n.op == "Sub" ? x - y : n.op == "Mul" ? x * y : x / y;
+      v[i] = n.op == Op::Add ? x + y : n.op == Op::Sub ? x - y : n.op == Op::Mul ? x * y : x / y;
     }
     return set_int(a.size() >= b.size() ? in(0).shape : in(1).shape, v);
   }
@@ -667,7 +630,8 @@ Result<void> infer_node(Graph &g, Node &n) {
   const auto &x = in(0).shape;
   Tensor &y = out(0);
   y.dtype = in(0).dtype == DType::I64 ? DType::F32 : in(0).dtype;
-  if (n.op == "Conv") {
+  switch (ir::op_info(n.op).shape) {
+  case ShapeRule::Conv: {
     if (!has(1) || !in(1).is_const)
       return make_error(where(n) + ": weights must be constant");
     const auto &w = in(1).shape;
@@ -678,7 +642,7 @@ Result<void> infer_node(Graph &g, Node &n) {
       return make_error(where(n) + ": bias must be a constant of " + std::to_string(w[0]));
     return window_shape(n, x, w[0], n.attrs("kernel_shape", {w[2], w[3]}), y.shape);
   }
-  if (n.op == "ConvTranspose") {
+  case ShapeRule::ConvTranspose: {
     if (!has(1) || !in(1).is_const)
       return make_error(where(n) + ": weights must be constant");
     const auto &w = in(1).shape; // [cin][cout/group][kh][kw]
@@ -704,11 +668,11 @@ Result<void> infer_node(Graph &g, Node &n) {
     y.shape = {1, w[1], 0, 0};
     for (int i = 0; i < 2; ++i) {
       if (kernel[i] <= 0 || strides[i] <= 0 || dil[i] <= 0 || kernel[i] > 64 || strides[i] > 64 ||
-          dil[i] > 64 || extra[i] < 0 || extra[i] >= std::max(strides[i], dil[i]) ||
-          pads[i] < 0 || pads[i + 2] < 0)
+          dil[i] > 64 || extra[i] < 0 || extra[i] >= std::max(strides[i], dil[i]) || pads[i] < 0 ||
+          pads[i + 2] < 0)
         return make_error(where(n) + ": kernel, stride, dilation, padding out of range");
-      const int64_t size = (x[2 + i] - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 +
-                           extra[i] - pads[i] - pads[i + 2];
+      const int64_t size = (x[2 + i] - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 + extra[i] -
+                           pads[i] - pads[i + 2];
       if (size <= 0 || pads[i] >= (kernel[i] - 1) * dil[i] + 1)
         return make_error(where(n) + ": padding removes the whole output");
       y.shape[2 + i] = size;
@@ -716,7 +680,7 @@ Result<void> infer_node(Graph &g, Node &n) {
     store_window(n, kernel, strides, dil, pads);
     return {};
   }
-  if (n.op == "Pad") {
+  case ShapeRule::Pad: {
     // Constant zero padding of H and W only (opset 11+: pads as an input; opset 2: attribute).
     const std::string mode = n.strings.count("mode") ? n.strings["mode"] : "constant";
     std::vector<int64_t> pads = n.attrs("pads");
@@ -742,14 +706,14 @@ Result<void> infer_node(Graph &g, Node &n) {
     n.inputs.resize(1); // the pads are recorded on the node
     return {};
   }
-  if (n.op == "MaxPool" || n.op == "AveragePool") {
+  case ShapeRule::Window: {
     if (n.outputs.size() > 1)
       return make_error(where(n) + ": the Indices output is not supported");
     if (x.size() != 4)
       return make_error(where(n) + ": only 2-D pooling is supported");
     return window_shape(n, x, x[1], n.attrs("kernel_shape"), y.shape);
   }
-  if (n.op == "ReduceMean" || n.op == "ReduceMax") {
+  case ShapeRule::Reduce: {
     // Over H and W of an NCHW activation: global pooling ([1,C,1,1], or [1,C] without
     // keepdims, the same storage).
     auto axes = n.attrs("axes");
@@ -764,26 +728,26 @@ Result<void> infer_node(Graph &g, Node &n) {
     if (x.size() != 4 || axes != std::vector<int64_t>{2, 3})
       return make_error(where(n) + ": only reductions over H and W of NCHW are supported");
     const bool keep = n.attr("keepdims", 1) != 0;
-    n.op = n.op == "ReduceMean" ? "GlobalAveragePool" : "GlobalMaxPool";
+    n.op = n.op == Op::ReduceMean ? Op::GlobalAveragePool : Op::GlobalMaxPool;
     n.inputs.resize(1);
     y.shape = keep ? std::vector<int64_t>{1, x[1], 1, 1} : std::vector<int64_t>{1, x[1]};
     return {};
   }
-  if (n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool") {
+  case ShapeRule::GlobalPool: {
     if (x.size() != 4)
       return make_error(where(n) + ": only NCHW input is supported");
     y.shape = {1, x[1], 1, 1};
     return {};
   }
-  if (n.op == "Gemm" || n.op == "MatMul") {
+  case ShapeRule::Gemm: {
     if (!has(1) || !in(1).is_const)
       return make_error(where(n) + ": the second operand must be constant");
     const auto &b = in(1).shape;
     if (x.size() != 2 || b.size() != 2 || x[0] != 1)
       return make_error(where(n) + ": only [1,K] x [K,N] products are supported");
-    if (n.op == "Gemm" && n.attr("transA", 0) != 0)
+    if (n.op == Op::Gemm && n.attr("transA", 0) != 0)
       return make_error(where(n) + ": transA is not supported");
-    const bool tb = n.op == "Gemm" && n.attr("transB", 0) != 0;
+    const bool tb = n.op == Op::Gemm && n.attr("transB", 0) != 0;
     const int64_t k = tb ? b[1] : b[0], nn = tb ? b[0] : b[1];
     if (k != x[1])
       return make_error(where(n) + ": inner dimensions differ");
@@ -792,7 +756,7 @@ Result<void> infer_node(Graph &g, Node &n) {
     y.shape = {1, nn};
     return {};
   }
-  if (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div") {
+  case ShapeRule::Broadcast: {
     if (!has(1))
       return make_error(where(n) + ": needs two inputs");
     auto s = broadcast(n, x, in(1).shape);
@@ -803,33 +767,30 @@ Result<void> infer_node(Graph &g, Node &n) {
       y.dtype = in(1).dtype;
     return {};
   }
-  if (n.op == "Relu" || n.op == "Clip" || n.op == "LeakyRelu" || n.op == "Sigmoid" ||
-      n.op == "Tanh" || n.op == "HardSigmoid" || n.op == "HardSwish" || n.op == "Identity" ||
-      n.op == "Dropout" || n.op == "Softmax" || n.op == "BatchNormalization" ||
-      n.op == "ScaleShift") {
-    if (n.outputs.size() > 1 && n.op == "Dropout")
+  case ShapeRule::SameShape: {
+    if (n.outputs.size() > 1 && n.op == Op::Dropout)
       n.outputs.resize(1); // the mask output is unused in inference
-    if (n.op == "BatchNormalization" && n.outputs.size() > 1)
+    if (n.op == Op::BatchNormalization && n.outputs.size() > 1)
       return make_error(where(n) + ": training-mode outputs are not supported");
     y.shape = x;
-    if (n.op == "Clip")
+    if (n.op == Op::Clip)
       for (size_t i = 1; i < 3; ++i)
         if (has(i) && !in(i).is_const)
           return make_error(where(n) + ": min/max must be constant");
-    if (n.op == "Softmax") {
+    if (n.op == Op::Softmax) {
       int64_t axis = norm_axis(n.attr("axis", -1), x.size());
       if (axis != int64_t(x.size()) - 1 && !(x.size() == 4 && axis == 1))
         return make_error(where(n) + ": softmax only over the last (or channel) axis");
       if (x.size() == 4 && axis == 3 && x[3] != 1 && x[2] * x[3] != 1)
         return make_error(where(n) + ": softmax over the width axis is not supported");
     }
-    if (n.op == "BatchNormalization")
+    if (n.op == Op::BatchNormalization)
       for (size_t i = 1; i < 5; ++i)
         if (!has(i) || !in(i).is_const || in(i).elements() != x[1])
           return make_error(where(n) + ": scale, bias, mean and variance must be constants");
     return {};
   }
-  if (n.op == "Transpose") {
+  case ShapeRule::Transpose: {
     // Shape only: the tile compiler runs transposes that are channel shuffles
     // (passes::fuse_channel_shuffles) and rejects the others.
     auto perm = n.attrs("perm");
@@ -849,15 +810,14 @@ Result<void> infer_node(Graph &g, Node &n) {
     n.ints["perm"] = perm;
     return {};
   }
-  if (n.op == "Slice") {
+  case ShapeRule::Slice: {
     // Activations: a range of channels of an NCHW tensor (ShuffleNet's split), step 1.
     for (size_t i = 1; i < n.inputs.size(); ++i)
       if (has(i) && !in(i).is_const)
         return make_error(where(n) + ": starts, ends, axes and steps must be constant");
-    if (!has(1) || !has(2) || x.size() != 4 || in(1).idata.size() != 1 ||
-        in(2).idata.size() != 1 || (has(3) && (in(3).idata.size() != 1 ||
-                                               norm_axis(in(3).idata[0], 4) != 1)) ||
-        (!has(3)) || (n.inputs.size() > 4 && has(4) && in(4).idata.at(0) != 1))
+    if (!has(1) || !has(2) || x.size() != 4 || in(1).idata.size() != 1 || in(2).idata.size() != 1 ||
+        (has(3) && (in(3).idata.size() != 1 || norm_axis(in(3).idata[0], 4) != 1)) || (!has(3)) ||
+        (n.inputs.size() > 4 && has(4) && in(4).idata.at(0) != 1))
       return make_error(where(n) + ": only slices of a channel range (axis 1, step 1) of an "
                                    "NCHW activation are supported");
     int64_t start = in(1).idata[0], end = in(2).idata[0];
@@ -874,7 +834,7 @@ Result<void> infer_node(Graph &g, Node &n) {
     n.inputs.resize(1);
     return {};
   }
-  if (n.op == "Flatten") {
+  case ShapeRule::Flatten: {
     int64_t axis = norm_axis(n.attr("axis", 1), x.size());
     if (axis != 1)
       return make_error(where(n) + ": only axis 1 is supported");
@@ -884,9 +844,9 @@ Result<void> infer_node(Graph &g, Node &n) {
     y.shape = {x[0], k};
     return {};
   }
-  if (n.op == "Reshape" || n.op == "Squeeze" || n.op == "Unsqueeze") {
+  case ShapeRule::Reshape: {
     std::vector<int64_t> target;
-    if (n.op == "Reshape") {
+    if (n.op == Op::Reshape) {
       if (!has(1) || !in(1).is_const || in(1).dtype != DType::I64)
         return make_error(where(n) + ": shape must be constant (after folding)");
       target = in(1).idata;
@@ -906,7 +866,7 @@ Result<void> infer_node(Graph &g, Node &n) {
       auto axes = n.attrs("axes");
       if (has(1))
         axes = in(1).idata;
-      if (n.op == "Squeeze") {
+      if (n.op == Op::Squeeze) {
         std::vector<int64_t> t2;
         for (size_t i = 0; i < x.size(); ++i) {
           bool drop = axes.empty() ? x[i] == 1
@@ -940,7 +900,7 @@ Result<void> infer_node(Graph &g, Node &n) {
     }
     return {};
   }
-  if (n.op == "Concat") {
+  case ShapeRule::Concat: {
     int64_t axis = norm_axis(n.attr("axis", 1), x.size());
     if (axis < 0 || axis >= int64_t(x.size()))
       return make_error(where(n) + ": axis out of range");
@@ -958,7 +918,7 @@ Result<void> infer_node(Graph &g, Node &n) {
       return make_error(where(n) + ": only channel concatenation of NCHW tensors is supported");
     return {};
   }
-  if (n.op == "Resize") {
+  case ShapeRule::Resize: {
     if (x.size() != 4)
       return make_error(where(n) + ": only NCHW resizing is supported");
     const std::string mode = n.strings.count("mode") ? n.strings["mode"] : "nearest";
@@ -993,13 +953,13 @@ Result<void> infer_node(Graph &g, Node &n) {
     n.floats["scale_w"] = scales[3];
     return {};
   }
-  if (n.op == "Cast") {
+  case ShapeRule::Cast: {
     if (n.attr("to", 1) != 1)
       return make_error(where(n) + ": only casts to float of activations are supported");
     y.shape = x;
     return {};
   }
-  if (n.op == "QuantizeLinear" || n.op == "DequantizeLinear") {
+  case ShapeRule::Quantize: {
     // Activations: per-tensor quantization (weights were folded above).
     if (!has(1) || !in(1).is_const || in(1).elements() != 1 || in(1).dtype != DType::F32 ||
         !(in(1).data[0] > 0.0f))
@@ -1010,7 +970,7 @@ Result<void> infer_node(Graph &g, Node &n) {
     const int32_t zp =
         has(2) ? int32_t(in(2).dtype == DType::I64 ? in(2).idata[0] : in(2).data[0]) : 0;
     y.shape = x;
-    if (n.op == "QuantizeLinear") {
+    if (n.op == Op::QuantizeLinear) {
       if (in(0).dtype != DType::F32)
         return make_error(where(n) + ": quantizes a non-float tensor");
       y.dtype = has(2) && in(2).dtype == DType::S8 ? DType::S8 : DType::U8;
@@ -1026,8 +986,11 @@ Result<void> infer_node(Graph &g, Node &n) {
     }
     return {};
   }
-  if (n.op == "Gather" || n.op == "Shape")
+  case ShapeRule::ConstantOnly:
     return make_error(where(n) + ": only supported on constants (shape arithmetic)");
+  case ShapeRule::None: // expanded at import, or created by a pass
+    break;
+  }
   return make_error(where(n) + ": unsupported operator");
 }
 

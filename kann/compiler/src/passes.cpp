@@ -9,6 +9,7 @@ namespace kann::passes {
 
 using ir::Graph;
 using ir::Node;
+using ir::Op;
 using ir::Tensor;
 
 namespace {
@@ -63,8 +64,8 @@ int remove_identities(Graph &g) {
   for (Node &n : g.nodes) {
     if (n.dead)
       continue;
-    const bool identity = n.op == "Identity" || n.op == "Dropout" ||
-                          (n.op == "Cast" && g.tensors[n.inputs[0]].dtype == ir::DType::F32);
+    const bool identity = ir::op_has(n.op, ir::kIdentity) ||
+                          (n.op == Op::Cast && g.tensors[n.inputs[0]].dtype == ir::DType::F32);
     if (!identity)
       continue;
     int in = n.inputs[0], out = n.outputs[0];
@@ -87,12 +88,12 @@ int remove_identities(Graph &g) {
 int fold_pads(Graph &g) {
   int count = 0;
   for (Node &n : g.nodes) {
-    if (n.dead || n.op != "Pad")
+    if (n.dead || n.op != Op::Pad)
       continue;
     const auto pads = n.attrs("pads"); // [n, c, h, w] begins then ends (checked at import)
     const int in = n.inputs[0], out = n.outputs[0];
     if (std::all_of(pads.begin(), pads.end(), [](int64_t v) { return v == 0; })) {
-      n.op = "Identity";
+      n.op = Op::Identity;
       ++count;
       continue;
     }
@@ -101,7 +102,7 @@ int fold_pads(Graph &g) {
       continue;
     Node &k = g.nodes[c];
     const bool zero_padding_consumer =
-        (k.op == "Conv" || (k.op == "AveragePool" && k.attr("count_include_pad", 0) == 1)) &&
+        (k.op == Op::Conv || (k.op == Op::AveragePool && k.attr("count_include_pad", 0) == 1)) &&
         k.inputs[0] == out;
     if (!zero_padding_consumer)
       continue;
@@ -123,21 +124,21 @@ int fold_pads(Graph &g) {
 int fuse_channel_shuffles(Graph &g) {
   int count = 0;
   for (Node &t : g.nodes) {
-    if (t.dead || t.op != "Transpose" || t.attrs("perm") != std::vector<int64_t>{0, 2, 1, 3, 4})
+    if (t.dead || t.op != Op::Transpose || t.attrs("perm") != std::vector<int64_t>{0, 2, 1, 3, 4})
       continue;
     const int mid = t.inputs[0];
     const int r1 = g.tensors[mid].producer, r2 = only_consumer(g, t.outputs[0]);
     if (r1 < 0 || r2 < 0 || only_consumer(g, mid) < 0)
       continue;
     Node &a = g.nodes[r1], &b = g.nodes[r2];
-    if (a.dead || b.dead || a.op != "Reshape" || b.op != "Reshape")
+    if (a.dead || b.dead || a.op != Op::Reshape || b.op != Op::Reshape)
       continue;
     const auto &x = g.tensors[a.inputs[0]].shape, &v = g.tensors[mid].shape,
                &y = g.tensors[b.outputs[0]].shape;
     if (x.size() != 4 || v.size() != 5 || x != y || v[0] != x[0] || v[1] * v[2] != x[1] ||
         v[3] != x[2] || v[4] != x[3])
       continue;
-    b.op = "ChannelShuffle";
+    b.op = Op::ChannelShuffle;
     b.inputs = {a.inputs[0]};
     b.ints["group"] = {v[1]};
     t.dead = true;
@@ -161,7 +162,7 @@ int fold_batchnorm(Graph &g) {
       continue;
     const int64_t channels = x.shape[1];
     std::vector<float> scale, shift;
-    if (n.op == "BatchNormalization") {
+    if (n.op == Op::BatchNormalization) {
       const float eps = n.attrf("epsilon", 1e-5f);
       const auto &gamma = g.tensors[n.inputs[1]].data, &beta = g.tensors[n.inputs[2]].data;
       const auto &mean = g.tensors[n.inputs[3]].data, &var = g.tensors[n.inputs[4]].data;
@@ -170,27 +171,27 @@ int fold_batchnorm(Graph &g) {
         scale.push_back(s);
         shift.push_back(beta[c] - mean[c] * s);
       }
-    } else if ((n.op == "Mul" || n.op == "Add" || n.op == "Sub") && n.inputs.size() == 2) {
+    } else if ((n.op == Op::Mul || n.op == Op::Add || n.op == Op::Sub) && n.inputs.size() == 2) {
       const Tensor &k = g.tensors[n.inputs[1]];
       std::vector<float> v = per_channel(k, channels, x.shape.size());
       if (v.empty() || g.tensors[n.outputs[0]].shape != x.shape)
         continue;
       scale.assign(channels, 1.0f);
       shift.assign(channels, 0.0f);
-      if (n.op == "Mul")
+      if (n.op == Op::Mul)
         scale = v;
       else
         for (int64_t c = 0; c < channels; ++c)
-          shift[c] = n.op == "Add" ? v[c] : -v[c];
+          shift[c] = n.op == Op::Add ? v[c] : -v[c];
     } else {
       continue;
     }
     // Fold into the producing Conv / Gemm when this node is its only reader.
     const int producer = x.producer;
     Node *p = producer >= 0 ? &g.nodes[producer] : nullptr;
-    const bool foldable = p && !p->dead && (p->op == "Conv" || p->op == "Gemm") &&
+    const bool foldable = p && !p->dead && (p->op == Op::Conv || p->op == Op::Gemm) &&
                           p->act.kind == MCL_ACT_NONE && only_consumer(g, n.inputs[0]) == int(i) &&
-                          !(p->op == "Gemm" && p->attr("transB", 0) == 0);
+                          !(p->op == Op::Gemm && p->attr("transB", 0) == 0);
     if (foldable) {
       const Tensor &w = g.tensors[p->inputs[1]];
       std::vector<float> wd = w.data;
@@ -203,8 +204,8 @@ int fold_batchnorm(Graph &g) {
         const Tensor &b = g.tensors[p->inputs[2]];
         for (int64_t c = 0; c < channels; ++c)
           bias[c] =
-              b.data[b.data.size() == 1 ? 0 : c] * (p->op == "Gemm" ? p->attrf("beta", 1) : 1);
-        if (p->op == "Gemm")
+              b.data[b.data.size() == 1 ? 0 : c] * (p->op == Op::Gemm ? p->attrf("beta", 1) : 1);
+        if (p->op == Op::Gemm)
           p->floats["beta"] = 1.0f;
       }
       for (int64_t c = 0; c < channels; ++c)
@@ -224,7 +225,7 @@ int fold_batchnorm(Graph &g) {
       g.nodes[producer].outputs[0] = out;
     } else {
       Node &self = g.nodes[i];
-      self.op = "ScaleShift";
+      self.op = Op::ScaleShift;
       const int s = new_const(g, self.name + ".scale", {channels}, scale);
       const int t = new_const(g, self.name + ".shift", {channels}, shift);
       g.nodes[i].inputs = {g.nodes[i].inputs[0], s, t};
@@ -237,9 +238,9 @@ int fold_batchnorm(Graph &g) {
 
 bool activation_of(const Graph &g, const Node &n, mcl_activation &act) {
   act = {MCL_ACT_NONE, 0.0f, 0.0f};
-  if (n.op == "Relu") {
+  if (n.op == Op::Relu) {
     act.kind = MCL_ACT_RELU;
-  } else if (n.op == "Clip") {
+  } else if (n.op == Op::Clip) {
     act.kind = MCL_ACT_CLIP;
     act.alpha = n.attrf("min", -std::numeric_limits<float>::max());
     act.beta = n.attrf("max", std::numeric_limits<float>::max());
@@ -247,18 +248,18 @@ bool activation_of(const Graph &g, const Node &n, mcl_activation &act) {
       act.alpha = g.tensors[n.inputs[1]].data.at(0);
     if (n.inputs.size() > 2 && n.inputs[2] >= 0)
       act.beta = g.tensors[n.inputs[2]].data.at(0);
-  } else if (n.op == "LeakyRelu") {
+  } else if (n.op == Op::LeakyRelu) {
     act.kind = MCL_ACT_LEAKY_RELU;
     act.alpha = n.attrf("alpha", 0.01f);
-  } else if (n.op == "Sigmoid") {
+  } else if (n.op == Op::Sigmoid) {
     act.kind = MCL_ACT_SIGMOID;
-  } else if (n.op == "Tanh") {
+  } else if (n.op == Op::Tanh) {
     act.kind = MCL_ACT_TANH;
-  } else if (n.op == "HardSigmoid") {
+  } else if (n.op == Op::HardSigmoid) {
     act.kind = MCL_ACT_HARD_SIGMOID;
     act.alpha = n.attrf("alpha", 0.2f);
     act.beta = n.attrf("beta", 0.5f);
-  } else if (n.op == "HardSwish") {
+  } else if (n.op == Op::HardSwish) {
     act.kind = MCL_ACT_HARD_SWISH;
   } else {
     return false;
@@ -278,11 +279,13 @@ int fuse_activations(Graph &g) {
     if (producer < 0 || only_consumer(g, x) != int(i))
       continue;
     Node &p = g.nodes[producer];
-    const bool eltwise = (p.op == "Add" || p.op == "Sub" || p.op == "Mul" || p.op == "Div") &&
-                         !g.tensors[p.inputs[1]].is_const && !g.tensors[p.inputs[0]].is_const;
-    if (p.dead || p.act.kind != MCL_ACT_NONE ||
-        !(p.op == "Conv" || p.op == "ConvTranspose" || p.op == "Gemm" || p.op == "MatMul" ||
-          p.op == "ScaleShift" || eltwise))
+    // An element-wise producer takes the activation only between two activations (with a
+    // constant operand it becomes a ScaleShift, which takes it then).
+    const bool eltwise = ir::op_info(p.op).lowering == ir::Lowering::Eltwise;
+    const bool takes_activation =
+        ir::op_has(p.op, ir::kFusesActivation) &&
+        (!eltwise || (!g.tensors[p.inputs[1]].is_const && !g.tensors[p.inputs[0]].is_const));
+    if (p.dead || p.act.kind != MCL_ACT_NONE || !takes_activation)
       continue;
     p.act = act;
     const int out = n.outputs[0];
@@ -340,7 +343,7 @@ int convert_to_fp16(Graph &g) {
       std::replace(n.inputs.begin(), n.inputs.end(), x, hx);
     Node c;
     c.name = g.tensors[x].name + ".to_f16";
-    c.op = "Convert";
+    c.op = Op::Convert;
     c.inputs = {x};
     c.outputs = {hx};
     prologue.push_back(std::move(c));
@@ -362,7 +365,7 @@ int convert_to_fp16(Graph &g) {
     g.tensors[y].dtype = ir::DType::F32;
     Node c;
     c.name = g.tensors[y].name + ".to_f32";
-    c.op = "Convert";
+    c.op = Op::Convert;
     c.inputs = {hy};
     c.outputs = {y};
     g.nodes.push_back(std::move(c));
@@ -384,14 +387,14 @@ int views_on_int8(Graph &g) {
   int count = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node &v = g.nodes[i];
-    if (v.dead || (v.op != "Flatten" && v.op != "Reshape"))
+    if (v.dead || (v.op != Op::Flatten && v.op != Op::Reshape))
       continue;
     const int xd = v.inputs[0];
     const int dq = g.tensors[xd].producer;
-    if (dq < 0 || g.nodes[dq].op != "DequantizeLinear")
+    if (dq < 0 || g.nodes[dq].op != Op::DequantizeLinear)
       continue;
     const int q = only_consumer(g, v.outputs[0]);
-    if (q < 0 || g.nodes[q].op != "QuantizeLinear" || g.nodes[q].inputs[0] != v.outputs[0])
+    if (q < 0 || g.nodes[q].op != Op::QuantizeLinear || g.nodes[q].inputs[0] != v.outputs[0])
       continue;
     const int xq = g.nodes[dq].inputs[0], yq = g.nodes[q].outputs[0];
     if (!same_quantization(g.tensors[xq], g.tensors[yq]))
@@ -418,7 +421,7 @@ int lower_qdq_to_int8(Graph &g) {
   // The quantized tensor a DequantizeLinear output comes from, or -1.
   auto dequantized = [&](int t) {
     const int dq = t >= 0 ? g.tensors[t].producer : -1;
-    if (dq < 0 || g.nodes[dq].op != "DequantizeLinear" || !is_int8(g.nodes[dq].inputs[0]))
+    if (dq < 0 || g.nodes[dq].op != Op::DequantizeLinear || !is_int8(g.nodes[dq].inputs[0]))
       return -1;
     return g.nodes[dq].inputs[0];
   };
@@ -428,11 +431,11 @@ int lower_qdq_to_int8(Graph &g) {
       continue;
     // Element-wise Add and channel Concat of dequantized tensors: requantizing kernels on the
     // INT8 operands (each input with its own scale and zero point).
-    const bool add = n.op == "Add" && n.inputs.size() == 2, concat = n.op == "Concat";
+    const bool add = n.op == Op::Add && n.inputs.size() == 2, concat = n.op == Op::Concat;
     if (add || concat) {
       const int y = n.outputs[0];
       const int q = only_consumer(g, y);
-      if (q < 0 || g.nodes[q].op != "QuantizeLinear" || g.nodes[q].inputs[0] != y)
+      if (q < 0 || g.nodes[q].op != Op::QuantizeLinear || g.nodes[q].inputs[0] != y)
         continue;
       const int yq = g.nodes[q].outputs[0];
       std::vector<int> sources;
@@ -465,7 +468,7 @@ int lower_qdq_to_int8(Graph &g) {
       const int xq = dequantized(n.inputs[0]);
       const int y = n.outputs[0];
       const int q = only_consumer(g, y);
-      if (xq < 0 || q < 0 || g.nodes[q].op != "QuantizeLinear" || g.nodes[q].inputs[0] != y)
+      if (xq < 0 || q < 0 || g.nodes[q].op != Op::QuantizeLinear || g.nodes[q].inputs[0] != y)
         continue;
       const int xd = n.inputs[0], yq = g.nodes[q].outputs[0];
       n.inputs[0] = xq;
@@ -478,16 +481,16 @@ int lower_qdq_to_int8(Graph &g) {
       ++count;
       continue;
     }
-    const bool conv = n.op == "Conv", gemm = n.op == "Gemm" && n.attr("transB", 0) == 1,
-               pool = n.op == "MaxPool" || n.op == "AveragePool" || n.op == "GlobalAveragePool" ||
-                      n.op == "GlobalMaxPool";
+    const bool conv = n.op == Op::Conv, gemm = n.op == Op::Gemm && n.attr("transB", 0) == 1,
+               pool = ir::op_info(n.op).lowering == ir::Lowering::Pool ||
+                      ir::op_info(n.op).lowering == ir::Lowering::GlobalPool;
     if (!conv && !gemm && !pool)
       continue;
     if (n.act.kind != MCL_ACT_NONE && n.act.kind != MCL_ACT_RELU && n.act.kind != MCL_ACT_CLIP)
       continue;
     const int xd = n.inputs[0];
     const int dq = g.tensors[xd].producer;
-    if (dq < 0 || g.nodes[dq].op != "DequantizeLinear" || !is_int8(g.nodes[dq].inputs[0]))
+    if (dq < 0 || g.nodes[dq].op != Op::DequantizeLinear || !is_int8(g.nodes[dq].inputs[0]))
       continue;
     if (conv || gemm) {
       const Tensor &w = g.tensors[n.inputs[1]];
@@ -496,11 +499,11 @@ int lower_qdq_to_int8(Graph &g) {
     }
     const int y = n.outputs[0];
     const int q = only_consumer(g, y);
-    if (q < 0 || g.nodes[q].op != "QuantizeLinear" || g.nodes[q].inputs[0] != y)
+    if (q < 0 || g.nodes[q].op != Op::QuantizeLinear || g.nodes[q].inputs[0] != y)
       continue;
     const int yq = g.nodes[q].outputs[0];
     const int xq = g.nodes[dq].inputs[0];
-    if (pool && (n.op == "MaxPool" || n.op == "GlobalMaxPool") &&
+    if (pool && ir::op_has(n.op, ir::kMaxReduction) &&
         (g.tensors[xq].scale != g.tensors[yq].scale ||
          g.tensors[xq].zero_point != g.tensors[yq].zero_point ||
          g.tensors[xq].dtype != g.tensors[yq].dtype))

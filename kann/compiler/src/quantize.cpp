@@ -15,6 +15,7 @@ namespace kann::quantize {
 using ir::DType;
 using ir::Graph;
 using ir::Node;
+using ir::Op;
 using ir::Tensor;
 using manycl::make_error;
 using manycl::Result;
@@ -22,7 +23,7 @@ using manycl::Result;
 namespace {
 
 bool is_view(const Node &n) {
-  return n.op == "Flatten" || n.op == "Reshape" || n.op == "Squeeze" || n.op == "Unsqueeze";
+  return ir::op_has(n.op, ir::kView);
 }
 
 bool is_float_activation(const Tensor &t) {
@@ -155,28 +156,30 @@ int split_activations(Graph &g) {
       continue;
     Node act;
     act.floats["alpha"] = n.act.alpha;
+    bool split = true; // activations the INT8 products cannot apply themselves
     switch (n.act.kind) {
     case MCL_ACT_LEAKY_RELU:
-      act.op = "LeakyRelu";
+      act.op = Op::LeakyRelu;
       break;
     case MCL_ACT_SIGMOID:
-      act.op = "Sigmoid";
+      act.op = Op::Sigmoid;
       break;
     case MCL_ACT_TANH:
-      act.op = "Tanh";
+      act.op = Op::Tanh;
       break;
     case MCL_ACT_HARD_SIGMOID:
-      act.op = "HardSigmoid";
+      act.op = Op::HardSigmoid;
       act.floats["beta"] = n.act.beta;
       break;
     case MCL_ACT_HARD_SWISH:
-      act.op = "HardSwish";
+      act.op = Op::HardSwish;
       break;
     default:
+      split = false;
       break;
     }
-    const bool product = n.op == "Conv" || n.op == "Gemm" || n.op == "MatMul";
-    if (!product || act.op.empty()) {
+    const bool product = n.op == Op::Conv || n.op == Op::Gemm || n.op == Op::MatMul;
+    if (!product || !split) {
       nodes.push_back(std::move(n));
       continue;
     }
@@ -202,8 +205,8 @@ namespace {
 // Gemm (any transB, alpha) and MatMul with a constant [K,N] operand -> Gemm transB=1 with
 // alpha folded: the weight layout of INT8 GEMMs ([N][K], per-output-channel scales on axis 0).
 void normalize_gemm(Graph &g, Node &n) {
-  const bool matmul = n.op == "MatMul";
-  if (!matmul && n.op != "Gemm")
+  const bool matmul = n.op == Op::MatMul;
+  if (!matmul && n.op != Op::Gemm)
     return;
   const bool trans_b = !matmul && n.attr("transB", 0) != 0;
   const float alpha = matmul ? 1.0f : n.attrf("alpha", 1.0f);
@@ -224,7 +227,7 @@ void normalize_gemm(Graph &g, Node &n) {
       w.data[trans_b ? size_t(r * cols + c) : size_t(c * rows + r)] = v;
     }
   const int wi = g.add_tensor(std::move(w));
-  n.op = "Gemm";
+  n.op = Op::Gemm;
   n.inputs[1] = wi;
   n.ints["transB"] = {1};
   n.floats["alpha"] = 1.0f;
@@ -238,21 +241,21 @@ bool clamp_activation(const Node &n) {
 bool has_int8_kernel(const Graph &g, const Node &n) {
   if (n.dead)
     return false;
-  if (n.op == "Conv" ||
-      (n.op == "Gemm" && n.attr("transB", 0) == 1 && n.attrf("alpha", 1.0f) == 1.0f)) {
+  if (n.op == Op::Conv ||
+      (n.op == Op::Gemm && n.attr("transB", 0) == 1 && n.attrf("alpha", 1.0f) == 1.0f)) {
     const Tensor &w = g.tensors[n.inputs[1]];
     return clamp_activation(n) && w.is_const && !w.data.empty();
   }
-  if (n.op == "MaxPool" || n.op == "AveragePool" || n.op == "GlobalAveragePool" ||
-      n.op == "GlobalMaxPool" || n.op == "Concat")
+  const ir::Lowering lowering = ir::op_info(n.op).lowering;
+  if (lowering == ir::Lowering::Pool || lowering == ir::Lowering::GlobalPool || n.op == Op::Concat)
     return true;
   mcl_activation act; // an activation of an INT8 product: INT8 in and out
   if (passes::activation_of(g, n, act)) {
     const int producer = g.tensors[n.inputs[0]].producer;
-    return producer >= 0 && g.nodes[producer].op != "Concat" &&
+    return producer >= 0 && g.nodes[producer].op != Op::Concat &&
            has_int8_kernel(g, g.nodes[producer]);
   }
-  if (n.op == "Add" && n.inputs.size() == 2) {
+  if (n.op == Op::Add && n.inputs.size() == 2) {
     const Tensor &a = g.tensors[n.inputs[0]], &b = g.tensors[n.inputs[1]];
     return !a.is_const && !b.is_const && a.shape == b.shape;
   }
@@ -314,7 +317,8 @@ Result<int> quantize_int8(Graph &g, const std::vector<Range> &ranges_in) {
   if (ranges_in.size() > g.tensors.size())
     return make_error("quantize: ranges do not belong to this graph");
   for (const Node &n : g.nodes)
-    if (!n.dead && (n.ints.count("int8") || n.op == "QuantizeLinear" || n.op == "DequantizeLinear"))
+    if (!n.dead &&
+        (n.ints.count("int8") || n.op == Op::QuantizeLinear || n.op == Op::DequantizeLinear))
       return make_error("quantize: the model is already quantized (QDQ); compile it without "
                         "--calibration");
   for (Node &n : g.nodes)
@@ -330,7 +334,7 @@ Result<int> quantize_int8(Graph &g, const std::vector<Range> &ranges_in) {
       continue;
     std::vector<int> acts = {n.outputs[0]};
     for (int i : n.inputs)
-      if (i >= 0 && (n.op == "Add" || n.op == "Concat" || i == n.inputs[0]))
+      if (i >= 0 && (n.op == Op::Add || n.op == Op::Concat || i == n.inputs[0]))
         acts.push_back(i);
     for (int t : acts)
       if (is_float_activation(g.tensors[t]))
@@ -342,14 +346,14 @@ Result<int> quantize_int8(Graph &g, const std::vector<Range> &ranges_in) {
   // A concat's inputs read only by it share its quantization (its buffer is written in place,
   // no requantizing copies); max pooling keeps its input's quantization (no requantization).
   for (const Node &n : g.nodes) {
-    if (n.dead || n.op != "Concat")
+    if (n.dead || n.op != Op::Concat)
       continue;
     for (int i : n.inputs)
       if (g.consumers(i).size() == 1 && !g.is_output(i))
         ranges[size_t(i)] = ranges[size_t(n.outputs[0])];
   }
   for (const Node &n : g.nodes)
-    if (!n.dead && (n.op == "MaxPool" || n.op == "GlobalMaxPool"))
+    if (!n.dead && ir::op_has(n.op, ir::kMaxReduction))
       ranges[size_t(n.outputs[0])] = ranges[size_t(n.inputs[0])];
   for (const Node &n : g.nodes) // views carry their source's quantization
     if (!n.dead && is_view(n))
@@ -357,7 +361,7 @@ Result<int> quantize_int8(Graph &g, const std::vector<Range> &ranges_in) {
 
   // Weights: per-output-channel int8.
   for (Node &n : g.nodes) {
-    if (!has_int8_kernel(g, n) || (n.op != "Conv" && n.op != "Gemm"))
+    if (!has_int8_kernel(g, n) || (n.op != Op::Conv && n.op != Op::Gemm))
       continue;
     float x_scale;
     int32_t x_zero_point;
@@ -366,7 +370,7 @@ Result<int> quantize_int8(Graph &g, const std::vector<Range> &ranges_in) {
     std::vector<float> min_scales(size_t(channels), 0.0f);
     if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
       const auto &bias = g.tensors[n.inputs[2]].data;
-      const float beta = n.op == "Gemm" ? n.attrf("beta", 1.0f) : 1.0f;
+      const float beta = n.op == Op::Gemm ? n.attrf("beta", 1.0f) : 1.0f;
       for (int64_t c = 0; c < channels; ++c)
         min_scales[size_t(c)] =
             std::fabs(bias[bias.size() == 1 ? 0 : size_t(c)] * beta) / (x_scale * 0x1p30f);
@@ -397,12 +401,12 @@ Result<int> quantize_int8(Graph &g, const std::vector<Range> &ranges_in) {
     const int di = g.add_tensor(std::move(d));
     Node qn;
     qn.name = base + ".quantize";
-    qn.op = "QuantizeLinear";
+    qn.op = Op::QuantizeLinear;
     qn.inputs = {t, s, z};
     qn.outputs = {qi};
     Node dn;
     dn.name = base + ".dequantize";
-    dn.op = "DequantizeLinear";
+    dn.op = Op::DequantizeLinear;
     dn.inputs = {qi, s, z};
     dn.outputs = {di};
     pair_quantizers.insert(out.size());

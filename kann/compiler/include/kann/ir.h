@@ -2,8 +2,9 @@
 // passes in passes.h before the tile compiler lowers it to records.
 //
 // Tensors keep ONNX shapes (NCHW for images, batch 1). Constants carry their values (float
-// data, or int64 data for shape arithmetic). Nodes keep the ONNX operator name plus the few
-// attributes the compiler uses, and an activation fused into them by fuse_activations().
+// data, or int64 data for shape arithmetic). Nodes keep their operator (an entry of kann/ops.h's
+// table) plus the few attributes the compiler uses, and an activation fused into them by
+// fuse_activations().
 #pragma once
 
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "kann/ops.h"
 #include "manycl/native/args.h"
 
 namespace kann::ir {
@@ -40,7 +42,8 @@ struct Tensor {
 
 struct Node {
   std::string name;
-  std::string op;          // ONNX operator name, or kann's own: "ScaleShift"
+  // The operator (kann/ops.h). A node built without one copies its input.
+  Op op = Op::Identity;
   std::vector<int> inputs; // tensor indices (-1: optional input absent)
   std::vector<int> outputs;
   std::map<std::string, std::vector<int64_t>> ints;

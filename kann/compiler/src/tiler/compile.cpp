@@ -59,7 +59,7 @@ Result<void> replicate_batch(CompileOutput &out, int64_t batch, const CompileOpt
 // activation live at that point to DDR (costly: DDR traffic). False: nothing left to try.
 bool relax(const Compiler &c, Policy &policy) {
   const uint64_t capacity = c.opt.device.spm_bytes;
-  auto panels_of = [&](const Op &op) {
+  auto panels_of = [&](const PlannedOp &op) {
     int64_t widest = 0;
     for (const Box &x : op.out_box)
       widest = std::max(widest, (x.chans() + kPanel - 1) / kPanel);
@@ -71,7 +71,7 @@ bool relax(const Compiler &c, Policy &policy) {
   for (const SpmBuffer &b : c.buffers) {
     if (b.weights_of < 0 || b.size() <= capacity / 8)
       continue;
-    const Op &op = c.ops[b.weights_of];
+    const PlannedOp &op = c.ops[b.weights_of];
     const int64_t want = int64_t(
         std::min<uint64_t>(uint64_t(panels_of(op)), op.wslices * (b.size() * 8 / capacity + 1)));
     if (want > op.wslices) {
@@ -87,16 +87,16 @@ bool relax(const Compiler &c, Policy &policy) {
   for (int i : cands) {
     const SpmBuffer &b = c.buffers[i];
     if (b.op >= 0) {
-      const Op &op = c.ops[b.op];
+      const PlannedOp &op = c.ops[b.op];
       int64_t rows = 0;
       for (const Box &x : op.out_box)
         rows = std::max(rows, x.rows());
-      const bool row_split =
-          op.kind == Kind::Conv || op.kind == Kind::Pool || op.kind == Kind::Concat ||
-          op.kind == Kind::Resize ||
-          ((op.kind == Kind::Eltwise || op.kind == Kind::ScaleShift ||
-            op.kind == Kind::Activation || op.kind == Kind::Softmax || op.kind == Kind::Convert) &&
-           op.split == "rows");
+      const bool row_split = op.kind == Lowering::Conv || op.kind == Lowering::Pool ||
+                             op.kind == Lowering::Concat || op.kind == Lowering::Resize ||
+                             ((op.kind == Lowering::Eltwise || op.kind == Lowering::ScaleShift ||
+                               op.kind == Lowering::Activation || op.kind == Lowering::Softmax ||
+                               op.kind == Lowering::Convert) &&
+                              op.split == "rows");
       if (row_split && op.chunks < rows) {
         policy.chunks[op.node] = int(std::min<int64_t>(rows, op.chunks * 2));
         return true;
@@ -109,7 +109,7 @@ bool relax(const Compiler &c, Policy &policy) {
     const SpmBuffer &b = c.buffers[i];
     if (b.weights_of < 0 || b.size() < c.opt.device.spm_bytes / 64)
       continue;
-    const Op &op = c.ops[b.weights_of];
+    const PlannedOp &op = c.ops[b.weights_of];
     const int64_t widest = panels_of(op);
     // An operator streaming DDR-homed operands reloads them per slice: not for small weights.
     const bool streams = op.stage_out >= 0 || std::any_of(op.stage_in.begin(), op.stage_in.end(),

@@ -113,7 +113,7 @@ uint64_t Compiler::dma_cycles(uint64_t bytes, bool ddr) const {
 // one load per cluster. With `notify`, each destination's weight signal counts the arrival.
 void Compiler::emit_slice_load(size_t s, size_t j, uint64_t spm, bool notify,
                                std::vector<uint64_t> &ddr) {
-  const Op &op = ops[s];
+  const PlannedOp &op = ops[s];
   const ParamBlock &pb = op.params;
   auto load = [&](unsigned issuer, const ParamSlice &ps, uint32_t mask) {
     kbin_dma_args d = dma(mask ? KBIN_DMA_MULTICAST : KBIN_DMA_LOAD);
@@ -155,7 +155,7 @@ void Compiler::emit_param_loads(size_t s, std::vector<uint64_t> &ddr) {
 }
 
 // SPM offset of the buffer holding slice j of op's parameters.
-uint64_t Compiler::slice_spm(const Op &op, size_t j) const {
+uint64_t Compiler::slice_spm(const PlannedOp &op, size_t j) const {
   return buffers[j % 2 == 0 ? op.params.buffer : op.params.buffer2].offset;
 }
 
@@ -214,19 +214,19 @@ Result<void> Compiler::emit() {
   uint64_t input_bytes = std::accumulate(ddr.begin(), ddr.end(), uint64_t{0});
 
   for (size_t s = 0; s < ops.size(); ++s) {
-    Op &op = ops[s];
+    PlannedOp &op = ops[s];
     const Node &n = g.nodes[op.node];
     const Act &y = acts[op.out];
     OpReport rep;
     rep.name = n.name;
-    rep.op = n.op + (n.act.kind != MCL_ACT_NONE ? "+act" : "");
+    rep.op = std::string(ir::op_name(n.op)) + (n.act.kind != MCL_ACT_NONE ? "+act" : "");
     rep.split = op.split + (op.chunks > 1 ? " x" + std::to_string(op.chunks) : "") +
                 (op.params.slices() > 1 ? " w" + std::to_string(op.params.slices()) : "");
     rep.start_cycle = clock;
     std::vector<uint64_t> pddr(K, 0), stream_ddr(K, 0), compute(K, 0);
     uint64_t own_load_cycles = 0, slice_barriers = 0;
     mcl_native_cost_breakdown lanes{};
-    if (op.kind == Kind::Conv) {
+    if (op.kind == Lowering::Conv) {
       const mcl_conv_args a = conv_args_shape(op, need_for(op, 0, op.out_box[0]), op.out_box[0]);
       rep.shape = std::to_string(a.kernel_h) + "x" + std::to_string(a.kernel_w) + "/" +
                   std::to_string(a.stride_h) + " " + std::to_string(acts[op.ins[0]].C) + "->" +

@@ -5,33 +5,33 @@
 namespace kann::tiler {
 
 // Input box that input i of `op` needs to compute output box `o`.
-Box Compiler::need_for(const Op &op, size_t i, const Box &o) const {
+Box Compiler::need_for(const PlannedOp &op, size_t i, const Box &o) const {
   if (o.empty())
     return {};
   const Act &in = acts[op.ins[i]];
   switch (op.kind) {
-  case Kind::Conv:
-  case Kind::Pool:
+  case Lowering::Conv:
+  case Lowering::Pool:
     return need_window(op, in, o);
-  case Kind::GlobalPool:
+  case Lowering::GlobalPool:
     return {0, in.H, o.c0, o.c1};
-  case Kind::Gemm:
+  case Lowering::Gemm:
     return full(in);
-  case Kind::Concat:
-  case Kind::Shuffle:
+  case Lowering::Concat:
+  case Lowering::Shuffle:
     return {o.y0, o.y1, 0, in.C};
-  case Kind::Convert:
+  case Lowering::Convert:
     return {o.y0, o.y1, o.c0 + op.in_c0, o.c1 + op.in_c0};
-  case Kind::Eltwise:
+  case Lowering::Eltwise:
     return need_eltwise(op, in, o);
-  case Kind::Resize:
+  case Lowering::Resize:
     return need_resize(op, in, o);
   default:
     return o;
   }
 }
 
-Result<Call> Compiler::make_call(const Op &op, unsigned c, const Box &ob,
+Result<Call> Compiler::make_call(const PlannedOp &op, unsigned c, const Box &ob,
                                  uint64_t params_spm) const {
   const Node &n = g.nodes[op.node];
   const Act &x = acts[op.ins[0]];
@@ -46,34 +46,37 @@ Result<Call> Compiler::make_call(const Op &op, unsigned c, const Box &ob,
   Call call;
   call.pes_per_cluster = opt.device.pes_per_cluster;
   switch (op.kind) {
-  case Kind::Conv:
+  case Lowering::None: // never planned
+  case Lowering::View:
+    break;
+  case Lowering::Conv:
     call_conv(op, tiles, call);
     break;
-  case Kind::Pool:
-  case Kind::GlobalPool:
+  case Lowering::Pool:
+  case Lowering::GlobalPool:
     call_pool(op, tiles, call);
     break;
-  case Kind::Gemm:
+  case Lowering::Gemm:
     call_gemm(op, tiles, call);
     break;
-  case Kind::Eltwise:
+  case Lowering::Eltwise:
     call_eltwise(op, tiles, call);
     break;
-  case Kind::ScaleShift:
+  case Lowering::ScaleShift:
     call_scale_shift(op, tiles, call);
     break;
-  case Kind::Activation:
-  case Kind::Softmax:
-  case Kind::Convert:
+  case Lowering::Activation:
+  case Lowering::Softmax:
+  case Lowering::Convert:
     call_unary(op, tiles, call);
     break;
-  case Kind::Shuffle:
+  case Lowering::Shuffle:
     call_shuffle(op, tiles, call);
     break;
-  case Kind::Resize:
+  case Lowering::Resize:
     call_resize(op, tiles, call);
     break;
-  case Kind::Concat:
+  case Lowering::Concat:
     call_concat(op, tiles, call);
     break;
   }

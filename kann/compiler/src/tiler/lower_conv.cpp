@@ -7,8 +7,8 @@ namespace kann::tiler {
 
 // Input rows (and channels) a sliding window reads for output box `o`: convolutions,
 // transposed convolutions and pooling.
-Box Compiler::need_window(const Op &op, const Act &in, const Box &o) const {
-  if (op.kind == Kind::Conv && op.transposed) {
+Box Compiler::need_window(const PlannedOp &op, const Act &in, const Box &o) const {
+  if (op.kind == Lowering::Conv && op.transposed) {
     // Output row y reads input rows iy with iy*sh = y + pt - ky*dh for some tap ky.
     const int64_t lo = o.y0 + op.pt - (op.kh - 1) * op.dh, hi = o.y1 - 1 + op.pt;
     int64_t a = lo <= 0 ? 0 : (lo + op.sh - 1) / op.sh;
@@ -19,7 +19,7 @@ Box Compiler::need_window(const Op &op, const Act &in, const Box &o) const {
   }
   // Depthwise convolutions split by channels read only their channels.
   const bool depthwise_slice =
-      op.kind == Kind::Conv && op.groups > 1 && op.groups == in.C && o.chans() != out_c(op);
+      op.kind == Lowering::Conv && op.groups > 1 && op.groups == in.C && o.chans() != out_c(op);
   const int64_t c0 = depthwise_slice ? o.c0 : 0, c1 = depthwise_slice ? o.c1 : in.C;
   int64_t a = o.y0 * op.sh - op.pt;
   int64_t b = (o.y1 - 1) * op.sh - op.pt + (op.kh - 1) * op.dh + 1;
@@ -32,7 +32,7 @@ Box Compiler::need_window(const Op &op, const Act &in, const Box &o) const {
   return {a, b, c0, c1};
 }
 
-mcl_conv_args Compiler::conv_args_shape(const Op &op, const Box &ib, const Box &ob) const {
+mcl_conv_args Compiler::conv_args_shape(const PlannedOp &op, const Box &ib, const Box &ob) const {
   const Act &x = acts[op.ins[0]];
   const Act &y = acts[op.out];
   mcl_conv_args a{};
@@ -70,8 +70,8 @@ mcl_conv_args Compiler::conv_args_shape(const Op &op, const Box &ib, const Box &
 }
 
 // Packed parameters of output channels `part` of a convolution (geometry of cluster c).
-Result<std::vector<uint8_t>> Compiler::pack_conv_slice(const Op &op, const Node &n, unsigned c,
-                                                       const Box &part) const {
+Result<std::vector<uint8_t>> Compiler::pack_conv_slice(const PlannedOp &op, const Node &n,
+                                                       unsigned c, const Box &part) const {
   const Act &x = acts[op.ins[0]];
   const Act &y = acts[op.out];
   const Tensor &w = g.tensors[n.inputs[1]];
@@ -114,7 +114,7 @@ Result<std::vector<uint8_t>> Compiler::pack_conv_slice(const Op &op, const Node 
   return packed;
 }
 
-void Compiler::call_conv(const Op &op, const CallTiles &t, Call &call) const {
+void Compiler::call_conv(const PlannedOp &op, const CallTiles &t, Call &call) const {
   const Node &n = g.nodes[op.node];
   const Act &x = acts[op.ins[0]];
   const Act &y = acts[op.out];

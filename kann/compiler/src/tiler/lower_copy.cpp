@@ -4,7 +4,7 @@
 
 namespace kann::tiler {
 
-void Compiler::call_shuffle(const Op &op, const CallTiles &t, Call &call) const {
+void Compiler::call_shuffle(const PlannedOp &op, const CallTiles &t, Call &call) const {
   const Act &x = acts[op.ins[0]];
   const Act &y = acts[op.out];
   const unsigned c = t.cluster;
@@ -26,7 +26,7 @@ void Compiler::call_shuffle(const Op &op, const CallTiles &t, Call &call) const 
   }
 }
 
-void Compiler::call_concat(const Op &op, const CallTiles &t, Call &call) const {
+void Compiler::call_concat(const PlannedOp &op, const CallTiles &t, Call &call) const {
   const Node &n = g.nodes[op.node];
   const Act &y = acts[op.out];
   const unsigned c = t.cluster;

@@ -9,7 +9,7 @@ namespace kann::tiler {
 
 // Broadcast operands: a per-channel gate [1,C,1,1] (or a scalar) reads its one pixel, a
 // per-pixel mask [1,1,H,W] its one channel; the native call repeats them (0 strides).
-Box Compiler::need_eltwise(const Op &op, const Act &in, const Box &o) const {
+Box Compiler::need_eltwise(const PlannedOp &op, const Act &in, const Box &o) const {
   const Act &out = acts[op.out];
   const bool one_pixel = in.H == 1 && in.W == 1 && (out.H > 1 || out.W > 1);
   const bool one_channel = in.C == 1 && out_c(op) > 1;
@@ -19,7 +19,7 @@ Box Compiler::need_eltwise(const Op &op, const Act &in, const Box &o) const {
           one_channel ? 1 : o.c1};
 }
 
-void Compiler::call_eltwise(const Op &op, const CallTiles &t, Call &call) const {
+void Compiler::call_eltwise(const PlannedOp &op, const CallTiles &t, Call &call) const {
   const Node &n = g.nodes[op.node];
   const Act &x = acts[op.ins[0]];
   const Act &y = acts[op.out];
@@ -43,10 +43,10 @@ void Compiler::call_eltwise(const Op &op, const CallTiles &t, Call &call) const 
   a.a = repeat(in0);
   a.b = repeat(tile_of(acts[op.ins[1]], c, need_for(op, 1, ob), op.stage_in[1]));
   a.output = out_tile;
-  a.op = n.op == "Add"   ? MCL_ELTWISE_ADD
-         : n.op == "Sub" ? MCL_ELTWISE_SUB
-         : n.op == "Mul" ? MCL_ELTWISE_MUL
-                         : MCL_ELTWISE_DIV;
+  a.op = n.op == Op::Add   ? MCL_ELTWISE_ADD
+         : n.op == Op::Sub ? MCL_ELTWISE_SUB
+         : n.op == Op::Mul ? MCL_ELTWISE_MUL
+                           : MCL_ELTWISE_DIV;
   a.act = n.act;
   a.a_quant = a.b_quant = a.out_quant = {1.0f, 0};
   if (n.ints.count("int8")) { // requantizing INT8 add: each operand its own quantization
@@ -58,7 +58,7 @@ void Compiler::call_eltwise(const Op &op, const CallTiles &t, Call &call) const 
   call.add(MCL_NATIVE_FN_ELTWISE, a);
 }
 
-void Compiler::call_scale_shift(const Op &op, const CallTiles &t, Call &call) const {
+void Compiler::call_scale_shift(const PlannedOp &op, const CallTiles &t, Call &call) const {
   const Node &n = g.nodes[op.node];
   const mcl_tile &in0 = t.in;
   const mcl_tile &out_tile = t.out;
@@ -72,7 +72,7 @@ void Compiler::call_scale_shift(const Op &op, const CallTiles &t, Call &call) co
   call.add(MCL_NATIVE_FN_SCALE_SHIFT, a);
 }
 
-void Compiler::call_unary(const Op &op, const CallTiles &t, Call &call) const {
+void Compiler::call_unary(const PlannedOp &op, const CallTiles &t, Call &call) const {
   const Node &n = g.nodes[op.node];
   const Act &x = acts[op.ins[0]];
   const Act &y = acts[op.out];
@@ -81,13 +81,13 @@ void Compiler::call_unary(const Op &op, const CallTiles &t, Call &call) const {
   mcl_unary_args a{};
   a.input = in0;
   a.output = out_tile;
-  if (op.kind == Kind::Activation)
+  if (op.kind == Lowering::Activation)
     passes::activation_of(g, n, a.act);
   a.in_quant = {x.scale, x.zero_point};
   a.out_quant = {y.scale, y.zero_point};
-  call.add(op.kind == Kind::Softmax   ? MCL_NATIVE_FN_SOFTMAX
-           : op.kind == Kind::Convert ? MCL_NATIVE_FN_COPY
-                                      : MCL_NATIVE_FN_ACTIVATION,
+  call.add(op.kind == Lowering::Softmax   ? MCL_NATIVE_FN_SOFTMAX
+           : op.kind == Lowering::Convert ? MCL_NATIVE_FN_COPY
+                                          : MCL_NATIVE_FN_ACTIVATION,
            a);
 }
 

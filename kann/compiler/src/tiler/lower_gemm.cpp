@@ -7,7 +7,7 @@ namespace kann::tiler {
 
 // Packed B slice (output channels `part`) of a Gemm / MatMul, as [n][k] in the SPM order
 // of the input (HWC for a flattened image).
-Result<std::vector<uint8_t>> Compiler::pack_gemm_slice(const Op &op, const Node &n,
+Result<std::vector<uint8_t>> Compiler::pack_gemm_slice(const PlannedOp &op, const Node &n,
                                                        const Box &ob) const {
   const Act &x = acts[op.ins[0]];
   const Act &y = acts[op.out];
@@ -17,9 +17,9 @@ Result<std::vector<uint8_t>> Compiler::pack_gemm_slice(const Op &op, const Node 
   a.output = {0, 1,      1, uint32_t(ob.chans()), uint32_t(ob.chans()), uint32_t(ob.chans()),
               1, y.dtype};
   const Tensor &b = g.tensors[n.inputs[1]];
-  const bool tb = n.op == "Gemm" && n.attr("transB", 0) != 0;
-  const float alpha = n.op == "Gemm" ? n.attrf("alpha", 1.0f) : 1.0f;
-  const float beta = n.op == "Gemm" ? n.attrf("beta", 1.0f) : 1.0f;
+  const bool tb = n.op == Op::Gemm && n.attr("transB", 0) != 0;
+  const float alpha = n.op == Op::Gemm ? n.attrf("alpha", 1.0f) : 1.0f;
+  const float beta = n.op == Op::Gemm ? n.attrf("beta", 1.0f) : 1.0f;
   const int64_t N = y.C;
   std::vector<int64_t> order(k_total); // SPM position -> ONNX K index
   auto it = view_src_shape.find(n.inputs[0]);
@@ -69,7 +69,7 @@ Result<std::vector<uint8_t>> Compiler::pack_gemm_slice(const Op &op, const Node 
   return packed;
 }
 
-void Compiler::call_gemm(const Op &op, const CallTiles &t, Call &call) const {
+void Compiler::call_gemm(const PlannedOp &op, const CallTiles &t, Call &call) const {
   const Node &n = g.nodes[op.node];
   const Act &x = acts[op.ins[0]];
   const Act &y = acts[op.out];

@@ -4,7 +4,7 @@
 
 namespace kann::tiler {
 
-void Compiler::call_pool(const Op &op, const CallTiles &t, Call &call) const {
+void Compiler::call_pool(const PlannedOp &op, const CallTiles &t, Call &call) const {
   const Node &n = g.nodes[op.node];
   const Act &x = acts[op.ins[0]];
   const Act &y = acts[op.out];
@@ -15,10 +15,10 @@ void Compiler::call_pool(const Op &op, const CallTiles &t, Call &call) const {
   mcl_pool_args a{};
   a.input = in0;
   a.output = out_tile;
-  a.kind = (n.op == "MaxPool" || n.op == "GlobalMaxPool") ? MCL_POOL_MAX : MCL_POOL_AVG;
+  a.kind = ir::op_has(n.op, ir::kMaxReduction) ? MCL_POOL_MAX : MCL_POOL_AVG;
   a.in_quant = {x.scale, x.zero_point};
   a.out_quant = {y.scale, y.zero_point};
-  if (op.kind == Kind::GlobalPool) {
+  if (op.kind == Lowering::GlobalPool) {
     a.kernel_h = uint16_t(x.H), a.kernel_w = uint16_t(x.W);
     a.stride_h = a.stride_w = a.dilation_h = a.dilation_w = 1;
     a.count_y1 = int32_t(x.H), a.count_x1 = int32_t(x.W);

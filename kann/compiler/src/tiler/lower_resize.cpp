@@ -5,7 +5,7 @@ namespace kann::tiler {
 
 // Source rows of output rows [y0, y1): the ratio of sizes (or of size-1 for align_corners),
 // with two rows of margin for interpolation and rounding.
-Box Compiler::need_resize(const Op &op, const Act &in, const Box &o) const {
+Box Compiler::need_resize(const PlannedOp &op, const Act &in, const Box &o) const {
   const Act &out = acts[op.out];
   const double r = std::max(double(in.H) / double(out.H),
                             double(in.H - 1) / double(std::max<int64_t>(1, out.H - 1)));
@@ -14,7 +14,7 @@ Box Compiler::need_resize(const Op &op, const Act &in, const Box &o) const {
   return {a, std::max(b, a + 1), 0, in.C};
 }
 
-void Compiler::call_resize(const Op &op, const CallTiles &t, Call &call) const {
+void Compiler::call_resize(const PlannedOp &op, const CallTiles &t, Call &call) const {
   const Node &n = g.nodes[op.node];
   const Act &x = acts[op.ins[0]];
   const Act &y = acts[op.out];

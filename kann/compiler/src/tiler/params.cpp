@@ -16,9 +16,9 @@ Result<void> Compiler::pack_params() {
   for (size_t s = 0; s < ops.size(); ++s) {
     if (opt.progress)
       opt.progress("packing parameters", s, ops.size());
-    Op &op = ops[s];
+    PlannedOp &op = ops[s];
     const Node &n = g.nodes[op.node];
-    if (op.kind == Kind::Conv) {
+    if (op.kind == Lowering::Conv) {
       // Spatial split: one set of slices multicast to all. Channel split: each cluster's
       // slice of output channels ([cout][cin/groups][kh][kw] rows are contiguous).
       op.params.shared = op.split == "rows";
@@ -34,7 +34,7 @@ Result<void> Compiler::pack_params() {
           slot.push_back({part, std::move(packed.value()), 0});
         }
       }
-    } else if (op.kind == Kind::Gemm) {
+    } else if (op.kind == Lowering::Gemm) {
       op.params.slots.assign(K, {});
       for (unsigned c = 0; c < K; ++c)
         for (const Box &part : weight_slices(op, op.out_box[c])) {
@@ -43,7 +43,7 @@ Result<void> Compiler::pack_params() {
             return packed.error();
           op.params.slots[c].push_back({part, std::move(packed.value()), 0});
         }
-    } else if (op.kind == Kind::ScaleShift) {
+    } else if (op.kind == Lowering::ScaleShift) {
       op.params.slots.assign(K, {});
       const auto &sc = g.tensors[n.inputs[1]].data, &sh = g.tensors[n.inputs[2]].data;
       for (unsigned c = 0; c < K; ++c) {
@@ -93,7 +93,7 @@ Int8Weights Compiler::int8_weights(const Node &n, const Act &x, const Act &y, in
     float b = 0.0f;
     if (n.inputs.size() > 2 && n.inputs[2] >= 0) {
       const auto &bd = g.tensors[n.inputs[2]].data;
-      b = bd[bd.size() == 1 ? 0 : size_t(o)] * (n.op == "Gemm" ? n.attrf("beta", 1.0f) : 1.0f);
+      b = bd[bd.size() == 1 ? 0 : size_t(o)] * (n.op == Op::Gemm ? n.attrf("beta", 1.0f) : 1.0f);
     }
     r.bias.push_back(int32_t(std::nearbyint(double(b) / (double(x.scale) * ws))));
   }

@@ -5,35 +5,14 @@
 
 #include <numeric>
 
-#include "kann/passes.h"
-
 namespace kann::tiler {
 
 // Channel concats whose inputs are each read only by the concat and produced by a
 // row-split operator: the producers write into the concat's buffer, no copy runs.
 void Compiler::plan_concat_elimination() {
-  static const std::set<std::string> producers = {"Conv",
-                                                  "ConvTranspose",
-                                                  "MaxPool",
-                                                  "AveragePool",
-                                                  "Add",
-                                                  "Sub",
-                                                  "Mul",
-                                                  "Div",
-                                                  "ScaleShift",
-                                                  "Relu",
-                                                  "Clip",
-                                                  "LeakyRelu",
-                                                  "Sigmoid",
-                                                  "Tanh",
-                                                  "HardSigmoid",
-                                                  "HardSwish",
-                                                  "Convert",
-                                                  "QuantizeLinear",
-                                                  "DequantizeLinear"};
   for (size_t ni = 0; ni < g.nodes.size(); ++ni) {
     const Node &n = g.nodes[ni];
-    if (n.dead || n.op != "Concat" || g.tensors[n.outputs[0]].shape.size() != 4)
+    if (n.dead || n.op != Op::Concat || g.tensors[n.outputs[0]].shape.size() != 4)
       continue;
     bool ok = true;
     std::set<int> seen, nodes;
@@ -41,8 +20,9 @@ void Compiler::plan_concat_elimination() {
       const Tensor &x = g.tensors[t];
       ok = ok && x.producer >= 0 && !x.is_const && !g.is_output(t) && !seen.count(t) &&
            !chan_offset.count(t) && !eliminated.count(x.producer) &&
-           producers.count(g.nodes[x.producer].op) && g.consumers(t).size() == 1 &&
-           !nodes.count(x.producer) && x.dtype == g.tensors[n.outputs[0]].dtype &&
+           ir::op_has(g.nodes[x.producer].op, ir::kWritesIntoConcat) &&
+           g.consumers(t).size() == 1 && !nodes.count(x.producer) &&
+           x.dtype == g.tensors[n.outputs[0]].dtype &&
            x.scale == g.tensors[n.outputs[0]].scale && // INT8: no requantization needed
            x.zero_point == g.tensors[n.outputs[0]].zero_point;
       seen.insert(t);
@@ -129,7 +109,7 @@ std::vector<Box> Compiler::split_channels(int64_t H, int64_t C, int64_t granule)
 
 // The output-channel slices of an operator's parameters on a cluster whose output box is
 // `b`: op.wslices parts of whole packing panels.
-std::vector<Box> Compiler::weight_slices(const Op &op, const Box &b) const {
+std::vector<Box> Compiler::weight_slices(const PlannedOp &op, const Box &b) const {
   std::vector<Box> v;
   if (b.empty())
     return v;
@@ -145,7 +125,7 @@ std::vector<Box> Compiler::weight_slices(const Op &op, const Box &b) const {
 }
 
 // Output rows of cluster c split into op.chunks bands.
-std::vector<Box> Compiler::chunk_boxes(const Op &op, unsigned c) const {
+std::vector<Box> Compiler::chunk_boxes(const PlannedOp &op, unsigned c) const {
   const Box &b = op.out_box[c];
   std::vector<Box> v;
   if (b.empty())
@@ -172,8 +152,9 @@ Result<void> Compiler::plan() {
     const Node &n = g.nodes[ni];
     if (n.dead || eliminated.count(int(ni)))
       continue;
+    const Lowering lowering = ir::op_info(n.op).lowering;
     // Views: Flatten / Reshape share their input's storage.
-    if (n.op == "Flatten" || n.op == "Reshape" || n.op == "Squeeze" || n.op == "Unsqueeze") {
+    if (lowering == Lowering::View) {
       auto src = act_for(n.inputs[0]);
       if (!src)
         return src.error();
@@ -191,56 +172,32 @@ Result<void> Compiler::plan() {
         view_src_shape[n.outputs[0]] = view_src_shape[n.inputs[0]];
       continue;
     }
-    Op op;
+    PlannedOp op;
     op.node = int(ni);
-    if (n.op == "Conv" || n.op == "ConvTranspose") {
-      op.kind = Kind::Conv;
-      op.transposed = n.op == "ConvTranspose";
-    } else if (n.op == "MaxPool" || n.op == "AveragePool")
-      op.kind = Kind::Pool;
-    else if (n.op == "GlobalAveragePool" || n.op == "GlobalMaxPool")
-      op.kind = Kind::GlobalPool;
-    else if (n.op == "Gemm" || n.op == "MatMul")
-      op.kind = Kind::Gemm;
-    else if (n.op == "Add" || n.op == "Sub" || n.op == "Mul" || n.op == "Div")
-      op.kind = Kind::Eltwise;
-    else if (n.op == "ScaleShift")
-      op.kind = Kind::ScaleShift;
-    else if (n.op == "Softmax")
-      op.kind = Kind::Softmax;
-    else if (n.op == "Concat")
-      op.kind = Kind::Concat;
-    else if (n.op == "Resize")
-      op.kind = Kind::Resize;
-    else if (n.op == "Convert" || n.op == "QuantizeLinear" || n.op == "DequantizeLinear")
-      op.kind = Kind::Convert;
-    else if (n.op == "Slice") {
-      op.kind = Kind::Convert;
+    op.kind = lowering;
+    op.transposed = n.op == Op::ConvTranspose;
+    if (n.op == Op::Slice)
       op.in_c0 = n.attrs("channels").at(0);
-    } else if (n.op == "ChannelShuffle") {
-      op.kind = Kind::Shuffle;
+    if (n.op == Op::ChannelShuffle)
       op.shuffle_groups = n.attrs("group").at(0);
-    } else if (n.op == "Transpose")
+    if (n.op == Op::Transpose)
       return make_error(where(n) + ": only channel shuffles (Reshape [1,G,C/G,H,W], Transpose "
                                    "perm [0,2,1,3,4], Reshape back) are supported");
-    else if ((n.op == "Identity" || n.op == "Dropout" || n.op == "Cast") &&
-             g.tensors[n.inputs[0]].dtype == g.tensors[n.outputs[0]].dtype &&
-             g.tensors[n.inputs[0]].scale == g.tensors[n.outputs[0]].scale &&
-             g.tensors[n.inputs[0]].zero_point == g.tensors[n.outputs[0]].zero_point)
-      op.kind = Kind::Convert; // an identity passes::remove_identities kept: a plain copy
-    else {
-      mcl_activation act;
-      if (!passes::activation_of(g, n, act))
-        return make_error(where(n) + ": not supported by the tile compiler");
-      op.kind = Kind::Activation;
-    }
+    // An identity passes::remove_identities kept is a plain copy, unless it changes the type.
+    const Tensor &x0 = g.tensors[n.inputs[0]], &y0 = g.tensors[n.outputs[0]];
+    const bool same_type =
+        x0.dtype == y0.dtype && x0.scale == y0.scale && x0.zero_point == y0.zero_point;
+    if ((ir::op_has(n.op, ir::kIdentity) || n.op == Op::Cast) && !same_type)
+      op.kind = Lowering::None;
+    if (op.kind == Lowering::None)
+      return make_error(where(n) + ": not supported by the tile compiler");
     auto o = act_for(n.outputs[0]);
     if (!o)
       return o.error();
     op.out = o.value();
     // A conversion of a flattened image keeps the image's channel-last geometry (and so
     // its flatten order for a following Gemm).
-    if (op.kind == Kind::Convert && view_src_shape.count(n.inputs[0])) {
+    if (op.kind == Lowering::Convert && view_src_shape.count(n.inputs[0])) {
       auto src = act_for(n.inputs[0]);
       if (!src)
         return src.error();
@@ -249,7 +206,7 @@ Result<void> Compiler::plan() {
       view_src_shape[n.outputs[0]] = view_src_shape[n.inputs[0]];
     }
     std::vector<int> act_inputs;
-    if (op.kind == Kind::Eltwise || op.kind == Kind::Concat) {
+    if (op.kind == Lowering::Eltwise || op.kind == Lowering::Concat) {
       for (int i : n.inputs) {
         if (g.tensors[i].is_const)
           return make_error(where(n) + ": constant operands must be per-channel (folded into a "
@@ -265,7 +222,7 @@ Result<void> Compiler::plan() {
         return a.error();
       op.ins.push_back(a.value());
     }
-    if (op.kind != Kind::Convert && !n.ints.count("int8"))
+    if (op.kind != Lowering::Convert && !n.ints.count("int8"))
       for (int t : {n.inputs[0], n.outputs[0]})
         if (g.tensors[t].dtype == ir::DType::S8 || g.tensors[t].dtype == ir::DType::U8)
           return make_error(where(n) +
@@ -276,7 +233,7 @@ Result<void> Compiler::plan() {
     if (ch != policy.chunks.end())
       op.chunks = ch->second;
     auto ws = policy.wslices.find(int(ni));
-    if (ws != policy.wslices.end() && (op.kind == Kind::Conv || op.kind == Kind::Gemm))
+    if (ws != policy.wslices.end() && (op.kind == Lowering::Conv || op.kind == Lowering::Gemm))
       op.wslices = ws->second;
     if (auto r = plan_op(op, n); !r)
       return r;
@@ -297,7 +254,7 @@ Result<void> Compiler::plan() {
 // exchanged) against channel split (output channels sliced; every cluster needs the whole
 // input, so the input is gathered; weight slices loaded per cluster). Modeled cycles of
 // the slowest cluster: MACs at the configured FP32 rate plus NoC time of the exchanges.
-bool Compiler::choose_channel_split(const Op &op) const {
+bool Compiler::choose_channel_split(const PlannedOp &op) const {
   const Act &x = acts[op.ins[0]];
   const Act &y = acts[op.out];
   const int64_t yc = out_c(op);
@@ -330,30 +287,33 @@ bool Compiler::choose_channel_split(const Op &op) const {
   return channel < spatial;
 }
 
-Result<void> Compiler::plan_op(Op &op, const Node &n) {
+Result<void> Compiler::plan_op(PlannedOp &op, const Node &n) {
   Act &y = acts[op.out];
   const int64_t yc = out_c(op);
   const bool aliased = chan_offset.count(n.outputs[0]) != 0; // writes into a concat
   switch (op.kind) {
-  case Kind::Conv:
-  case Kind::Pool: {
+  case Lowering::None: // rejected by plan()
+  case Lowering::View: // no operator: shares its input's storage
+    break;
+  case Lowering::Conv:
+  case Lowering::Pool: {
     auto k = n.attrs("kernel_shape"), s = n.attrs("strides"), d = n.attrs("dilations"),
          p = n.attrs("pads");
     op.kh = k[0], op.kw = k[1], op.sh = s[0], op.sw = s[1], op.dh = d[0], op.dw = d[1];
     op.pt = p[0], op.pl = p[1], op.pb = p[2], op.pr = p[3];
     op.groups = n.attr("group", 1);
     op.out_box = split_rows(y.H, yc);
-    if (op.kind == Kind::Conv && K > 1 && choose_channel_split(op))
+    if (op.kind == Lowering::Conv && K > 1 && choose_channel_split(op))
       op.split = "channels", op.out_box = split_channels(y.H, yc, kPanel);
     break;
   }
-  case Kind::GlobalPool:
-  case Kind::Gemm:
+  case Lowering::GlobalPool:
+  case Lowering::Gemm:
     op.split = "channels";
-    op.out_box = split_channels(1, yc, op.kind == Kind::Gemm ? kPanel : 1);
+    op.out_box = split_channels(1, yc, op.kind == Lowering::Gemm ? kPanel : 1);
     op.chunks = 1;
     break;
-  case Kind::Softmax:
+  case Lowering::Softmax:
     if (y.H == 1) {
       op.split = "single";
       op.out_box.assign(K, Box{});
@@ -362,11 +322,11 @@ Result<void> Compiler::plan_op(Op &op, const Node &n) {
       op.out_box = split_rows(y.H, yc);
     }
     break;
-  case Kind::Eltwise:
-  case Kind::ScaleShift:
-  case Kind::Activation:
-  case Kind::Convert:
-    if (op.kind == Kind::Eltwise)
+  case Lowering::Eltwise:
+  case Lowering::ScaleShift:
+  case Lowering::Activation:
+  case Lowering::Convert:
+    if (op.kind == Lowering::Eltwise)
       for (int i : op.ins) {
         const Act &a = acts[i];
         const bool same_pixels = a.H == y.H && a.W == y.W, one_pixel = a.H == 1 && a.W == 1;
@@ -387,9 +347,9 @@ Result<void> Compiler::plan_op(Op &op, const Node &n) {
       op.chunks = 1;
     }
     break;
-  case Kind::Concat:
-  case Kind::Resize:
-  case Kind::Shuffle:
+  case Lowering::Concat:
+  case Lowering::Resize:
+  case Lowering::Shuffle:
     op.out_box = split_rows(y.H, yc);
     break;
   }
@@ -512,11 +472,12 @@ std::vector<int> Compiler::plan_in_place() const {
     return a.empty() || (a.y0 >= b.y0 && a.y1 <= b.y1 && a.c0 >= b.c0 && a.c1 <= b.c1);
   };
   for (size_t s = 0; s < ops.size(); ++s) {
-    const Op &op = ops[s];
+    const PlannedOp &op = ops[s];
     const int step = int(s) + 1;
     const Act &y = acts[op.out];
     const int yt = g.nodes[op.node].outputs[0];
-    if ((op.kind != Kind::Eltwise && op.kind != Kind::ScaleShift && op.kind != Kind::Activation) ||
+    if ((op.kind != Lowering::Eltwise && op.kind != Lowering::ScaleShift &&
+         op.kind != Lowering::Activation) ||
         y.in_ddr || y.first != step || chan_offset.count(yt) || act_of.at(yt) != op.out ||
         is_io(op.out) || (y.dtype != MCL_DTYPE_F32 && y.dtype != MCL_DTYPE_F16))
       continue;
@@ -542,7 +503,7 @@ std::vector<int> Compiler::plan_in_place() const {
 // Parameter and staging buffers (sizes; contents are packed after allocation).
 Result<void> Compiler::plan_params() {
   for (size_t s = 0; s < ops.size(); ++s) {
-    Op &op = ops[s];
+    PlannedOp &op = ops[s];
     const Node &n = g.nodes[op.node];
     const int step = int(s) + 1;
     const Act &x = acts[op.ins[0]];
@@ -556,7 +517,7 @@ Result<void> Compiler::plan_params() {
     bool streams = y.in_ddr;
     for (int i : op.ins)
       streams = streams || acts[i].in_ddr;
-    if (streams && op.wslices > 1 && op.kind == Kind::Conv) {
+    if (streams && op.wslices > 1 && op.kind == Lowering::Conv) {
       uint64_t whole = 0;
       for (unsigned c = 0; c < K; ++c)
         if (!op.out_box[c].empty()) {
@@ -568,7 +529,7 @@ Result<void> Compiler::plan_params() {
         op.wslices = 1;
     }
     size_t slices = 1;
-    if (op.kind == Kind::Conv) {
+    if (op.kind == Lowering::Conv) {
       op.params.buffer = new_buffer(n.name + ".params", params_first, step);
       op.pad_row = new_buffer(n.name + ".pad", step, step);
       for (unsigned c = 0; c < K; ++c) {
@@ -583,7 +544,7 @@ Result<void> Compiler::plan_params() {
             buffers[op.pad_row].bytes[c] = align_up(x.C * x.es, 16);
           }
       }
-    } else if (op.kind == Kind::Gemm) {
+    } else if (op.kind == Lowering::Gemm) {
       op.params.buffer = new_buffer(n.name + ".params", params_first, step);
       for (unsigned c = 0; c < K; ++c) {
         const auto parts = weight_slices(op, op.out_box[c]);
@@ -598,7 +559,7 @@ Result<void> Compiler::plan_params() {
           p = std::max<uint64_t>(p, mcl_native_gemm_params_size(&a));
         }
       }
-    } else if (op.kind == Kind::ScaleShift) {
+    } else if (op.kind == Lowering::ScaleShift) {
       op.params.buffer = new_buffer(n.name + ".params", params_first, step);
       for (unsigned c = 0; c < K; ++c)
         if (!op.out_box[c].empty())

@@ -23,7 +23,9 @@
 namespace kann::tiler {
 
 using ir::Graph;
+using ir::Lowering;
 using ir::Node;
+using ir::Op;
 using ir::Tensor;
 using manycl::make_error;
 using manycl::Result;
@@ -87,21 +89,6 @@ struct Act {
   uint64_t bytes() const { return uint64_t(H * W * C) * es; }
 };
 
-enum class Kind {
-  Conv,
-  Pool,
-  GlobalPool,
-  Gemm,
-  Eltwise,
-  ScaleShift,
-  Activation,
-  Softmax,
-  Concat,
-  Convert, // also a channel Slice (Op::in_c0)
-  Resize,
-  Shuffle // ChannelShuffle: one strided copy per group
-};
-
 // Packed parameters of a range of output channels (the operator's own numbering).
 struct ParamSlice {
   Box box;
@@ -126,9 +113,10 @@ struct ParamBlock {
   }
 };
 
-struct Op {
+// An operator as planned: its lowering, split, boxes, geometry, parameters and staging.
+struct PlannedOp {
   int node = -1;
-  Kind kind = Kind::Conv;
+  Lowering kind = Lowering::Conv;
   std::string split = "rows";
   int out = -1;                         // Act index
   std::vector<int> ins;                 // Act indices (activation inputs)
@@ -144,7 +132,7 @@ struct Op {
   std::vector<int> stage_in; // per input: SpmBuffer staging a DDR-homed input, or -1
   int stage_out = -1;        // SpmBuffer staging a DDR-homed output, or -1
   uint32_t fn = 0;
-  bool transposed = false; // ConvTranspose (Kind::Conv)
+  bool transposed = false; // ConvTranspose (Lowering::Conv)
   int64_t in_c0 = 0;       // Slice: first input channel read
   int64_t shuffle_groups = 1;
   uint32_t conv_fn() const {
@@ -218,7 +206,7 @@ struct Compiler {
   std::vector<Act> acts;
   std::map<int, int> act_of;                          // tensor -> Act
   std::map<int, std::vector<int64_t>> view_src_shape; // tensor viewed as 2-D from 4-D: CHW
-  std::vector<Op> ops;                                // in execution order: op s runs in step s + 1
+  std::vector<PlannedOp> ops;                         // in execution order: op s runs in step s + 1
   std::vector<SpmBuffer> buffers;
   format::Program prog;
   CompileOutput out;
@@ -233,19 +221,21 @@ struct Compiler {
   Compiler(const Graph &graph, const CompileOptions &o, unsigned clusters, const Policy &p)
       : g(graph), opt(o), K(clusters), policy(p) {}
 
-  std::string where(const Node &n) const { return "node '" + n.name + "' (" + n.op + ")"; }
+  std::string where(const Node &n) const {
+    return "node '" + n.name + "' (" + ir::op_name(n.op) + ")";
+  }
 
   // Output channels of an operator: its storage's, unless it writes part of a concat.
-  int64_t out_c(const Op &op) const {
+  int64_t out_c(const PlannedOp &op) const {
     const int t = g.nodes[op.node].outputs[0];
     return chan_offset.count(t) ? g.tensors[t].shape[1] : acts[op.out].C;
   }
-  int64_t out_off(const Op &op) const {
+  int64_t out_off(const PlannedOp &op) const {
     auto it = chan_offset.find(g.nodes[op.node].outputs[0]);
     return it == chan_offset.end() ? 0 : it->second;
   }
   // An op's output box (its own channel numbering) in the storage it writes.
-  Box stored(const Op &op, Box b) const {
+  Box stored(const PlannedOp &op, Box b) const {
     const int64_t off = out_off(op);
     if (!b.empty())
       b.c0 += off, b.c1 += off;
@@ -262,10 +252,10 @@ struct Compiler {
   int new_buffer(std::string name, int first, int last);
   std::vector<Box> split_rows(int64_t H, int64_t C) const;
   std::vector<Box> split_channels(int64_t H, int64_t C, int64_t granule = 1) const;
-  std::vector<Box> weight_slices(const Op &op, const Box &b) const;
-  std::vector<Box> chunk_boxes(const Op &op, unsigned c) const;
-  bool choose_channel_split(const Op &op) const;
-  Result<void> plan_op(Op &op, const Node &n);
+  std::vector<Box> weight_slices(const PlannedOp &op, const Box &b) const;
+  std::vector<Box> chunk_boxes(const PlannedOp &op, unsigned c) const;
+  bool choose_channel_split(const PlannedOp &op) const;
+  Result<void> plan_op(PlannedOp &op, const Node &n);
   Result<void> lifetimes();
   std::vector<int> plan_in_place() const;
   Result<void> plan_params();
@@ -287,30 +277,31 @@ struct Compiler {
                            const std::vector<int64_t> *k_order) const;
 
   // ---- lowering, dispatched by Kind (lower.cpp), one file per kind (lower_*.cpp) ----
-  Box need_for(const Op &op, size_t i, const Box &o) const;
-  Result<Call> make_call(const Op &op, unsigned c, const Box &ob, uint64_t params_spm) const;
+  Box need_for(const PlannedOp &op, size_t i, const Box &o) const;
+  Result<Call> make_call(const PlannedOp &op, unsigned c, const Box &ob, uint64_t params_spm) const;
   // lower_conv.cpp: Conv, ConvTranspose (and the sliding-window input rows of pooling)
-  Box need_window(const Op &op, const Act &in, const Box &o) const;
-  mcl_conv_args conv_args_shape(const Op &op, const Box &ib, const Box &ob) const;
-  Result<std::vector<uint8_t>> pack_conv_slice(const Op &op, const Node &n, unsigned c,
+  Box need_window(const PlannedOp &op, const Act &in, const Box &o) const;
+  mcl_conv_args conv_args_shape(const PlannedOp &op, const Box &ib, const Box &ob) const;
+  Result<std::vector<uint8_t>> pack_conv_slice(const PlannedOp &op, const Node &n, unsigned c,
                                                const Box &part) const;
-  void call_conv(const Op &op, const CallTiles &t, Call &call) const;
+  void call_conv(const PlannedOp &op, const CallTiles &t, Call &call) const;
   // lower_pool.cpp
-  void call_pool(const Op &op, const CallTiles &t, Call &call) const;
+  void call_pool(const PlannedOp &op, const CallTiles &t, Call &call) const;
   // lower_gemm.cpp
-  Result<std::vector<uint8_t>> pack_gemm_slice(const Op &op, const Node &n, const Box &ob) const;
-  void call_gemm(const Op &op, const CallTiles &t, Call &call) const;
+  Result<std::vector<uint8_t>> pack_gemm_slice(const PlannedOp &op, const Node &n,
+                                               const Box &ob) const;
+  void call_gemm(const PlannedOp &op, const CallTiles &t, Call &call) const;
   // lower_elementwise.cpp
-  Box need_eltwise(const Op &op, const Act &in, const Box &o) const;
-  void call_eltwise(const Op &op, const CallTiles &t, Call &call) const;
-  void call_scale_shift(const Op &op, const CallTiles &t, Call &call) const;
-  void call_unary(const Op &op, const CallTiles &t, Call &call) const;
+  Box need_eltwise(const PlannedOp &op, const Act &in, const Box &o) const;
+  void call_eltwise(const PlannedOp &op, const CallTiles &t, Call &call) const;
+  void call_scale_shift(const PlannedOp &op, const CallTiles &t, Call &call) const;
+  void call_unary(const PlannedOp &op, const CallTiles &t, Call &call) const;
   // lower_copy.cpp
-  void call_concat(const Op &op, const CallTiles &t, Call &call) const;
-  void call_shuffle(const Op &op, const CallTiles &t, Call &call) const;
+  void call_concat(const PlannedOp &op, const CallTiles &t, Call &call) const;
+  void call_shuffle(const PlannedOp &op, const CallTiles &t, Call &call) const;
   // lower_resize.cpp
-  Box need_resize(const Op &op, const Act &in, const Box &o) const;
-  void call_resize(const Op &op, const CallTiles &t, Call &call) const;
+  Box need_resize(const PlannedOp &op, const Act &in, const Box &o) const;
+  void call_resize(const PlannedOp &op, const CallTiles &t, Call &call) const;
 
   // ---- record emission (emit.cpp) ----
   Result<CompileOutput> finish();
@@ -338,7 +329,7 @@ struct Compiler {
   }
   void emit_slice_load(size_t s, size_t j, uint64_t spm, bool notify, std::vector<uint64_t> &ddr);
   void emit_param_loads(size_t s, std::vector<uint64_t> &ddr);
-  uint64_t slice_spm(const Op &op, size_t j) const;
+  uint64_t slice_spm(const PlannedOp &op, size_t j) const;
   void end_step();
   std::vector<size_t> stream_sizes() const;
 };

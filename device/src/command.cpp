@@ -405,10 +405,14 @@ Result<DmaHandle> ClusterContext::dma(const DmaRequest &r) {
   // transfer may be cut by bytes instead.
   const uint64_t total_rows = s.planes * s.rows;
   auto copy_rows = [&](std::byte *dst, uint64_t first, uint64_t end) {
+    uint64_t p = first / s.rows, row = first % s.rows;
     for (uint64_t i = first; i < end; ++i) {
-      const uint64_t p = i / s.rows, row = i % s.rows;
       std::memmove(dst + p * s.dst_plane_stride + row * s.dst_row_stride,
                    src.value() + p * s.src_plane_stride + row * s.src_row_stride, s.row_bytes);
+      if (++row == s.rows) {
+        row = 0;
+        ++p;
+      }
     }
   };
   // A large transfer (a multicast of weights above all) is copied by the host pool, in

@@ -235,6 +235,31 @@ void eltwise_typed(const mcl_native_exec &exec, const mcl_eltwise_args &a) {
   if constexpr (Op == MCL_ELTWISE_ADD && (std::is_same_v<T, uint8_t> || std::is_same_v<T, int8_t>))
     if (int8_add_rows<T>(exec, a, act))
       return;
+  if constexpr (std::is_same_v<T, half_t>) {
+    // Contiguous binary16 channels: widened and narrowed by the ISA's vector conversions
+    // (the same rounding as float_to_half), the arithmetic in float vectors between.
+    if (a.a.channel_stride == 1 && a.b.channel_stride == 1 && a.output.channel_stride == 1) {
+      const IsaKernels &isa = active_kernels();
+      const uint32_t C = a.output.c;
+      parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
+        std::vector<float> xa(C), xb(C);
+        std::vector<uint16_t> out(C);
+        for (uint32_t y = y0; y < y1; ++y)
+          for (uint32_t x = 0; x < a.output.w; ++x) {
+            isa.widen_halves(reinterpret_cast<const uint16_t *>(elem<T>(spm, a.a, y, x)), C,
+                             xa.data());
+            isa.widen_halves(reinterpret_cast<const uint16_t *>(elem<T>(spm, a.b, y, x)), C,
+                             xb.data());
+            for (uint32_t c = 0; c < C; ++c)
+              xa[c] = act(binary<Op>(xa[c], xb[c]));
+            // Through a buffer: the output may alias an input (in-place residual additions).
+            isa.narrow_halves(xa.data(), C, out.data());
+            std::memcpy(elem<T>(spm, a.output, y, x), out.data(), C * sizeof(uint16_t));
+          }
+      });
+      return;
+    }
+  }
   parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
     for (uint32_t y = y0; y < y1; ++y)
       for (uint32_t x = 0; x < a.output.w; ++x) {
@@ -310,6 +335,11 @@ Status run_unary(const mcl_native_exec &exec, uint32_t fn, const mcl_unary_args 
           a.output.channel_stride == 1 &&
           (!is_int8(a.input.dtype) || (a.in_quant.scale == a.out_quant.scale &&
                                        a.in_quant.zero_point == a.out_quant.zero_point));
+      // Contiguous binary16 in and out: vector conversions (widening reads all of the input
+      // row before the narrowed output is written, so in place is fine).
+      const bool kHalfRows = std::is_same_v<TI, half_t> && std::is_same_v<TO, half_t> &&
+                             a.input.channel_stride == 1 && a.output.channel_stride == 1;
+      const IsaKernels &isa = active_kernels();
       parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
         std::vector<float> row(C);
         for (uint32_t y = y0; y < y1; ++y)
@@ -333,6 +363,11 @@ Status run_unary(const mcl_native_exec &exec, uint32_t fn, const mcl_unary_args 
               const float inv = 1.0f / sum;
               for (uint32_t c = 0; c < C; ++c)
                 from_f(o[c], row[c] * inv, a.out_quant);
+            } else if (fn == MCL_NATIVE_FN_ACTIVATION && kHalfRows) {
+              isa.widen_halves(reinterpret_cast<const uint16_t *>(p), C, row.data());
+              for (uint32_t c = 0; c < C; ++c)
+                row[c] = act(row[c]);
+              isa.narrow_halves(row.data(), C, reinterpret_cast<uint16_t *>(o));
             } else if (fn == MCL_NATIVE_FN_ACTIVATION) {
               for (uint32_t c = 0; c < C; ++c)
                 from_f(o[c], act(to_f(p[c * cs], a.in_quant)), a.out_quant);

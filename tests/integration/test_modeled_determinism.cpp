@@ -1,10 +1,11 @@
 // Modeled time is a pure function of the commands (issue 12 item 1, docs/device-model.md
 // "Determinism"): a SqueezeNet-1.1-sized network on all five clusters of mppa3, and the
 // same network on five one-cluster sub-devices at once (one host thread each), give
-// bit-identical modeled cycles over repeated runs, with MANYCL_PE_THREADS 1 and 2, with and
-// without a busy host thread competing for the cores.
+// bit-identical modeled cycles over repeated runs, with MANYCL_PE_THREADS 1 and 2, host pools
+// of 1 to 3 workers (MANYCL_HOST_THREADS), with and without a busy host thread competing for
+// the cores.
 //
-// MANYCL_PE_THREADS is read once per process: the test runs this executable again as a child
+// MANYCL_PE_THREADS and MANYCL_HOST_THREADS are read once per process: the test runs this executable again as a child
 // (`--child`) under each setting and compares what the children print. Nothing here depends
 // on cost constants: runs are compared with each other.
 #include <CL/cl.h>
@@ -275,9 +276,15 @@ TEST(ModeledDeterminism, SqueezeNetSizedOnFiveClustersAndOnFiveSubDevicesRepeatE
   }
 
   std::vector<ChildResult> results;
+  // MANYCL_HOST_THREADS sizes the host pool that runs the clusters' record streams as
+  // cooperative fibers and their native functions' tasks: one worker (every wait yields to
+  // another cluster), two, and three (more workers than this host may have cores).
   for (const char *threads : {"1", "2"})
-    for (bool busy : {false, true})
-      results.push_back(run_child(std::string("MANYCL_PE_THREADS=") + threads, kbin5, kbin1, busy));
+    for (const char *host : {"1", "2", "3"})
+      for (bool busy : {false, true})
+        results.push_back(run_child(std::string("MANYCL_PE_THREADS=") + threads +
+                                        " MANYCL_HOST_THREADS=" + host,
+                                    kbin5, kbin1, busy));
   std::remove(kbin5.c_str());
   std::remove(kbin1.c_str());
 

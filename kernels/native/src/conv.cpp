@@ -7,7 +7,10 @@
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
 #endif
+#include <array>
 #include <cstdlib>
+#include <map>
+#include <memory>
 #include <mutex>
 #include <vector>
 
@@ -208,38 +211,57 @@ static void fill_table(uint32_t fn, const mcl_conv_args &a, int64_t pad, uint32_
 }
 
 namespace {
-// Address tables built per call are large (output pixels x taps): their buffers are kept for
-// the next call instead of being allocated (and page-faulted) every time. Not thread_local:
-// a call may yield its host thread to another cluster's call while its tasks run.
-class TableBuffers {
+// Address tables derived from the geometry (no table stored with the parameters) depend on
+// nothing else, and a network calls the same convolutions at every inference: they are built
+// once per geometry and shared. Bounded: past kMaxBytes the cache starts over.
+class TableCache {
 public:
-  std::vector<int32_t> take() {
+  using Table = std::shared_ptr<const std::vector<int32_t>>;
+
+  Table get(uint32_t fn, const mcl_conv_args &a, int64_t pad) {
+    const Key key{fn,
+                  a.kernel_h,
+                  a.kernel_w,
+                  a.stride_h,
+                  a.stride_w,
+                  a.dilation_h,
+                  a.dilation_w,
+                  (int64_t)a.origin_y,
+                  (int64_t)a.origin_x,
+                  a.output.h,
+                  a.output.w,
+                  a.input.h,
+                  a.input.w,
+                  (int64_t)a.input.row_stride,
+                  (int64_t)a.input.pixel_stride,
+                  pad};
+    {
+      std::lock_guard lock(mutex_);
+      if (auto it = tables_.find(key); it != tables_.end())
+        return it->second;
+    }
+    const uint32_t m_total = a.output.h * a.output.w;
+    auto table = std::make_shared<std::vector<int32_t>>((size_t)m_total * a.kernel_h * a.kernel_w);
+    fill_table(fn, a, pad, 0, m_total, table->data());
+    const size_t bytes = table->size() * sizeof(int32_t);
     std::lock_guard lock(mutex_);
-    if (free_.empty())
-      return {};
-    std::vector<int32_t> v = std::move(free_.back());
-    free_.pop_back();
-    return v;
-  }
-  void give_back(std::vector<int32_t> &&v) {
-    std::lock_guard lock(mutex_);
-    if (free_.size() < 64)
-      free_.push_back(std::move(v));
+    if (bytes_ + bytes > kMaxBytes) {
+      tables_.clear();
+      bytes_ = 0;
+    }
+    if (tables_.emplace(key, table).second)
+      bytes_ += bytes;
+    return table;
   }
 
 private:
+  static constexpr size_t kMaxBytes = size_t{64} << 20;
+  using Key = std::array<int64_t, 16>;
   std::mutex mutex_;
-  std::vector<std::vector<int32_t>> free_;
+  std::map<Key, Table> tables_;
+  size_t bytes_ = 0;
 };
-TableBuffers table_buffers;
-
-struct LocalTable {
-  std::vector<int32_t> entries = table_buffers.take();
-  ~LocalTable() {
-    if (entries.capacity() > 0)
-      table_buffers.give_back(std::move(entries));
-  }
-};
+TableCache table_cache;
 } // namespace
 
 static int64_t pad_row_delta(const mcl_conv_args &a) {
@@ -280,13 +302,11 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
   j.nblocks = l.nblocks;
   j.channels_padded = l.channels_padded;
 
-  LocalTable table_storage;
-  std::vector<int32_t> &local_table = table_storage.entries;
+  TableCache::Table derived_table; // kept alive until the tasks are done
   if (a.flags & MCL_CONV_NO_TABLE) {
-    // Validation guaranteed every tap is inside the tile: build the table on the fly.
-    local_table.resize((size_t)m_total * l.taps);
-    fill_table(fn, a, 0, 0, m_total, local_table.data());
-    j.table = local_table.data();
+    // Validation guaranteed every tap is inside the tile: the table follows the geometry.
+    derived_table = table_cache.get(fn, a, 0);
+    j.table = derived_table->data();
   } else {
     // The pad row: the value every padding tap reads (0, or the input zero point).
     uint8_t *pad = spm + a.pad_row_offset;
@@ -296,9 +316,8 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
       std::memset(pad, 0, (size_t)a.input.c * esize);
     if (a.flags & MCL_CONV_IMPLICIT_TABLE) {
       // Derived from the validated geometry: every entry is inside the tile or the pad row.
-      local_table.resize((size_t)m_total * l.taps);
-      fill_table(fn, a, pad_row_delta(a), 0, m_total, local_table.data());
-      j.table = local_table.data();
+      derived_table = table_cache.get(fn, a, pad_row_delta(a));
+      j.table = derived_table->data();
     } else {
       j.table = reinterpret_cast<const int32_t *>(spm + a.table_offset);
     }

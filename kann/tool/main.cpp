@@ -50,7 +50,7 @@ int usage() {
                "  kann compile MODEL.onnx -o OUT.kbin [--clusters N] [--precision fp32|fp16|int8]\n"
                "               [--calibration INPUTS.npy ...] [--calibration-percentile P]\n"
                "               [--device-config PRESET|FILE.json] [--report REPORT.html]\n"
-               "               [--report-json FILE] [--dump-ir]\n"
+               "               [--report-json FILE] [--dump-ir] [--dump-schedule]\n"
                "  kann inspect MODEL.kbin [--records]\n"
                "  kann simulate MODEL.kbin --input X.npy [--input NAME=X.npy ...]\n"
                "               [--output-dir DIR] [--device-config PRESET|FILE.json]\n"
@@ -200,7 +200,7 @@ int compile(int argc, char **argv) {
   Args a = parse(argc, argv,
                  {"-o", "--clusters", "--precision", "--device-config", "--report", "--report-json",
                   "--calibration", "--calibration-percentile"},
-                 {"--dump-ir"});
+                 {"--dump-ir", "--dump-schedule"});
   if (!a.error.empty())
     return fail(a.error);
   if (a.positional.size() != 1 || a.get("-o").empty())
@@ -248,6 +248,7 @@ int compile(int argc, char **argv) {
     std::fputs(graph.value().dump().c_str(), stderr);
   std::fprintf(stderr, "kann: compiling for %u clusters of '%s'\n", options.clusters,
                options.device.name.c_str());
+  options.dump_schedule = a.has("--dump-schedule");
   TerminalProgress progress;
   if (progress.enabled())
     options.progress = [&](const char *stage, size_t done, size_t total) {
@@ -257,6 +258,8 @@ int compile(int argc, char **argv) {
   progress.finish();
   if (!out)
     return fail(out.error().message);
+  if (options.dump_schedule)
+    std::fputs(out.value().schedule.c_str(), stderr);
   auto bytes = kann::format::write_kbin(out.value().program);
   if (!bytes)
     return fail(bytes.error().message);

@@ -58,6 +58,25 @@ protected:
 
 const std::string kann_tool = KANN_TOOL_PATH;
 
+// --dump-ir and --dump-schedule print the stages (what tests/kann/golden/ checks in-process)
+// without changing the binary.
+TEST_F(Tool, DumpIrAndScheduleLeaveTheBinaryAlone) {
+  auto plain =
+      sh(kann_tool + " compile " + path("cnn.onnx") + " -o " + path("a.kbin") + " --clusters 2");
+  ASSERT_EQ(plain.status, 0) << plain.output;
+  auto dumped = sh(kann_tool + " compile " + path("cnn.onnx") + " -o " + path("b.kbin") +
+                   " --clusters 2 --dump-ir --dump-schedule");
+  ASSERT_EQ(dumped.status, 0) << dumped.output;
+  EXPECT_NE(dumped.output.find("Conv+act"), std::string::npos) << dumped.output;
+  EXPECT_NE(dumped.output.find("schedule: 2 cluster(s)"), std::string::npos) << dumped.output;
+  EXPECT_NE(dumped.output.find("step 1: "), std::string::npos) << dumped.output;
+  std::ifstream a(path("a.kbin"), std::ios::binary), b(path("b.kbin"), std::ios::binary);
+  const std::string abytes((std::istreambuf_iterator<char>(a)), {});
+  const std::string bbytes((std::istreambuf_iterator<char>(b)), {});
+  EXPECT_FALSE(abytes.empty());
+  EXPECT_TRUE(abytes == bbytes) << "--dump-schedule changed the binary";
+}
+
 TEST_F(Tool, CompileInspectSimulate) {
   auto r = sh(kann_tool + " compile " + path("cnn.onnx") + " -o " + path("cnn.kbin") +
               " --clusters 2 --device-config small --report " + path("r.html"));

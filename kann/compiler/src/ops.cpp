@@ -36,6 +36,40 @@ std::optional<Op> op_from_onnx(std::string_view op_type) {
   return std::nullopt;
 }
 
+const char *lowering_name(Lowering lowering) {
+  switch (lowering) {
+  case Lowering::None:
+    return "none";
+  case Lowering::View:
+    return "view";
+  case Lowering::Conv:
+    return "conv";
+  case Lowering::Pool:
+    return "pool";
+  case Lowering::GlobalPool:
+    return "global-pool";
+  case Lowering::Gemm:
+    return "gemm";
+  case Lowering::Eltwise:
+    return "eltwise";
+  case Lowering::ScaleShift:
+    return "scale-shift";
+  case Lowering::Activation:
+    return "activation";
+  case Lowering::Softmax:
+    return "softmax";
+  case Lowering::Convert:
+    return "copy";
+  case Lowering::Concat:
+    return "concat";
+  case Lowering::Shuffle:
+    return "shuffle";
+  case Lowering::Resize:
+    return "resize";
+  }
+  return "?";
+}
+
 const OpInfo *op_table_begin() {
   return std::begin(kOperators);
 }

@@ -31,6 +31,8 @@ struct CompileOptions {
   std::string precision = "fp32";      // fp32, fp16, or int8 (a quantized graph)
   // Called as long steps advance: stage name, units done, units in all (0: unknown).
   std::function<void(const char *stage, size_t done, size_t total)> progress;
+  // Fill CompileOutput::schedule (`kann compile --dump-schedule`, the golden tests).
+  bool dump_schedule = false;
 };
 
 struct OpReport {
@@ -66,6 +68,9 @@ struct CompileOutput {
   uint64_t estimated_cycles = 0; // the tile compiler's quick per-step estimate
   uint64_t params_bytes = 0;
   std::vector<std::string> spilled; // activations homed in DDR (SPM too small)
+  // With CompileOptions::dump_schedule: the schedule of one image as text (steps, per-step
+  // operator, lowering and split, per-cluster boxes, SPM buffers and offsets, every record).
+  std::string schedule;
 
   std::string report_text() const;
   std::string report_json() const;

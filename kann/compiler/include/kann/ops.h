@@ -150,6 +150,8 @@ inline bool op_has(Op op, uint32_t ability) {
 }
 // The ONNX operator of this op_type (kann's own operators are not importable).
 std::optional<Op> op_from_onnx(std::string_view op_type);
+// The lowering's name in dumps: "conv", "pool", ...
+const char *lowering_name(Lowering lowering);
 // Every operator, in table order.
 const OpInfo *op_table_begin();
 const OpInfo *op_table_end();

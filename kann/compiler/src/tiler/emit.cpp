@@ -209,7 +209,7 @@ Result<void> Compiler::emit() {
   if (!ops.empty() && !policy.no_prefetch.count(ops[0].node))
     emit_param_loads(0, ddr);
   end_step();
-  std::vector<std::vector<size_t>> step_ends(1, stream_sizes()); // prologue, then each op
+  step_ends.assign(1, stream_sizes());
   uint64_t clock = dma_cycles(*std::max_element(ddr.begin(), ddr.end()), true);
   uint64_t input_bytes = std::accumulate(ddr.begin(), ddr.end(), uint64_t{0});
 
@@ -425,6 +425,8 @@ Result<CompileOutput> Compiler::finish() {
   for (const Act &a : acts)
     if (a.in_ddr)
       out.spilled.push_back(g.tensors[a.tensor].name);
+  if (opt.dump_schedule)
+    out.schedule = schedule_text();
   out.program = std::move(prog);
   out.program.report_json = out.report_json();
   if (auto r = format::validate_program(out.program); !r)

@@ -3,6 +3,7 @@
 //   spm_alloc.cpp    one SPM offset per buffer (greedy placement by lifetime)
 //   params.cpp       the parameter blob: packed weights per slice
 //   emit.cpp         per-cluster record streams, step by step (DMA, compute calls, barriers)
+//   schedule_dump.cpp  the schedule as text (CompileOptions::dump_schedule, golden tests)
 //   lower_*.cpp      one file per lowering kind: input boxes, parameter packing, native calls
 //   compile.cpp      the driver: fit the SPM (policy relaxation), batches
 // Not a public header: kann/compile.h is the tile compiler's API.
@@ -213,6 +214,8 @@ struct Compiler {
   AllocFailure failure;
   std::map<int, uint32_t> input_arg, output_arg; // tensor -> kernel argument
   std::vector<uint64_t> weight_signals;          // per cluster: notifications sent so far
+  // Per step (0: the prologue, s + 1: op s), per cluster: the stream's length after it.
+  std::vector<std::vector<size_t>> step_ends;
   // Concat elimination: a concat input written straight into the concat output's storage
   // at this channel offset (tensor -> offset); the eliminated Concat nodes.
   std::map<int, int64_t> chan_offset;
@@ -332,6 +335,9 @@ struct Compiler {
   uint64_t slice_spm(const PlannedOp &op, size_t j) const;
   void end_step();
   std::vector<size_t> stream_sizes() const;
+
+  // ---- schedule dump (schedule_dump.cpp) ----
+  std::string schedule_text() const;
 };
 
 } // namespace kann::tiler

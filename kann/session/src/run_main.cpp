@@ -185,10 +185,15 @@ extern "C" int kann_run_main(int argc, char **argv) {
       return fail("--trace: cannot write '" + trace_path + "'");
     setenv("MANYCL_TRACE", trace_path.c_str(), 1);
   }
-  std::ifstream in(kbin_path, std::ios::binary);
+  std::ifstream in(kbin_path, std::ios::binary | std::ios::ate);
   if (!in)
     return fail("cannot read '" + kbin_path + "'");
-  std::vector<uint8_t> kbin((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  // One read of the whole file (a YOLO binary is hundreds of MB: no byte-wise iteration).
+  const std::streamsize kbin_size = in.tellg();
+  std::vector<uint8_t> kbin(kbin_size > 0 ? static_cast<size_t>(kbin_size) : 0);
+  in.seekg(0);
+  if (kbin_size < 0 || !in.read(reinterpret_cast<char *>(kbin.data()), kbin_size))
+    return fail("cannot read '" + kbin_path + "'");
 
   cl_platform_id platform = find_manycl();
   if (!platform)

@@ -58,7 +58,7 @@ std::string compilerVersion() {
            " cpu-" + hostCpu() +
            (!costInstrumentation() ? " cost-off"
             : costPerTrip()        ? " cost-per-trip"
-                                   : " cost-2");
+                                   : " cost-3");
   }();
   return v;
 }

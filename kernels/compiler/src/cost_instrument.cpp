@@ -433,6 +433,33 @@ void addTicks(Function &F, LoopInfo &LI, DominatorTree &DT, const std::vector<Ti
 }
 } // namespace
 
+// A region function's call is one barrier interval of the group: adds the interval's cycles on
+// the slowest modeled PE to the group's total (SlotIntervalCycles), with the PE shares the
+// executor set for the group (runRegionsCosted in program.cpp, which does the same sum in C++
+// when the group's size is not a power of two):
+//   per call + ceil((per row x SlotShareRow + per item x SlotShareItem) / 2^SlotShareShift)
+//   + divergent, in ticks, rounded up to cycles.
+// The executor then does no arithmetic per interval; here it is a few register operations
+// while the function returns (128-bit products: the weights are below 2^62).
+static void addIntervalCycles(IRBuilder<> &B, Value *ctx, Value *const v[4]) {
+  Type *i64 = B.getInt64Ty(), *i128 = B.getInt128Ty();
+  auto slot = [&](unsigned s) { return B.CreateConstInBoundsGEP1_64(i64, ctx, s); };
+  Value *rowWeight = B.CreateLoad(i64, slot(SlotShareRow));
+  Value *itemWeight = B.CreateLoad(i64, slot(SlotShareItem));
+  Value *shift = B.CreateLoad(i64, slot(SlotShareShift));
+  Value *num =
+      B.CreateAdd(B.CreateMul(B.CreateZExt(v[PerRow], i128), B.CreateZExt(rowWeight, i128)),
+                  B.CreateMul(B.CreateZExt(v[PerItem], i128), B.CreateZExt(itemWeight, i128)));
+  Value *round = B.CreateSub(B.CreateShl(B.getInt64(1), shift), B.getInt64(1));
+  num = B.CreateAdd(num, B.CreateZExt(round, i128));
+  Value *share = B.CreateTrunc(B.CreateLShr(num, B.CreateZExt(shift, i128)), i64);
+  Value *ticks = B.CreateAdd(B.CreateAdd(v[PerCall], share), v[Divergent]);
+  Value *cycles =
+      B.CreateUDiv(B.CreateAdd(ticks, B.getInt64(kTicksPerCycle - 1)), B.getInt64(kTicksPerCycle));
+  Value *total = slot(SlotIntervalCycles);
+  B.CreateStore(B.CreateAdd(B.CreateLoad(i64, total), cycles), total);
+}
+
 void instrumentCost(Module &M, std::vector<KernelInfo> &kernels) {
   for (KernelInfo &k : kernels) {
     std::string entry = !k.uses_barriers ? wgName(k.name)
@@ -507,6 +534,8 @@ void instrumentCost(Module &M, std::vector<KernelInfo> &kernels) {
       add(SlotCyclesRow, v[PerRow]);
       add(SlotCyclesItem, items);
       add(SlotCyclesDivergent, v[Divergent]);
+      if (k.uses_barriers && k.region_based)
+        addIntervalCycles(B, ctx, v);
     }
     PromoteMemToReg(acc, DT);
   }

@@ -43,7 +43,14 @@ enum CtxSlot : unsigned {
   SlotParity = 33,
   // Of SlotCyclesItem, the part spent in divergent blocks (run by some items only).
   SlotCyclesDivergent = 34,
-  SlotCount = 36,
+  // Region kernels with a power-of-two group size (runRegionsCosted): the slowest PE's shares
+  // of the row and item ticks (times the group's items), log2 of the group's items, and the
+  // group's cycles so far, which each region call adds its interval's to (cost_instrument.cpp).
+  SlotShareRow = 35,
+  SlotShareItem = 36,
+  SlotShareShift = 37,
+  SlotIntervalCycles = 38,
+  SlotCount = 40,
 };
 
 struct WiCtx {

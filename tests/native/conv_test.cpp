@@ -18,6 +18,7 @@ struct ConvCase {
   uint32_t dtype = MCL_DTYPE_F32; // input dtype
   uint32_t out_dtype = MCL_DTYPE_F32;
   bool per_channel = false;
+  bool whole_input = false; // the input tile is the whole image, not only what the taps read
   mcl_activation act{};
   std::string describe() const {
     char b[256];
@@ -150,6 +151,8 @@ void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = 
       iy0 = 0, iy1 = 1; // the whole tile reads padding
     if (ix1 <= ix0)
       ix0 = 0, ix1 = 1;
+    if (c.whole_input)
+      iy0 = 0, iy1 = c.H, ix0 = 0, ix1 = c.W;
     origin_y = (int64_t)c.oy0 * c.sh - c.pt - iy0;
     origin_x = (int64_t)c.ox0 * c.sw - c.pl - ix0;
   } else {
@@ -161,6 +164,8 @@ void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = 
       iy0 = 0, iy1 = 1;
     if (ix1 <= ix0)
       ix0 = 0, ix1 = 1;
+    if (c.whole_input)
+      iy0 = 0, iy1 = c.H, ix0 = 0, ix1 = c.W;
     origin_y = (int64_t)c.oy0 + c.pt - iy0 * c.sh;
     origin_x = (int64_t)c.ox0 + c.pl - ix0 * c.sw;
   }
@@ -384,6 +389,47 @@ TEST_P(ConvRandom, ImplicitTableMatchesReference) {
     }
     run_case(c, 800 + i, 1 + i % 2, Table::Implicit);
   }
+}
+
+TEST_P(ConvRandom, Fp16WidenedInput) {
+  // Binary16 inputs with a derived table are widened to float once per call, only where the
+  // taps read: output bands of a larger input tile, strided 1x1 kernels (rows and columns
+  // skipped), padding through the moved pad row, depthwise channel tails, transposed.
+  std::mt19937 rng(1616);
+  for (int i = 0; i < 40; ++i) {
+    ConvCase c = random_case(rng, i % 8 == 7, i % 4 == 1);
+    c.dtype = c.out_dtype = MCL_DTYPE_F16;
+    c.whole_input = i % 2 == 0;
+    if (i % 5 == 4)
+      c.act = {MCL_ACT_CLIP, 0.0f, 0.5f};
+    run_case(c, 1600 + i, 1 + i % 2, Table::Implicit);
+  }
+  for (int i = 0; i < 24; ++i) { // no table: every tap inside the tile
+    ConvCase c = random_case(rng, false, i % 3 == 2);
+    c.pt = c.pl = c.pb = c.pr = 0;
+    c.kh = c.kw = i % 2 ? 1 : 3;
+    c.H = std::max<uint32_t>(c.H, (c.kh - 1) * c.dh + 1);
+    c.W = std::max<uint32_t>(c.W, (c.kw - 1) * c.dw + 1);
+    c.OH = (c.H - ((c.kh - 1) * c.dh + 1)) / c.sh + 1;
+    c.OW = (c.W - ((c.kw - 1) * c.dw + 1)) / c.sw + 1;
+    c.oy0 = (uint32_t)(rng() % c.OH);
+    c.ox0 = (uint32_t)(rng() % c.OW);
+    c.oh = 1 + (uint32_t)(rng() % (c.OH - c.oy0));
+    c.ow = 1 + (uint32_t)(rng() % (c.OW - c.ox0));
+    c.dtype = c.out_dtype = MCL_DTYPE_F16;
+    c.whole_input = true;
+    run_case(c, 1700 + i, 1 + i % 2, Table::None);
+  }
+  // Large K (chunked panels) and several panels on a widened input.
+  ConvCase c{};
+  c.H = 7, c.W = 9, c.cin = 301, c.cout = 37, c.groups = 1, c.kh = c.kw = 3, c.sh = c.sw = 1;
+  c.dh = c.dw = 1, c.pt = c.pl = c.pb = c.pr = 1, c.OH = 7, c.OW = 9;
+  c.oy0 = 2, c.ox0 = 1, c.oh = 4, c.ow = 7;
+  c.dtype = c.out_dtype = MCL_DTYPE_F16;
+  c.whole_input = true;
+  run_case(c, 1800, 2, Table::Implicit);
+  c.cin = 67, c.cout = 70;
+  run_case(c, 1801, 1, Table::Implicit);
 }
 
 TEST_P(ConvRandom, LargeChannels) {

@@ -262,6 +262,45 @@ private:
   size_t bytes_ = 0;
 };
 TableCache table_cache;
+
+// Float copies of binary16 input tiles. Taken for one call (which may park its fiber while
+// the tasks run, so not thread-local) and given back for the next: no allocation or page
+// faults per call once the largest tile has been seen.
+class WideBuffers {
+public:
+  std::vector<float> take(size_t floats) {
+    std::vector<float> b;
+    {
+      std::lock_guard lock(mutex_);
+      if (!free_.empty()) {
+        b = std::move(free_.back());
+        free_.pop_back();
+      }
+    }
+    if (b.size() < floats)
+      b.resize(floats);
+    return b;
+  }
+  void give_back(std::vector<float> b) {
+    std::lock_guard lock(mutex_);
+    if (free_.size() < kMaxFree)
+      free_.push_back(std::move(b));
+  }
+
+private:
+  static constexpr size_t kMaxFree = 16;
+  std::mutex mutex_;
+  std::vector<std::vector<float>> free_;
+};
+WideBuffers wide_buffers;
+
+struct WideInput {
+  std::vector<float> buffer;
+  ~WideInput() {
+    if (!buffer.empty())
+      wide_buffers.give_back(std::move(buffer));
+  }
+};
 } // namespace
 
 static int64_t pad_row_delta(const mcl_conv_args &a) {
@@ -303,7 +342,63 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
   j.channels_padded = l.channels_padded;
 
   TableCache::Table derived_table; // kept alive until the tasks are done
-  if (a.flags & MCL_CONV_NO_TABLE) {
+  WideInput wide;                  // likewise
+  // Binary16 input with a table derived from the geometry: widened once here to float (the
+  // tile, then a zero pad row after it), so the kernels run the FP32 loops on it with the
+  // binary16 weights converted at load. The kernels otherwise convert every input element
+  // once per tap and panel that reads it. Same float values, same sums: same results.
+  // A stored table may address anything in the SPM: that case keeps converting in place.
+  const mcl_tile &t = a.input;
+  const uint64_t span =
+      (uint64_t)(t.h - 1) * t.row_stride + (uint64_t)(t.w - 1) * t.pixel_stride + t.c; // elements
+  const uint64_t pad_at = align_up(span, kPanelWidth);
+  if (a.input.dtype == MCL_DTYPE_F16 && (a.flags & (MCL_CONV_NO_TABLE | MCL_CONV_IMPLICIT_TABLE)) &&
+      pad_at + t.c <= (uint64_t)INT32_MAX) {
+    wide.buffer = wide_buffers.take(pad_at + t.c);
+    float *dst = wide.buffer.data();
+    const uint16_t *src = reinterpret_cast<const uint16_t *>(spm + t.offset);
+    // Only the pixels the taps can address: a call often computes a band of output rows of a
+    // larger input tile, and strided 1x1 kernels skip rows and columns.
+    const bool transposed = fn == MCL_NATIVE_FN_CONV_TRANSPOSE2D;
+    const int64_t y_first = transposed ? 0 : std::max<int64_t>(0, a.origin_y);
+    const int64_t y_last =
+        transposed ? t.h - 1
+                   : std::min<int64_t>(t.h - 1, (int64_t)a.origin_y +
+                                                    (int64_t)(a.output.h - 1) * a.stride_h +
+                                                    (int64_t)(a.kernel_h - 1) * a.dilation_h);
+    const int64_t x_first = transposed ? 0 : std::max<int64_t>(0, a.origin_x);
+    const int64_t x_last =
+        transposed ? t.w - 1
+                   : std::min<int64_t>(t.w - 1, (int64_t)a.origin_x +
+                                                    (int64_t)(a.output.w - 1) * a.stride_w +
+                                                    (int64_t)(a.kernel_w - 1) * a.dilation_w);
+    const bool skip_rows = !transposed && a.kernel_h == 1 && a.stride_h > 1;
+    const bool skip_cols = !transposed && a.kernel_w == 1 && a.stride_w > 1;
+    for (int64_t y = y_first; y <= y_last; ++y) {
+      if (skip_rows && (y - a.origin_y) % a.stride_h != 0)
+        continue;
+      const uint64_t row = (uint64_t)y * t.row_stride;
+      if (skip_cols) {
+        for (int64_t x = x_first; x <= x_last; ++x)
+          if ((x - a.origin_x) % a.stride_w == 0)
+            isa.widen_halves(src + row + (uint64_t)x * t.pixel_stride, t.c,
+                             dst + row + (uint64_t)x * t.pixel_stride);
+      } else if (x_first <= x_last) {
+        const uint64_t x0 = row + (uint64_t)x_first * t.pixel_stride;
+        isa.widen_halves(src + x0, (uint32_t)((x_last - x_first) * t.pixel_stride + t.c), dst + x0);
+      }
+    }
+    std::fill_n(dst + pad_at, t.c, 0.0f);
+    j.in = reinterpret_cast<const uint8_t *>(dst);
+    j.in_widened = true;
+    if (!(a.flags & MCL_CONV_NO_TABLE)) {
+      std::memset(spm + a.pad_row_offset, 0, (size_t)a.input.c * esize); // as the other paths
+      derived_table = table_cache.get(fn, a, (int64_t)pad_at);
+    } else {
+      derived_table = table_cache.get(fn, a, 0);
+    }
+    j.table = derived_table->data();
+  } else if (a.flags & MCL_CONV_NO_TABLE) {
     // Validation guaranteed every tap is inside the tile: the table follows the geometry.
     derived_table = table_cache.get(fn, a, 0);
     j.table = derived_table->data();

@@ -151,6 +151,9 @@ static inline float apply_activation(const mcl_activation &a, float x) {
 struct ConvJob {
   uint32_t in_dtype = 0, out_dtype = 0;
   const uint8_t *in = nullptr;    // input.offset
+  // Binary16 input widened by run_conv: `in` points at floats (tile and pad row), the table
+  // addresses them; weights and output stay binary16.
+  bool in_widened = false;
   const int32_t *table = nullptr; // [m][taps] element offsets relative to `in`
   uint8_t *out = nullptr;
   int64_t out_row_stride = 0, out_pixel_stride = 0; // elements

@@ -57,9 +57,10 @@ static inline void from_float(uint16_t *p, float v) {
 // A[row i](t, k) * W[t][k][0..16). rows[i][t] is the element offset of the input pixel of row
 // i, tap t (address table); the panel is [taps][kc][16].
 // VN: vectors of the panel computed (all, or the first when only those columns are valid).
-template <class S, int MR, class T, int VN = kPanelWidth / S::W>
+// TI: input elements (float, or binary16 widened here); TW: panel elements (converted at load).
+template <class S, int MR, class TI, class TW, int VN = kPanelWidth / S::W>
 static inline void ukernel_float(uint32_t t0, uint32_t t1, uint32_t k0, uint32_t k1, uint32_t kc,
-                                 const T *in, const int32_t *const *rows, const T *panel,
+                                 const TI *in, const int32_t *const *rows, const TW *panel,
                                  bool accumulate, float (*c)[16]) {
   constexpr int V = VN;
   typename S::VF acc[MR][V];
@@ -69,7 +70,7 @@ static inline void ukernel_float(uint32_t t0, uint32_t t1, uint32_t k0, uint32_t
     for (int v = 0; v < V; ++v)
       acc[i][v] = accumulate ? S::load(&c[i][v * S::W]) : S::zero();
   // One k step: the panel row w (16 columns) times the MR row values a[i][k].
-  auto step = [&](const T *w, const auto *const *a, uint32_t k) {
+  auto step = [&](const TW *w, const auto *const *a, uint32_t k) {
     typename S::VF b[V];
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v)
@@ -83,12 +84,12 @@ static inline void ukernel_float(uint32_t t0, uint32_t t1, uint32_t k0, uint32_t
     }
   };
   for (uint32_t t = t0; t < t1; ++t) {
-    const T *a[MR];
+    const TI *a[MR];
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i)
       a[i] = in + rows[i][t];
-    const T *w = panel + ((size_t)t * kc + k0) * kPanelWidth;
-    if constexpr (std::is_same_v<T, uint16_t>) {
+    const TW *w = panel + ((size_t)t * kc + k0) * kPanelWidth;
+    if constexpr (std::is_same_v<TI, uint16_t>) {
       // Binary16 rows are widened a chunk at a time (8 per instruction) instead of once per
       // broadcast: the same float values, so the same sums, at a fraction of the conversions.
       constexpr uint32_t kChunk = 128;
@@ -135,9 +136,11 @@ inline constexpr uint64_t kL1PanelBytes = 16 << 10;
 // Panels larger than this are split into K-chunks.
 inline constexpr uint64_t kBlockPanelBytes = 48 << 10;
 
-template <class S, class T> static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
+// T: weights and output elements; TI: input elements (float for a widened binary16 input).
+template <class S, class T, class TI = T>
+static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
   constexpr int MR = S::MR;
-  const T *in = reinterpret_cast<const T *>(j.in) + (size_t)r.group * j.cin_g;
+  const TI *in = reinterpret_cast<const TI *>(j.in) + (size_t)r.group * j.cin_g;
   const size_t panel = (size_t)j.taps * j.cin_g * kPanelWidth;
   const T *wg = reinterpret_cast<const T *>(j.weights + r.group * j.weights_group_stride);
   const float *bias = static_cast<const float *>(j.bias) + (size_t)r.group * j.nblocks * 16;
@@ -167,9 +170,9 @@ template <class S, class T> static void conv_float_impl(const ConvJob &j, const 
       for (uint32_t nb = r.nb_begin; nb < r.nb_end; ++nb) {
         const uint32_t n0 = nb * 16;
         if (kPanelWidth / S::W == 2 && j.cout_g - n0 <= (uint32_t)S::W) // narrow last panel
-          ukernel_float<S, MR, T, 1>(0, j.taps, 0, kc, kc, in, rows, wg + nb * panel, false, c);
+          ukernel_float<S, MR, TI, T, 1>(0, j.taps, 0, kc, kc, in, rows, wg + nb * panel, false, c);
         else
-          ukernel_float<S, MR, T>(0, j.taps, 0, kc, kc, in, rows, wg + nb * panel, false, c);
+          ukernel_float<S, MR, TI, T>(0, j.taps, 0, kc, kc, in, rows, wg + nb * panel, false, c);
         T *o[MR];
         for (int i = 0; i < MR; ++i)
           o[i] = orow[i] + n0;
@@ -200,9 +203,9 @@ template <class S, class T> static void conv_float_impl(const ConvJob &j, const 
           setup_rows(m0, mr, rows, orow);
           float(*c)[16] = acc + (m0 - r.m_begin);
           if (kPanelWidth / S::W == 2 && nvalid <= (uint32_t)S::W)
-            ukernel_float<S, MR, T, 1>(t0, t1, k0, k1, kc, in, rows, wp, !first, c);
+            ukernel_float<S, MR, TI, T, 1>(t0, t1, k0, k1, kc, in, rows, wp, !first, c);
           else
-            ukernel_float<S, MR, T>(t0, t1, k0, k1, kc, in, rows, wp, !first, c);
+            ukernel_float<S, MR, TI, T>(t0, t1, k0, k1, kc, in, rows, wp, !first, c);
           if (last) {
             T *o[MR];
             for (int i = 0; i < MR; ++i)
@@ -216,7 +219,9 @@ template <class S, class T> static void conv_float_impl(const ConvJob &j, const 
 }
 
 template <class S> static void conv_float(const ConvJob &j, const ConvRange &r) {
-  if (j.in_dtype == MCL_DTYPE_F16)
+  if (j.in_dtype == MCL_DTYPE_F16 && j.in_widened)
+    conv_float_impl<S, uint16_t, float>(j, r);
+  else if (j.in_dtype == MCL_DTYPE_F16)
     conv_float_impl<S, uint16_t>(j, r);
   else
     conv_float_impl<S, float>(j, r);
@@ -383,9 +388,10 @@ template <class S> static void conv_int8(const ConvJob &j, const ConvRange &r) {
 
 // Depthwise: one channel per group, vectorized over channels (16 at a time), taps from the
 // address table. Channel tails take the scalar path.
-template <class S, class T> static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
+template <class S, class T, class TI = T>
+static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
   constexpr int V = kPanelWidth / S::W;
-  const T *in = reinterpret_cast<const T *>(j.in);
+  const TI *in = reinterpret_cast<const TI *>(j.in);
   const T *w = reinterpret_cast<const T *>(j.weights);
   const float *bias = static_cast<const float *>(j.bias);
   const uint32_t C = j.cout_g * j.groups, Cp = j.channels_padded;
@@ -416,7 +422,7 @@ template <class S, class T> static void depthwise_float_impl(const ConvJob &j, c
         for (int v = 0; v < V; ++v)
           wv[v] = S::load(wt + v * S::W);
         for (uint32_t i = 0; i < kPixels; ++i) {
-          const T *p = in + tabs[i][t] + c0;
+          const TI *p = in + tabs[i][t] + c0;
           for (int v = 0; v < V; ++v)
             acc[i][v] = S::fma(S::load(p + v * S::W), wv[v], acc[i][v]);
         }
@@ -439,7 +445,7 @@ template <class S, class T> static void depthwise_float_impl(const ConvJob &j, c
       const uint32_t n = C - full;
       float acc[16] = {};
       for (uint32_t t = 0; t < j.taps; ++t) {
-        const T *p = in + tab[t] + full;
+        const TI *p = in + tab[t] + full;
         const T *wt = w + (size_t)t * Cp + full;
         for (uint32_t x = 0; x < n; ++x)
           acc[x] += to_float(p[x]) * to_float(wt[x]);
@@ -501,6 +507,8 @@ template <class S> static void depthwise(const ConvJob &j, const ConvRange &r) {
   case MCL_DTYPE_F32:
     return depthwise_float_impl<S, float>(j, r);
   case MCL_DTYPE_F16:
+    if (j.in_widened)
+      return depthwise_float_impl<S, uint16_t, float>(j, r);
     return depthwise_float_impl<S, uint16_t>(j, r);
   default:
     break;

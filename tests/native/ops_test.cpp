@@ -213,6 +213,65 @@ TEST(NativeEltwise, BroadcastingOpsAndTypes) {
   }
 }
 
+TEST(NativeEltwise, Int8AddRowKernelsEveryIsa) {
+  // The requantizing INT8 add row kernels (16 and 8 lanes, scalar tails) on dense and strided
+  // rows of every length up to 70, in place (output = a) or not, with ReLU and Clip: the same
+  // bytes as the reference on every ISA.
+  IsaGuard guard;
+  std::mt19937 rng(808);
+  for (const std::string &isa : available_isas()) {
+    ASSERT_EQ(mcl_native_set_isa(isa.c_str()), MCL_NATIVE_OK);
+    for (int iter = 0; iter < 60; ++iter) {
+      Spm spm;
+      const uint32_t d = iter % 2 ? MCL_DTYPE_S8 : MCL_DTYPE_U8;
+      const uint32_t H = 1 + iter % 3, W = 1 + (iter * 5) % 7, C = 1 + (iter * 11) % 37;
+      const bool strided = iter % 4 == 3, in_place = iter % 5 == 2;
+      mcl_eltwise_args a{};
+      a.op = MCL_ELTWISE_ADD;
+      a.a = place_tile(spm, H, W, C, d, strided ? 1 : 0, strided ? 2 : 0, 0);
+      a.b = place_tile(spm, H, W, C, d, 0, 0, 0);
+      a.output = in_place ? a.a : place_tile(spm, H, W, C, d, 0, 0, 0);
+      fill_random(spm, a.a, rng);
+      fill_random(spm, a.b, rng);
+      std::vector<double> va, vb;
+      for (uint32_t y = 0; y < H; ++y)
+        for (uint32_t x = 0; x < W; ++x)
+          for (uint32_t c = 0; c < C; ++c) {
+            va.push_back(get(spm, a.a, y, x, c));
+            vb.push_back(get(spm, a.b, y, x, c));
+          }
+      a.a_quant = {0.031f, d == MCL_DTYPE_U8 ? 120 : -7};
+      a.b_quant = {0.047f, d == MCL_DTYPE_U8 ? 131 : 4};
+      a.out_quant = {0.06f + 0.01f * (iter % 3), d == MCL_DTYPE_U8 ? 100 : 3};
+      switch (iter % 3) {
+      case 0:
+        a.act = {};
+        break;
+      case 1:
+        a.act = {MCL_ACT_RELU, 0, 0};
+        break;
+      default:
+        a.act = {MCL_ACT_CLIP, -0.5f, 1.5f};
+        break;
+      }
+      SCOPED_TRACE(isa + " int8 add iter " + std::to_string(iter));
+      spm.run(MCL_NATIVE_FN_ELTWISE, a);
+      size_t i = 0;
+      for (uint32_t y = 0; y < H; ++y)
+        for (uint32_t x = 0; x < W; ++x)
+          for (uint32_t c = 0; c < C; ++c, ++i) {
+            float r = deq_ref(va[i], a.a_quant) + deq_ref(vb[i], a.b_quant);
+            if (a.act.kind == MCL_ACT_RELU)
+              r = r > 0.0f ? r : 0.0f;
+            else if (a.act.kind == MCL_ACT_CLIP)
+              r = std::min(std::max(r, a.act.alpha), a.act.beta);
+            ASSERT_EQ(get(spm, a.output, y, x, c), quant_ref(r, a.out_quant, d))
+                << y << "," << x << "," << c;
+          }
+    }
+  }
+}
+
 TEST(NativeScaleShift, FoldedBatchNorm) {
   std::mt19937 rng(9);
   for (uint32_t d : kAllTypes) {

@@ -1,11 +1,13 @@
 // The tile compiler's internal interface, shared by its parts (kann/compiler/src/tiler/):
-//   plan.cpp         per operator: split, output/input boxes per cluster, buffers, lifetimes
-//   spm_alloc.cpp    one SPM offset per buffer (greedy placement by lifetime)
-//   params.cpp       the parameter blob: packed weights per slice
-//   emit.cpp         per-cluster record streams, step by step (DMA, compute calls, barriers)
+//   compile.cpp        the driver: fit the SPM (policy relaxation), batches
+//   plan.cpp           per operator: split, output/input boxes per cluster, buffers, lifetimes
+//   spm_alloc.cpp      one SPM offset per buffer (greedy placement by lifetime)
+//   params.cpp         the parameter blob: packed weights per slice
+//   emit.cpp           per-cluster record streams, step by step (DMA, compute calls, barriers)
+//   lower.cpp          dispatch by ir::Lowering (kann/ops.h) to the lowering of each kind:
+//   lower_*.cpp        one file per lowering kind: input boxes, native calls, weight packing
 //   schedule_dump.cpp  the schedule as text (CompileOptions::dump_schedule, golden tests)
-//   lower_*.cpp      one file per lowering kind: input boxes, parameter packing, native calls
-//   compile.cpp      the driver: fit the SPM (policy relaxation), batches
+// docs/kann.md ("Inside the compiler") says where a new operator or schedule goes.
 // Not a public header: kann/compile.h is the tile compiler's API.
 #pragma once
 

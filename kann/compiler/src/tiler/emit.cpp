@@ -167,11 +167,23 @@ void Compiler::end_step() {
   }
 }
 
+// The program: kernel arguments, the prologue, one step per operator, then the replay of the
+// streams for the report's step times.
 Result<void> Compiler::emit() {
   prog.streams.assign(K, {});
   weight_signals.assign(K, 0);
-  const auto &dev = opt.device;
-  // Kernel arguments: inputs, then outputs.
+  describe_arguments();
+  uint64_t input_bytes = 0;
+  uint64_t clock = emit_prologue(input_bytes);
+  for (size_t s = 0; s < ops.size(); ++s)
+    if (auto r = emit_step(s, clock, input_bytes); !r)
+      return r;
+  out.total_cycles = clock;
+  return replay_timing(clock);
+}
+
+// Kernel arguments: inputs, then outputs.
+void Compiler::describe_arguments() {
   auto describe = [&](int t, uint32_t role, uint32_t index) {
     const Tensor &ten = g.tensors[t];
     format::TensorDesc d;
@@ -189,8 +201,11 @@ Result<void> Compiler::emit() {
   for (int t : g.outputs)
     describe(t, KBIN_ROLE_OUTPUT, output_arg[t]);
   prog.arg_count = uint32_t(input_arg.size() + output_arg.size());
+}
 
-  // Prologue: SPM-homed network inputs and the first operator's parameters.
+// Step 0: SPM-homed network inputs and the first operator's parameters. Returns the step's
+// estimated cycles; `input_bytes`: the DDR bytes of the inputs loaded.
+uint64_t Compiler::emit_prologue(uint64_t &input_bytes) {
   std::vector<uint64_t> ddr(K, 0);
   for (int t : g.inputs) {
     const Act &a = acts[act_of[t]];
@@ -210,179 +225,208 @@ Result<void> Compiler::emit() {
     emit_param_loads(0, ddr);
   end_step();
   step_ends.assign(1, stream_sizes());
-  uint64_t clock = dma_cycles(*std::max_element(ddr.begin(), ddr.end()), true);
-  uint64_t input_bytes = std::accumulate(ddr.begin(), ddr.end(), uint64_t{0});
+  input_bytes = std::accumulate(ddr.begin(), ddr.end(), uint64_t{0});
+  return dma_cycles(*std::max_element(ddr.begin(), ddr.end()), true);
+}
 
-  for (size_t s = 0; s < ops.size(); ++s) {
-    PlannedOp &op = ops[s];
-    const Node &n = g.nodes[op.node];
-    const Act &y = acts[op.out];
-    OpReport rep;
-    rep.name = n.name;
-    rep.op = std::string(ir::op_name(n.op)) + (n.act.kind != MCL_ACT_NONE ? "+act" : "");
-    rep.split = op.split + (op.chunks > 1 ? " x" + std::to_string(op.chunks) : "") +
-                (op.params.slices() > 1 ? " w" + std::to_string(op.params.slices()) : "");
-    rep.start_cycle = clock;
-    std::vector<uint64_t> pddr(K, 0), stream_ddr(K, 0), compute(K, 0);
-    uint64_t own_load_cycles = 0, slice_barriers = 0;
-    mcl_native_cost_breakdown lanes{};
-    if (op.kind == Lowering::Conv) {
-      const mcl_conv_args a = conv_args_shape(op, need_for(op, 0, op.out_box[0]), op.out_box[0]);
-      rep.shape = std::to_string(a.kernel_h) + "x" + std::to_string(a.kernel_w) + "/" +
-                  std::to_string(a.stride_h) + " " + std::to_string(acts[op.ins[0]].C) + "->" +
-                  std::to_string(y.C) + (a.groups > 1 ? " g" + std::to_string(a.groups) : "");
-    }
-    if (policy.no_prefetch.count(op.node)) { // load own parameters first, then meet
-      std::vector<uint64_t> own(K, 0);
-      emit_param_loads(s, own);
-      end_step();
-      own_load_cycles = dma_cycles(*std::max_element(own.begin(), own.end()), true) +
-                        (K > 1 ? dev.barrier_latency_cycles : 0);
-      for (unsigned c = 0; c < K; ++c)
-        pddr[c] += own[c];
-    }
-    if (s + 1 < ops.size() && !policy.no_prefetch.count(ops[s + 1].node))
-      emit_param_loads(s + 1, pddr);
-    // Parameters streamed in output-channel slices: slice j+1 loads while slice j computes;
-    // slice j+2 reuses slice j's buffer once every cluster is past slice j (a barrier for
-    // multicast slices; program order for a cluster's own loads).
-    const size_t nslices = op.params.buffer2 >= 0 ? op.params.slices() : 1;
-    std::vector<std::vector<uint64_t>> arrival(nslices, std::vector<uint64_t>(K, 0));
-    std::vector<std::vector<Box>> staged(op.ins.size(), std::vector<Box>(K, Box{}));
-    for (unsigned c = 0; c < K; ++c)
-      rep.tiles += !op.out_box[c].empty();
-    for (size_t j = 0; j < nslices; ++j) {
-      if (j + 1 < nslices) {
-        emit_slice_load(s, j + 1, slice_spm(op, j + 1), true, pddr);
-        arrival[j + 1] = weight_signals;
-      }
-      for (unsigned c = 0; c < K; ++c) {
-        std::vector<Box> parts = {op.out_box[c]};
-        if (nslices > 1)
-          parts = weight_slices(op, op.out_box[c]);
-        if (op.out_box[c].empty() || j >= parts.size())
-          continue;
-        if (j > 0) {
-          kbin_wait_signal_args w{kWeightSignal, 0, arrival[j][c]};
-          prog.streams[c].push_back(format::Record::make(KBIN_FN_WAIT_SIGNAL, w));
-        }
-        for (Box ob : chunk_boxes(op, c)) {
-          ob.c0 = parts[j].c0, ob.c1 = parts[j].c1;
-          auto call = make_call(op, c, ob, op.params.buffer >= 0 ? slice_spm(op, j) : 0);
-          if (!call)
-            return call.error();
-          // Streamed operands come in first (once when the box they need is the same).
-          bool loaded = false;
-          for (size_t i = 0; i < op.ins.size(); ++i) {
-            const Act &x = acts[op.ins[i]];
-            const Box ib = need_for(op, i, ob);
-            if (!x.in_ddr || (staged[i][c].y0 == ib.y0 && staged[i][c].y1 == ib.y1 &&
-                              staged[i][c].c0 == ib.c0 && staged[i][c].c1 == ib.c1))
-              continue;
-            kbin_dma_args d = ddr_transfer(x, x.home, x.onnx_layout, ib,
-                                           buffers[op.stage_in[i]].offset, ib.chans(), true);
-            push(c, d);
-            stream_ddr[c] += bytes_of(d);
-            staged[i][c] = ib;
-            loaded = true;
-          }
-          if (loaded || y.in_ddr)
-            wait(c); // operands in place, and the previous chunk's store has left staging
-          for (auto &r : call.value().records)
-            prog.streams[c].push_back(r);
-          compute[c] += call.value().cost;
-          const mcl_native_cost_breakdown &l = call.value().lanes;
-          lanes.matrix += l.matrix;
-          lanes.load_store += l.load_store;
-          lanes.vliw += l.vliw;
-          lanes.overhead += l.overhead;
-          rep.macs += l.macs;
-          rep.padded_macs += l.padded_macs;
-          if (y.in_ddr) {
-            kbin_dma_args d = ddr_transfer(y, y.home, y.onnx_layout, stored(op, ob),
-                                           buffers[op.stage_out].offset, ob.chans(), false);
-            push(c, d);
-            stream_ddr[c] += bytes_of(d);
-          }
-        }
-      }
-      if (op.params.shared && j + 2 < nslices && K > 1) {
-        for (unsigned c = 0; c < K; ++c)
-          prog.streams[c].push_back(format::Record{KBIN_FN_BARRIER, {}});
-        slice_barriers += 1;
-      }
-    }
-    rep.compute_cycles = *std::max_element(compute.begin(), compute.end());
-    {
-      const std::pair<uint64_t, const char *> by_lane[] = {{lanes.matrix, "matrix"},
-                                                           {lanes.load_store, "load/store"},
-                                                           {lanes.vliw, "vliw"},
-                                                           {lanes.overhead, "overhead"}};
-      const auto *top = &by_lane[0];
-      for (const auto &l : by_lane)
-        if (l.first > top->first)
-          top = &l;
-      rep.bound = top->first ? top->second : "";
-    }
-    // Exchanges: every other cluster's needed part of what this cluster produced.
-    std::vector<uint64_t> noc(K, 0);
-    if (!y.in_ddr)
-      for (unsigned from = 0; from < K; ++from)
-        for (unsigned to = 0; to < K; ++to) {
-          if (from == to)
-            continue;
-          Box box = intersect(y.need[to], stored(op, op.out_box[from]));
-          if (box.empty())
-            continue;
-          kbin_dma_args d = exchange(y, from, to, box);
-          push(from, d);
-          noc[from] += bytes_of(d);
-          rep.exchange_bytes += bytes_of(d);
-        }
-    // Stores of SPM-homed network outputs produced here.
-    for (auto [t, argi] : output_arg) {
-      if (act_of[t] != op.out || y.in_ddr)
-        continue;
-      for (unsigned c = 0; c < K; ++c) {
-        const Box part = stored(op, op.out_box[c]); // what this operator wrote here
-        if (part.empty())
-          continue;
-        const mcl_tile tl = tile_of(y, c, part);
-        kbin_dma_args d =
-            ddr_transfer(y, {KBIN_DDR_ARG, argi, 0}, true, part, tl.offset, tl.pixel_stride, false);
-        push(c, d);
-        stream_ddr[c] += bytes_of(d);
-      }
-    }
-    end_step();
-    step_ends.push_back(stream_sizes());
-    uint64_t step_cycles = 0, pmax = 0, nmax = 0;
-    for (unsigned c = 0; c < K; ++c) {
-      // Streaming serializes with compute; prefetch overlaps it; exchanges follow it.
-      const uint64_t busy = compute[c] + dma_cycles(stream_ddr[c], true);
-      step_cycles = std::max(step_cycles,
-                             std::max(busy, dma_cycles(pddr[c], true)) + dma_cycles(noc[c], false));
-      pmax = std::max(pmax, pddr[c] + stream_ddr[c]);
-      nmax = std::max(nmax, noc[c]);
-    }
-    rep.ddr_bytes = std::accumulate(pddr.begin(), pddr.end(), uint64_t{0}) +
-                    std::accumulate(stream_ddr.begin(), stream_ddr.end(), uint64_t{0}) +
-                    (s == 0 ? input_bytes : 0);
-    rep.dma_cycles = dma_cycles(pmax, true) + dma_cycles(nmax, false);
-    rep.cycles = own_load_cycles + step_cycles +
-                 (K > 1 ? (1 + slice_barriers) * dev.barrier_latency_cycles : 0);
-    clock += rep.cycles;
-    rep.spm_peak.assign(K, 0);
-    for (const SpmBuffer &b : buffers)
-      if (b.first <= int(s) + 1 && int(s) + 1 <= b.last)
-        for (unsigned c = 0; c < K; ++c)
-          if (b.bytes[c])
-            rep.spm_peak[c] = std::max(rep.spm_peak[c], b.offset + b.bytes[c]);
-    out.ops.push_back(rep);
+// Operator s's step: its own parameters when not prefetched, the next operator's prefetch,
+// the compute (with streamed operands and parameter slices), exchanges, output stores, the
+// closing wait and barrier; and its report with the quick estimate of its cycles.
+Result<void> Compiler::emit_step(size_t s, uint64_t &clock, uint64_t input_bytes) {
+  const auto &dev = opt.device;
+  const PlannedOp &op = ops[s];
+  const Node &n = g.nodes[op.node];
+  const Act &y = acts[op.out];
+  OpReport rep;
+  rep.name = n.name;
+  rep.op = std::string(ir::op_name(n.op)) + (n.act.kind != MCL_ACT_NONE ? "+act" : "");
+  rep.split = op.split + (op.chunks > 1 ? " x" + std::to_string(op.chunks) : "") +
+              (op.params.slices() > 1 ? " w" + std::to_string(op.params.slices()) : "");
+  rep.start_cycle = clock;
+  StepTraffic traffic(K);
+  uint64_t own_load_cycles = 0;
+  if (op.kind == Lowering::Conv) {
+    const mcl_conv_args a = conv_args_shape(op, need_for(op, 0, op.out_box[0]), op.out_box[0]);
+    rep.shape = std::to_string(a.kernel_h) + "x" + std::to_string(a.kernel_w) + "/" +
+                std::to_string(a.stride_h) + " " + std::to_string(acts[op.ins[0]].C) + "->" +
+                std::to_string(y.C) + (a.groups > 1 ? " g" + std::to_string(a.groups) : "");
   }
-  out.total_cycles = clock;
-  // The per-operator figures above are the quick analytic estimate; the replay of the
-  // emitted streams under the simulator's timing rules replaces the step times.
+  if (policy.no_prefetch.count(op.node)) { // load own parameters first, then meet
+    std::vector<uint64_t> own(K, 0);
+    emit_param_loads(s, own);
+    end_step();
+    own_load_cycles = dma_cycles(*std::max_element(own.begin(), own.end()), true) +
+                      (K > 1 ? dev.barrier_latency_cycles : 0);
+    for (unsigned c = 0; c < K; ++c)
+      traffic.params_ddr[c] += own[c];
+  }
+  if (s + 1 < ops.size() && !policy.no_prefetch.count(ops[s + 1].node))
+    emit_param_loads(s + 1, traffic.params_ddr);
+  for (unsigned c = 0; c < K; ++c)
+    rep.tiles += !op.out_box[c].empty();
+  if (auto r = emit_compute(s, traffic, rep); !r)
+    return r;
+  rep.compute_cycles = *std::max_element(traffic.compute.begin(), traffic.compute.end());
+  {
+    const mcl_native_cost_breakdown &lanes = traffic.lanes;
+    const std::pair<uint64_t, const char *> by_lane[] = {{lanes.matrix, "matrix"},
+                                                         {lanes.load_store, "load/store"},
+                                                         {lanes.vliw, "vliw"},
+                                                         {lanes.overhead, "overhead"}};
+    const auto *top = &by_lane[0];
+    for (const auto &l : by_lane)
+      if (l.first > top->first)
+        top = &l;
+    rep.bound = top->first ? top->second : "";
+  }
+  emit_exchanges(op, traffic, rep);
+  emit_output_stores(op, traffic);
+  end_step();
+  step_ends.push_back(stream_sizes());
+  const auto &pddr = traffic.params_ddr, &stream_ddr = traffic.stream_ddr, &noc = traffic.noc;
+  uint64_t step_cycles = 0, pmax = 0, nmax = 0;
+  for (unsigned c = 0; c < K; ++c) {
+    // Streaming serializes with compute; prefetch overlaps it; exchanges follow it.
+    const uint64_t busy = traffic.compute[c] + dma_cycles(stream_ddr[c], true);
+    step_cycles = std::max(step_cycles,
+                           std::max(busy, dma_cycles(pddr[c], true)) + dma_cycles(noc[c], false));
+    pmax = std::max(pmax, pddr[c] + stream_ddr[c]);
+    nmax = std::max(nmax, noc[c]);
+  }
+  rep.ddr_bytes = std::accumulate(pddr.begin(), pddr.end(), uint64_t{0}) +
+                  std::accumulate(stream_ddr.begin(), stream_ddr.end(), uint64_t{0}) +
+                  (s == 0 ? input_bytes : 0);
+  rep.dma_cycles = dma_cycles(pmax, true) + dma_cycles(nmax, false);
+  rep.cycles = own_load_cycles + step_cycles +
+               (K > 1 ? (1 + traffic.slice_barriers) * dev.barrier_latency_cycles : 0);
+  clock += rep.cycles;
+  rep.spm_peak.assign(K, 0);
+  for (const SpmBuffer &b : buffers)
+    if (b.first <= int(s) + 1 && int(s) + 1 <= b.last)
+      for (unsigned c = 0; c < K; ++c)
+        if (b.bytes[c])
+          rep.spm_peak[c] = std::max(rep.spm_peak[c], b.offset + b.bytes[c]);
+  out.ops.push_back(rep);
+  return {};
+}
+
+// The compute of op s: per parameter slice, per cluster, per band of output rows, the streamed
+// operands' loads, the native calls and the streamed output's store. Parameters streamed in
+// output-channel slices: slice j+1 loads while slice j computes; slice j+2 reuses slice j's
+// buffer once every cluster is past slice j (a barrier for multicast slices; program order
+// for a cluster's own loads).
+Result<void> Compiler::emit_compute(size_t s, StepTraffic &traffic, OpReport &rep) {
+  const PlannedOp &op = ops[s];
+  const Act &y = acts[op.out];
+  const size_t nslices = op.params.buffer2 >= 0 ? op.params.slices() : 1;
+  std::vector<std::vector<uint64_t>> arrival(nslices, std::vector<uint64_t>(K, 0));
+  std::vector<std::vector<Box>> staged(op.ins.size(), std::vector<Box>(K, Box{}));
+  for (size_t j = 0; j < nslices; ++j) {
+    if (j + 1 < nslices) {
+      emit_slice_load(s, j + 1, slice_spm(op, j + 1), true, traffic.params_ddr);
+      arrival[j + 1] = weight_signals;
+    }
+    for (unsigned c = 0; c < K; ++c) {
+      std::vector<Box> parts = {op.out_box[c]};
+      if (nslices > 1)
+        parts = weight_slices(op, op.out_box[c]);
+      if (op.out_box[c].empty() || j >= parts.size())
+        continue;
+      if (j > 0) {
+        kbin_wait_signal_args w{kWeightSignal, 0, arrival[j][c]};
+        prog.streams[c].push_back(format::Record::make(KBIN_FN_WAIT_SIGNAL, w));
+      }
+      for (Box ob : chunk_boxes(op, c)) {
+        ob.c0 = parts[j].c0, ob.c1 = parts[j].c1;
+        auto call = make_call(op, c, ob, op.params.buffer >= 0 ? slice_spm(op, j) : 0);
+        if (!call)
+          return call.error();
+        // Streamed operands come in first (once when the box they need is the same).
+        bool loaded = false;
+        for (size_t i = 0; i < op.ins.size(); ++i) {
+          const Act &x = acts[op.ins[i]];
+          const Box ib = need_for(op, i, ob);
+          if (!x.in_ddr || (staged[i][c].y0 == ib.y0 && staged[i][c].y1 == ib.y1 &&
+                            staged[i][c].c0 == ib.c0 && staged[i][c].c1 == ib.c1))
+            continue;
+          kbin_dma_args d = ddr_transfer(x, x.home, x.onnx_layout, ib,
+                                         buffers[op.stage_in[i]].offset, ib.chans(), true);
+          push(c, d);
+          traffic.stream_ddr[c] += bytes_of(d);
+          staged[i][c] = ib;
+          loaded = true;
+        }
+        if (loaded || y.in_ddr)
+          wait(c); // operands in place, and the previous chunk's store has left staging
+        for (auto &r : call.value().records)
+          prog.streams[c].push_back(r);
+        traffic.compute[c] += call.value().cost;
+        const mcl_native_cost_breakdown &l = call.value().lanes;
+        traffic.lanes.matrix += l.matrix;
+        traffic.lanes.load_store += l.load_store;
+        traffic.lanes.vliw += l.vliw;
+        traffic.lanes.overhead += l.overhead;
+        rep.macs += l.macs;
+        rep.padded_macs += l.padded_macs;
+        if (y.in_ddr) {
+          kbin_dma_args d = ddr_transfer(y, y.home, y.onnx_layout, stored(op, ob),
+                                         buffers[op.stage_out].offset, ob.chans(), false);
+          push(c, d);
+          traffic.stream_ddr[c] += bytes_of(d);
+        }
+      }
+    }
+    if (op.params.shared && j + 2 < nslices && K > 1) {
+      for (unsigned c = 0; c < K; ++c)
+        prog.streams[c].push_back(format::Record{KBIN_FN_BARRIER, {}});
+      traffic.slice_barriers += 1;
+    }
+  }
+  return {};
+}
+
+// Exchanges: every other cluster's needed part of what each cluster produced.
+void Compiler::emit_exchanges(const PlannedOp &op, StepTraffic &traffic, OpReport &rep) {
+  const Act &y = acts[op.out];
+  if (y.in_ddr)
+    return;
+  for (unsigned from = 0; from < K; ++from)
+    for (unsigned to = 0; to < K; ++to) {
+      if (from == to)
+        continue;
+      Box box = intersect(y.need[to], stored(op, op.out_box[from]));
+      if (box.empty())
+        continue;
+      kbin_dma_args d = exchange(y, from, to, box);
+      push(from, d);
+      traffic.noc[from] += bytes_of(d);
+      rep.exchange_bytes += bytes_of(d);
+    }
+}
+
+// Stores of SPM-homed network outputs produced by `op`.
+void Compiler::emit_output_stores(const PlannedOp &op, StepTraffic &traffic) {
+  const Act &y = acts[op.out];
+  for (auto [t, argi] : output_arg) {
+    if (act_of[t] != op.out || y.in_ddr)
+      continue;
+    for (unsigned c = 0; c < K; ++c) {
+      const Box part = stored(op, op.out_box[c]); // what this operator wrote here
+      if (part.empty())
+        continue;
+      const mcl_tile tl = tile_of(y, c, part);
+      kbin_dma_args d =
+          ddr_transfer(y, {KBIN_DDR_ARG, argi, 0}, true, part, tl.offset, tl.pixel_stride, false);
+      push(c, d);
+      traffic.stream_ddr[c] += bytes_of(d);
+    }
+  }
+}
+
+// The per-operator figures of emit_step are the quick analytic estimate; the replay of the
+// emitted streams under the simulator's timing rules replaces the step times.
+Result<void> Compiler::replay_timing(uint64_t estimated_cycles) {
+  const auto &dev = opt.device;
   auto timing = predict_timing(prog, dev, program_ddr_bytes_per_cycle(dev, K));
   if (!timing)
     return timing.error();
@@ -397,7 +441,7 @@ Result<void> Compiler::emit() {
     out.ops[s].start_cycle = step_end(s);
     out.ops[s].cycles = step_end(s + 1) - step_end(s);
   }
-  out.estimated_cycles = clock;
+  out.estimated_cycles = estimated_cycles;
   out.total_cycles = timing.value().total_cycles;
   return {};
 }

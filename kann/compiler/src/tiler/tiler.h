@@ -199,6 +199,18 @@ struct CallTiles {
   uint64_t params_spm = 0;
 };
 
+// What one step moves and computes, per cluster: the report's quick estimate of its cycles.
+struct StepTraffic {
+  std::vector<uint64_t> params_ddr; // parameter bytes loaded (prefetch, own loads, slices)
+  std::vector<uint64_t> stream_ddr; // streamed operands and outputs, network outputs
+  std::vector<uint64_t> compute;    // cycles of the native calls (cost model)
+  std::vector<uint64_t> noc;        // SPM->SPM exchange bytes sent
+  mcl_native_cost_breakdown lanes{};
+  uint64_t slice_barriers = 0; // barriers between streamed parameter slices
+  explicit StepTraffic(unsigned clusters)
+      : params_ddr(clusters, 0), stream_ddr(clusters, 0), compute(clusters, 0), noc(clusters, 0) {}
+};
+
 // The tile compiler for one graph, cluster count and policy. Phases, in order: layout()
 // (plan, lifetimes, plan_params, allocate), then finish() (pack_params, emit).
 struct Compiler {
@@ -311,6 +323,13 @@ struct Compiler {
   // ---- record emission (emit.cpp) ----
   Result<CompileOutput> finish();
   Result<void> emit();
+  void describe_arguments();
+  uint64_t emit_prologue(uint64_t &input_bytes);
+  Result<void> emit_step(size_t s, uint64_t &clock, uint64_t input_bytes);
+  Result<void> emit_compute(size_t s, StepTraffic &traffic, OpReport &rep);
+  void emit_exchanges(const PlannedOp &op, StepTraffic &traffic, OpReport &rep);
+  void emit_output_stores(const PlannedOp &op, StepTraffic &traffic);
+  Result<void> replay_timing(uint64_t estimated_cycles);
   mcl_tile tile_of(const Act &a, unsigned c, const Box &box, int stage = -1) const;
   static kbin_dma_args dma(uint32_t kind) {
     kbin_dma_args d{};

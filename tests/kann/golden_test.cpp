@@ -18,6 +18,7 @@
 #include "kann/compile.h"
 #include "kann/onnx_import.h"
 #include "kann/passes.h"
+#include "kann/quantize.h"
 #include "small_cnn.h"
 
 namespace {
@@ -152,6 +153,29 @@ TEST(Golden, FireResizeFp16TwoClusters) {
 TEST(Golden, SmallCnnTightSpm) {
   check_stages("small_cnn_tight_spm", test::make_small_cnn(160, 144, false).onnx,
                on("small", 2, "fp32"));
+}
+
+// The small CNN quantized to INT8 from one calibration sample (the QDQ form lowered to INT8
+// kernels: <name>.int8.txt), on 2 clusters: INT8 convolutions, pooling, Add and Gemm, with
+// the QuantizeLinear / DequantizeLinear copies at the network's edges.
+TEST(Golden, SmallCnnInt8TwoClusters) {
+  const auto m = test::make_small_cnn();
+  auto g = import_onnx_bytes(m.onnx);
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  ASSERT_TRUE(passes::optimize(g.value()).ok());
+  CompileOptions options = on("mppa3", 2, "int8");
+  quantize::split_activations(g.value());
+  CompileOptions float_options = options;
+  float_options.precision = "fp32";
+  auto ranges = quantize::calibrate(g.value(), float_options, {{m.input}});
+  ASSERT_TRUE(ranges.ok()) << ranges.error().message;
+  auto count = quantize::quantize_int8(g.value(), ranges.value());
+  ASSERT_TRUE(count.ok()) << count.error().message;
+  expect_golden("small_cnn_int8_c2.int8.txt", g.value().dump());
+  options.dump_schedule = true;
+  auto out = compile_graph(g.value(), options);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  expect_golden("small_cnn_int8_c2.schedule.txt", out.value().schedule);
 }
 
 } // namespace

@@ -23,7 +23,9 @@
 #include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/Module.h>
 #include <llvm/IR/Operator.h>
+#include <llvm/Passes/PassBuilder.h>
 #include <llvm/TargetParser/Triple.h>
+#include <llvm/Transforms/InstCombine/InstCombine.h>
 #include <llvm/Transforms/Utils/PromoteMemToReg.h>
 #include <llvm/Transforms/Utils/ScalarEvolutionExpander.h>
 
@@ -33,7 +35,8 @@ namespace manycl::compiler::detail {
 using namespace llvm;
 using namespace manycl::compiler::cost;
 
-static_assert(kCounterSlot == SlotCycles && SlotCyclesItem < SlotCount);
+static_assert(kCounterSlot == SlotCycles && SlotCyclesItem < SlotCount &&
+              SlotIntervalCycles < SlotCount);
 
 namespace {
 
@@ -461,6 +464,23 @@ static void addIntervalCycles(IRBuilder<> &B, Value *ctx, Value *const v[4]) {
 }
 
 void instrumentCost(Module &M, std::vector<KernelInfo> &kernels) {
+  // The additions are made after the optimizer ran, one per block on the counters' paths: along
+  // a path of blocks each adds its constant to the sum of the ones before. InstCombine folds
+  // those into one constant per path (phis of constants where paths join) and the products of
+  // the trip counts into the code around them: fewer instructions per call, which is what
+  // short calls (a barrier interval of a few vector iterations) pay.
+  PassBuilder PB;
+  LoopAnalysisManager LAM;
+  FunctionAnalysisManager FAM;
+  CGSCCAnalysisManager CGAM;
+  ModuleAnalysisManager MAM;
+  PB.registerModuleAnalyses(MAM);
+  PB.registerCGSCCAnalyses(CGAM);
+  PB.registerFunctionAnalyses(FAM);
+  PB.registerLoopAnalyses(LAM);
+  PB.crossRegisterProxies(LAM, FAM, CGAM, MAM);
+  FunctionPassManager cleanup;
+  cleanup.addPass(InstCombinePass());
   for (KernelInfo &k : kernels) {
     std::string entry = !k.uses_barriers ? wgName(k.name)
                         : k.region_based ? regionName(k.name)
@@ -538,6 +558,7 @@ void instrumentCost(Module &M, std::vector<KernelInfo> &kernels) {
         addIntervalCycles(B, ctx, v);
     }
     PromoteMemToReg(acc, DT);
+    cleanup.run(*F, FAM);
   }
 }
 

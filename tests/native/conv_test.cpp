@@ -96,7 +96,9 @@ ConvCase random_case(std::mt19937 &rng, bool transposed, bool depthwise) {
 
 // Runs one case; checks every output element against the reference.
 enum class Table { Stored, None, Implicit };
-void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = Table::Stored) {
+// `outputs`, when given, receives the output tile's values in (y, x, channel) order.
+void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = Table::Stored,
+              std::vector<double> *outputs = nullptr) {
   SCOPED_TRACE(c.describe() + " isa=" + mcl_native_isa() + " threads=" + std::to_string(threads));
   std::mt19937 rng(seed);
   Spm spm(4u << 20, threads);
@@ -256,6 +258,8 @@ void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = 
             }
           }
         const double got = get(spm, a.output, ty, tx, oc);
+        if (outputs)
+          outputs->push_back(got);
         if (int8) {
           const float m = xscale * wscale[c.per_channel ? oc : 0] / yscale;
           const int32_t want = requant_ref((int32_t)acc + bias_i[oc], m, yzp, a.output_min, a.output_max);
@@ -273,6 +277,9 @@ void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = 
             case MCL_ACT_CLIP: want = std::min(std::max(v, (double)c.act.alpha), (double)c.act.beta); break;
             case MCL_ACT_SILU: want = v / (1.0 + std::exp(-v)); break;
             case MCL_ACT_HARD_SWISH: want = v * std::min(1.0, std::max(0.0, v / 6.0 + 0.5)); break;
+            case MCL_ACT_LEAKY_RELU:
+              want = v < 0.0 ? c.act.alpha * v : v;
+              break;
             default: break;
             }
           }
@@ -430,6 +437,32 @@ TEST_P(ConvRandom, Fp16WidenedInput) {
   run_case(c, 1800, 2, Table::Implicit);
   c.cin = 67, c.cout = 70;
   run_case(c, 1801, 1, Table::Implicit);
+}
+
+TEST_P(ConvRandom, LeakyReluEpilogueIsTheScalarFormula) {
+  // The vector LeakyRelu epilogue (conv and depthwise, full and tail panels) gives exactly
+  // v < 0 ? alpha * v : v of the unactivated FP32 output, as the scalar epilogue did; FP16
+  // within the usual tolerance.
+  std::mt19937 rng(2323);
+  for (int i = 0; i < 16; ++i) {
+    ConvCase c = random_case(rng, false, i % 3 == 1);
+    if (i % 4 == 0) // several panels and a tail
+      c.cout = c.groups * 37, c.cin = c.groups * 5;
+    if (c.cin == c.cout && c.groups == c.cin && i % 3 != 1)
+      c.groups = 1;
+    std::vector<double> plain, leaky;
+    run_case(c, 2300 + i, 1 + i % 2, Table::Implicit, &plain);
+    c.act = {MCL_ACT_LEAKY_RELU, 0.1f, 0};
+    run_case(c, 2300 + i, 1 + i % 2, Table::Implicit, &leaky);
+    ASSERT_EQ(plain.size(), leaky.size());
+    for (size_t k = 0; k < plain.size(); ++k) {
+      const float v = (float)plain[k];
+      const float want = v < 0.0f ? 0.1f * v : v;
+      ASSERT_EQ((float)leaky[k], want) << k;
+    }
+    c.dtype = c.out_dtype = MCL_DTYPE_F16;
+    run_case(c, 2400 + i, 2, Table::Implicit);
+  }
 }
 
 TEST_P(ConvRandom, LargeChannels) {

@@ -20,10 +20,12 @@ using namespace manycl::native;
 struct FloatEpilogue {
   float lo, hi;
   bool general; // apply_activation() afterwards
+  bool leaky;   // general, and LeakyRelu: vectorized as a select
   explicit FloatEpilogue(const mcl_activation &act) {
     lo = -INFINITY;
     hi = INFINITY;
     general = false;
+    leaky = act.kind == MCL_ACT_LEAKY_RELU;
     if (act.kind == MCL_ACT_RELU) {
       lo = 0.0f;
     } else if (act.kind == MCL_ACT_CLIP) {
@@ -117,18 +119,33 @@ static inline void ukernel_float(uint32_t t0, uint32_t t1, uint32_t k0, uint32_t
       S::store(&c[i][v * S::W], acc[i][v]);
 }
 
+// Bias, activation, conversion and store of nvalid columns of one row of a C block.
+template <class S, class T>
+static inline void epilogue_row(const ConvJob &j, const FloatEpilogue &ep, const float *c,
+                                uint32_t nvalid, const float *bias, T *out) {
+  if (nvalid == kPanelWidth && !ep.general) {
+    S::bias_clamp_store16(c, bias, ep.lo, ep.hi, out);
+  } else if (nvalid == kPanelWidth && ep.leaky) {
+    S::bias_leaky_store16(c, bias, ep.lo, ep.hi, j.act.alpha, out);
+  } else if constexpr (std::is_same_v<T, uint16_t>) {
+    // The activation in float, then the row narrowed by the ISA's conversions (the same
+    // rounding as float_to_half, without its per-element software steps).
+    alignas(64) float v[kPanelWidth];
+    for (uint32_t x = 0; x < nvalid; ++x)
+      v[x] = ep(j.act, c[x] + bias[x]);
+    S::narrow_halves(v, nvalid, out);
+  } else {
+    for (uint32_t x = 0; x < nvalid; ++x)
+      from_float(out + x, ep(j.act, c[x] + bias[x]));
+  }
+}
+
 // Bias, activation, conversion and store of mr rows x nvalid columns of a C block.
 template <class S, class T>
 static inline void float_epilogue(const ConvJob &j, const FloatEpilogue &ep, const float (*c)[16],
                                   uint32_t mr, uint32_t nvalid, const float *bias, T *const *orow) {
-  if (nvalid == kPanelWidth && !ep.general) {
-    for (uint32_t i = 0; i < mr; ++i)
-      S::bias_clamp_store16(c[i], bias, ep.lo, ep.hi, orow[i]);
-  } else {
-    for (uint32_t i = 0; i < mr; ++i)
-      for (uint32_t x = 0; x < nvalid; ++x)
-        from_float(orow[i] + x, ep(j.act, c[i][x] + bias[x]));
-  }
+  for (uint32_t i = 0; i < mr; ++i)
+    epilogue_row<S, T>(j, ep, c[i], nvalid, bias, orow[i]);
 }
 
 // Panel bytes a K-chunk may use: stays in L1 while every row block of the task reuses it.
@@ -291,6 +308,17 @@ struct PortableSteps {
       from_float(out + x, v);
     }
   }
+  // The clamp, then LeakyRelu as apply_activation computes it.
+  template <class T>
+  static void bias_leaky_store16(const float *c, const float *bias, float lo, float hi, float alpha,
+                                 T *out) {
+    for (int x = 0; x < 16; ++x) {
+      float v = c[x] + bias[x];
+      v = v > lo ? v : lo;
+      v = v < hi ? v : hi;
+      from_float(out + x, v < 0.0f ? alpha * v : v);
+    }
+  }
   template <class TO>
   static void requant_store16(const int32_t *c, const int32_t *bias, const float *mult, float lo,
                               float hi, int32_t zp, TO *out) {
@@ -430,14 +458,8 @@ static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
       for (uint32_t i = 0; i < kPixels; ++i)
         for (int v = 0; v < V; ++v)
           S::store(c[i] + v * S::W, acc[i][v]);
-      for (uint32_t i = 0; i < np; ++i) {
-        if (!ep.general) {
-          S::bias_clamp_store16(c[i], bias + c0, ep.lo, ep.hi, orow[i] + c0);
-        } else {
-          for (int x = 0; x < 16; ++x)
-            from_float(orow[i] + c0 + x, ep(j.act, c[i][x] + bias[c0 + x]));
-        }
-      }
+      for (uint32_t i = 0; i < np; ++i)
+        epilogue_row<S, T>(j, ep, c[i], kPanelWidth, bias + c0, orow[i] + c0);
     }
     for (uint32_t i = 0; i < np && full < C; ++i) {
       const int32_t *tab = tabs[i];

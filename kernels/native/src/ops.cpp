@@ -340,8 +340,25 @@ Status run_unary(const mcl_native_exec &exec, uint32_t fn, const mcl_unary_args 
       const bool kHalfRows = std::is_same_v<TI, half_t> && std::is_same_v<TO, half_t> &&
                              a.input.channel_stride == 1 && a.output.channel_stride == 1;
       const IsaKernels &isa = active_kernels();
+      // INT8 in and out: the result depends on the byte alone, so a 256-entry table built
+      // with the scalar steps gives the same bytes at one lookup per element (activations and
+      // requantizing copies of quantized networks).
+      constexpr bool kInt8Lut = sizeof(TI) == 1 && sizeof(TO) == 1;
+      TO lut[kInt8Lut ? 256 : 1];
+      const bool use_lut =
+          kInt8Lut && !raw_copy && (fn == MCL_NATIVE_FN_ACTIVATION || fn == MCL_NATIVE_FN_COPY);
+      if constexpr (kInt8Lut) {
+        if (use_lut)
+          for (uint32_t v = 0; v < 256; ++v) {
+            const TI q = (TI)(uint8_t)v;
+            if (fn == MCL_NATIVE_FN_ACTIVATION)
+              from_f(lut[(uint8_t)q], act(to_f(q, a.in_quant)), a.out_quant);
+            else
+              from_f(lut[(uint8_t)q], to_f(q, a.in_quant), a.out_quant);
+          }
+      }
       parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
-        std::vector<float> row(C);
+        std::vector<float> row(use_lut ? 0 : C);
         for (uint32_t y = y0; y < y1; ++y)
           for (uint32_t x = 0; x < a.output.w; ++x) {
             const TI *p = elem<TI>(spm, a.input, y, x);
@@ -349,6 +366,12 @@ Status run_unary(const mcl_native_exec &exec, uint32_t fn, const mcl_unary_args 
             const uint32_t cs = a.input.channel_stride;
             if (raw_copy) {
               std::memmove(o, p, (size_t)C * sizeof(TO));
+            } else if (use_lut) {
+              if constexpr (kInt8Lut) {
+                const uint32_t ocs = fn == MCL_NATIVE_FN_COPY ? a.output.channel_stride : 1;
+                for (uint32_t c = 0; c < C; ++c)
+                  o[c * ocs] = lut[(uint8_t)p[c * cs]];
+              }
             } else if (fn == MCL_NATIVE_FN_SOFTMAX) {
               float mx = -INFINITY;
               for (uint32_t c = 0; c < C; ++c) {

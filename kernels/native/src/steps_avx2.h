@@ -39,6 +39,19 @@ struct Avx2Steps {
       store8(out + 8 * v, x);
     }
   }
+  // The clamp, then LeakyRelu as apply_activation computes it (v < 0 ? alpha * v : v).
+  template <class T>
+  static void bias_leaky_store16(const float *c, const float *bias, float lo, float hi, float alpha,
+                                 T *out) {
+    const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+    const __m256 va = _mm256_set1_ps(alpha), zero = _mm256_setzero_ps();
+    for (int v = 0; v < 2; ++v) {
+      __m256 x = _mm256_add_ps(_mm256_loadu_ps(c + 8 * v), _mm256_loadu_ps(bias + 8 * v));
+      x = _mm256_min_ps(_mm256_max_ps(x, vlo), vhi);
+      x = _mm256_blendv_ps(x, _mm256_mul_ps(x, va), _mm256_cmp_ps(x, zero, _CMP_LT_OQ));
+      store8(out + 8 * v, x);
+    }
+  }
   static void store16(uint8_t *out, __m128i lo, __m128i hi) {
     _mm_storeu_si128(reinterpret_cast<__m128i *>(out), _mm_packus_epi16(lo, hi));
   }

@@ -416,10 +416,9 @@ template <class S> static void conv_int8(const ConvJob &j, const ConvRange &r) {
 
 // Depthwise: one channel per group, vectorized over channels (16 at a time), taps from the
 // address table. Channel tails take the scalar path.
-template <class S, class T, class TI = T>
-static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
+template <class S, class T> static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
   constexpr int V = kPanelWidth / S::W;
-  const TI *in = reinterpret_cast<const TI *>(j.in);
+  const T *in = reinterpret_cast<const T *>(j.in);
   const T *w = reinterpret_cast<const T *>(j.weights);
   const float *bias = static_cast<const float *>(j.bias);
   const uint32_t C = j.cout_g * j.groups, Cp = j.channels_padded;
@@ -450,7 +449,7 @@ static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
         for (int v = 0; v < V; ++v)
           wv[v] = S::load(wt + v * S::W);
         for (uint32_t i = 0; i < kPixels; ++i) {
-          const TI *p = in + tabs[i][t] + c0;
+          const T *p = in + tabs[i][t] + c0;
           for (int v = 0; v < V; ++v)
             acc[i][v] = S::fma(S::load(p + v * S::W), wv[v], acc[i][v]);
         }
@@ -467,7 +466,7 @@ static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
       const uint32_t n = C - full;
       float acc[16] = {};
       for (uint32_t t = 0; t < j.taps; ++t) {
-        const TI *p = in + tab[t] + full;
+        const T *p = in + tab[t] + full;
         const T *wt = w + (size_t)t * Cp + full;
         for (uint32_t x = 0; x < n; ++x)
           acc[x] += to_float(p[x]) * to_float(wt[x]);
@@ -528,9 +527,7 @@ template <class S> static void depthwise(const ConvJob &j, const ConvRange &r) {
   switch (j.in_dtype) {
   case MCL_DTYPE_F32:
     return depthwise_float_impl<S, float>(j, r);
-  case MCL_DTYPE_F16:
-    if (j.in_widened)
-      return depthwise_float_impl<S, uint16_t, float>(j, r);
+  case MCL_DTYPE_F16: // converted at load (run_conv does not widen depthwise inputs)
     return depthwise_float_impl<S, uint16_t>(j, r);
   default:
     break;

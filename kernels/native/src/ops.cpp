@@ -366,6 +366,16 @@ Status run_unary(const mcl_native_exec &exec, uint32_t fn, const mcl_unary_args 
             const uint32_t cs = a.input.channel_stride;
             if (raw_copy) {
               std::memmove(o, p, (size_t)C * sizeof(TO));
+            } else if (fn == MCL_NATIVE_FN_COPY && cs == 1 && a.output.channel_stride == 1 &&
+                       std::is_same_v<TI, float> && std::is_same_v<TO, half_t>) {
+              // float -> binary16 rows (a model's float input): the ISA's conversions, the
+              // same rounding as float_to_half.
+              isa.narrow_halves(reinterpret_cast<const float *>(p), C,
+                                reinterpret_cast<uint16_t *>(o));
+            } else if (fn == MCL_NATIVE_FN_COPY && cs == 1 && a.output.channel_stride == 1 &&
+                       std::is_same_v<TI, half_t> && std::is_same_v<TO, float>) {
+              isa.widen_halves(reinterpret_cast<const uint16_t *>(p), C,
+                               reinterpret_cast<float *>(o));
             } else if (use_lut) {
               if constexpr (kInt8Lut) {
                 const uint32_t ocs = fn == MCL_NATIVE_FN_COPY ? a.output.channel_stride : 1;

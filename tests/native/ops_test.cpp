@@ -114,6 +114,59 @@ TEST(NativePool, MaxAndAverageAllTypesAllPaddings) {
   }
 }
 
+TEST(NativePool, MaxRowKernelsEveryIsa) {
+  // Binary16 max pooling (the ISA's row kernel: 16 and 8 lanes, scalar tails; NaN inputs
+  // ignored, -0 kept before +0 as std::max does) and INT8 max pooling on raw bytes: the
+  // exact values on every ISA.
+  IsaGuard guard;
+  std::mt19937 rng(4040);
+  for (const std::string &isa : available_isas()) {
+    ASSERT_EQ(mcl_native_set_isa(isa.c_str()), MCL_NATIVE_OK);
+    for (int iter = 0; iter < 24; ++iter) {
+      Spm spm;
+      const uint32_t d = iter % 3 == 0   ? MCL_DTYPE_F16
+                         : iter % 3 == 1 ? MCL_DTYPE_S8
+                                         : MCL_DTYPE_U8;
+      const uint32_t C = 1 + (iter * 7) % 41, H = 5, W = 6;
+      mcl_pool_args a{};
+      a.kind = MCL_POOL_MAX;
+      a.kernel_h = a.kernel_w = 3;
+      a.stride_h = a.stride_w = 2;
+      a.dilation_h = a.dilation_w = 1;
+      a.origin_y = a.origin_x = -1;
+      a.input = place_tile(spm, H, W, C, d, 1, 1, 0);
+      a.output = place_tile(spm, 3, 3, C, d, 0, 0, 0);
+      fill_random(spm, a.input, rng);
+      if (d == MCL_DTYPE_F16)
+        for (uint32_t c = 0; c < C; c += 3) {
+          *reinterpret_cast<uint16_t *>(tile_elem(spm, a.input, 1, 1, c)) = 0x7e00; // NaN
+          *reinterpret_cast<uint16_t *>(tile_elem(spm, a.input, 0, 0, c)) = 0x8000; // -0
+        }
+      a.count_y1 = (int32_t)H, a.count_x1 = (int32_t)W;
+      a.in_quant = a.out_quant = {0.05f, d == MCL_DTYPE_U8 ? 7 : d == MCL_DTYPE_S8 ? -3 : 0};
+      SCOPED_TRACE(isa + " max pool iter " + std::to_string(iter));
+      spm.run(MCL_NATIVE_FN_POOL2D, a);
+      for (uint32_t oy = 0; oy < 3; ++oy)
+        for (uint32_t ox = 0; ox < 3; ++ox)
+          for (uint32_t c = 0; c < C; ++c) {
+            float mx = -INFINITY;
+            for (int ky = 0; ky < 3; ++ky)
+              for (int kx = 0; kx < 3; ++kx) {
+                const int64_t iy = -1 + 2 * (int64_t)oy + ky, ix = -1 + 2 * (int64_t)ox + kx;
+                if (iy < 0 || ix < 0 || iy >= H || ix >= W)
+                  continue;
+                mx = std::max(mx, (float)get(spm, a.input, (uint32_t)iy, (uint32_t)ix, c));
+              }
+            const double got = get(spm, a.output, oy, ox, c);
+            if (d == MCL_DTYPE_F16)
+              ASSERT_EQ(f2h((float)got), f2h(mx)) << oy << "," << ox << "," << c;
+            else
+              ASSERT_EQ(got, (double)mx) << oy << "," << ox << "," << c;
+          }
+    }
+  }
+}
+
 TEST(NativePool, GlobalAverage) {
   Spm spm;
   std::mt19937 rng(2);

@@ -228,6 +228,8 @@ struct IsaKernels {
   // Rows of binary16 <-> float (round to nearest even), for the element-wise paths.
   void (*widen_halves)(const uint16_t *, uint32_t n, float *);
   void (*narrow_halves)(const float *, uint32_t n, uint16_t *);
+  // acc[i] = std::max(acc[i], float(p[i])) for a row of binary16 (max pooling).
+  void (*max_halves)(const uint16_t *p, uint32_t n, float *acc);
 };
 
 const IsaKernels &generic_kernels();

@@ -72,7 +72,8 @@ const IsaKernels kAvx2 = {"avx2",
                           depthwise<Avx2Simd>,
                           int8_add_avx2,
                           Avx2Simd::widen_halves,
-                          Avx2Simd::narrow_halves};
+                          Avx2Simd::narrow_halves,
+                          Avx2Simd::max_halves};
 
 } // namespace
 

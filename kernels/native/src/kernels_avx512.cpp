@@ -32,6 +32,12 @@ struct Avx512Simd : Avx2Steps {
       _mm512_storeu_ps(out + i, load(p + i));
     Avx2Steps::widen_halves(p + i, n - i, out + i);
   }
+  static void max_halves(const uint16_t *p, uint32_t n, float *acc) {
+    uint32_t i = 0;
+    for (; i + 16 <= n; i += 16)
+      _mm512_storeu_ps(acc + i, _mm512_max_ps(load(p + i), _mm512_loadu_ps(acc + i)));
+    Avx2Steps::max_halves(p + i, n - i, acc + i);
+  }
 };
 
 // Requantizing INT8 add, 16 elements per step: the same IEEE operations in the same order as
@@ -75,7 +81,8 @@ const IsaKernels kAvx512 = {"avx512",
                             depthwise<Avx512Simd>,
                             int8_add_avx512,
                             Avx512Simd::widen_halves,
-                            Avx512Simd::narrow_halves};
+                            Avx512Simd::narrow_halves,
+                            Avx512Simd::max_halves};
 
 } // namespace
 

@@ -52,7 +52,8 @@ const IsaKernels kGeneric = {"generic",
                              depthwise<GenericSimd>,
                              int8_add_portable,
                              GenericSimd::widen_halves,
-                             GenericSimd::narrow_halves};
+                             GenericSimd::narrow_halves,
+                             GenericSimd::max_halves};
 
 } // namespace
 

@@ -299,6 +299,10 @@ struct PortableSteps {
     for (uint32_t i = 0; i < n; ++i)
       out[i] = float_to_half(p[i]);
   }
+  static void max_halves(const uint16_t *p, uint32_t n, float *acc) {
+    for (uint32_t i = 0; i < n; ++i)
+      acc[i] = std::max(acc[i], half_to_float(p[i]));
+  }
   template <class T>
   static void bias_clamp_store16(const float *c, const float *bias, float lo, float hi, T *out) {
     for (int x = 0; x < 16; ++x) {

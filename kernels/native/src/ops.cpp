@@ -99,6 +99,56 @@ template <class F> void parallel_rows(const mcl_native_exec &exec, uint32_t rows
 
 } // namespace
 
+// INT8 max pooling with the same quantization in and out: dequantizing is increasing and
+// requantizing the maximum gives its byte back (|q - zp| <= 255, so the float round trip errs
+// by far less than half a step), so the maximum of the bytes is the result, without a float
+// step per element. Signed bytes are compared as unsigned with the sign bit flipped, which
+// keeps their order and lets the compiler use byte-wise vector maxima.
+template <class T> bool int8_max_pool_raw(const mcl_native_exec &exec, const mcl_pool_args &a) {
+  const float s = a.in_quant.scale;
+  if (a.kind != MCL_POOL_MAX || a.input.channel_stride != 1 || a.output.channel_stride != 1 ||
+      a.in_quant.scale != a.out_quant.scale || a.in_quant.zero_point != a.out_quant.zero_point ||
+      !(s >= 1e-30f && s <= 1e30f))
+    return false;
+  uint8_t *spm = exec.spm_base;
+  const uint32_t C = a.output.c;
+  const uint8_t flip = std::is_same_v<T, int8_t> ? 0x80 : 0x00;
+  T empty; // a window with no input pixel yields quantize(0), as the float path
+  from_f(empty, 0.0f, a.out_quant);
+  parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
+    std::vector<uint8_t> acc(C);
+    for (uint32_t oy = y0; oy < y1; ++oy)
+      for (uint32_t ox = 0; ox < a.output.w; ++ox) {
+        const int64_t by = a.origin_y + (int64_t)oy * a.stride_h;
+        const int64_t bx = a.origin_x + (int64_t)ox * a.stride_w;
+        bool inside = false;
+        std::fill(acc.begin(), acc.end(), (uint8_t)0);
+        for (uint32_t ky = 0; ky < a.kernel_h; ++ky) {
+          const int64_t iy = by + (int64_t)ky * a.dilation_h;
+          if (iy < 0 || iy >= a.input.h)
+            continue;
+          for (uint32_t kx = 0; kx < a.kernel_w; ++kx) {
+            const int64_t ix = bx + (int64_t)kx * a.dilation_w;
+            if (ix < 0 || ix >= a.input.w)
+              continue;
+            inside = true;
+            const uint8_t *p = reinterpret_cast<const uint8_t *>(elem<T>(spm, a.input, iy, ix));
+            uint8_t *q = acc.data();
+            for (uint32_t c = 0; c < C; ++c)
+              q[c] = std::max<uint8_t>(q[c], (uint8_t)(p[c] ^ flip));
+          }
+        }
+        uint8_t *o = reinterpret_cast<uint8_t *>(elem<T>(spm, a.output, oy, ox));
+        if (!inside)
+          std::fill(o, o + C, (uint8_t)empty);
+        else
+          for (uint32_t c = 0; c < C; ++c)
+            o[c] = (uint8_t)(acc[c] ^ flip);
+      }
+  });
+  return true;
+}
+
 Status run_pool(const mcl_native_exec &exec, const mcl_pool_args &a) {
   uint8_t *spm = exec.spm_base;
   const uint32_t C = a.output.c;
@@ -109,6 +159,10 @@ Status run_pool(const mcl_native_exec &exec, const mcl_pool_args &a) {
     constexpr bool kHalf = std::is_same_v<T, half_t>;
     const IsaKernels &isa = active_kernels();
     const bool half_rows = kHalf && a.input.channel_stride == 1 && a.output.channel_stride == 1;
+    if constexpr (kInt8) {
+      if (int8_max_pool_raw<T>(exec, a))
+        return;
+    }
     parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
       std::vector<float> accf(C), row(half_rows ? C : 0);
       std::vector<int32_t> acci(C);
@@ -131,7 +185,9 @@ Status run_pool(const mcl_native_exec &exec, const mcl_pool_args &a) {
               ++inside;
               const T *p = elem<T>(spm, a.input, iy, ix);
               const uint32_t cs = a.input.channel_stride;
-              if (half_rows) {
+              if (half_rows && is_max) {
+                isa.max_halves(reinterpret_cast<const uint16_t *>(p), C, accf.data());
+              } else if (half_rows) {
                 isa.widen_halves(reinterpret_cast<const uint16_t *>(p), C, row.data());
                 if (is_max)
                   for (uint32_t c = 0; c < C; ++c)

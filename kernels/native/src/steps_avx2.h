@@ -26,6 +26,17 @@ struct Avx2Steps {
     for (; i < n; ++i)
       out[i] = _cvtss_sh(p[i], _MM_FROUND_TO_NEAREST_INT);
   }
+  // max_ps(v, acc) is `acc < v ? v : acc` (the second operand on NaN): std::max(acc, v).
+  static void max_halves(const uint16_t *p, uint32_t n, float *acc) {
+    uint32_t i = 0;
+    for (; i + 8 <= n; i += 8)
+      _mm256_storeu_ps(
+          acc + i,
+          _mm256_max_ps(_mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p + i))),
+                        _mm256_loadu_ps(acc + i)));
+    for (; i < n; ++i)
+      acc[i] = std::max(acc[i], _cvtsh_ss(p[i]));
+  }
   static void store8(float *p, __m256 v) { _mm256_storeu_ps(p, v); }
   static void store8(uint16_t *p, __m256 v) {
     _mm_storeu_si128(reinterpret_cast<__m128i *>(p), _mm256_cvtps_ph(v, _MM_FROUND_TO_NEAREST_INT));

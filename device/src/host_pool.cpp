@@ -61,7 +61,7 @@ struct Fiber {
   HostPool *pool = nullptr;
   HostPool::Worker *worker = nullptr;
   State state = State::Ready;     // under the pool's mutex
-  bool started = false;           // its context was made (worker thread only)
+  bool started = false;           // a worker took it up (under the pool's mutex)
   bool returned = false;          // its job returned (worker thread only)
   bool wake_pending = false;      // woken while still running towards park_locked()
   bool done = false;              // the job returned and the fiber left its stack
@@ -263,8 +263,12 @@ void HostPool::run_cooperative(unsigned affinity, const std::function<void()> &j
   fiber.worker = &worker;
   fiber.state = Fiber::State::Ready;
   worker.ready.push_back(&fiber);
-  worker.idle = false;
-  worker.wake.notify_one();
+  if (worker.idle) {
+    worker.idle = false;
+    worker.wake.notify_one();
+  } else {
+    wake_idle_workers_locked(1); // another worker may take it up first (steal_fresh_fiber)
+  }
   fiber_done_.wait(lock, [&] { return fiber.done; });
   idle_stacks_.push_back(fiber.stack);
 }
@@ -335,6 +339,23 @@ void fiber_entry() {
 }
 } // namespace
 
+Fiber *HostPool::steal_fresh_fiber_locked(Worker &thief) {
+  for (auto &w : workers_) {
+    if (w.get() == &thief)
+      continue;
+    // The newest fresh fiber: the victim runs its oldest ones first.
+    for (auto it = w->ready.rbegin(); it != w->ready.rend(); ++it) {
+      Fiber *f = *it;
+      if (!f->started) {
+        w->ready.erase(std::next(it).base());
+        f->worker = &thief;
+        return f;
+      }
+    }
+  }
+  return nullptr;
+}
+
 void HostPool::worker_loop(Worker &worker) {
 #ifdef MANYCL_TSAN_FIBERS
   worker.tsan = __tsan_get_current_fiber();
@@ -358,9 +379,10 @@ void HostPool::worker_loop(Worker &worker) {
       Fiber &fiber = *worker.ready.front();
       worker.ready.pop_front();
       fiber.state = Fiber::State::Running;
+      const bool fresh = !fiber.started;
+      fiber.started = true;
       lock.unlock();
-      if (!fiber.started) {
-        fiber.started = true;
+      if (fresh) {
         getcontext(&fiber.context);
         fiber.context.uc_stack.ss_sp = static_cast<char *>(fiber.stack) + kGuardBytes;
         fiber.context.uc_stack.ss_size = kFiberStackBytes - kGuardBytes;
@@ -412,6 +434,13 @@ void HostPool::worker_loop(Worker &worker) {
         else
           batch_done_.notify_all();
       }
+      continue;
+    }
+    // Nothing of our own: take a fiber another worker has not started yet. It has no frames
+    // on its stack, so nothing it runs can have kept this thread's or another's thread-local
+    // addresses; once started, it stays with us.
+    if (Fiber *fresh = steal_fresh_fiber_locked(worker)) {
+      worker.ready.push_back(fresh);
       continue;
     }
     if (stopping_ && worker.parked.empty())

@@ -75,6 +75,9 @@ private:
   void park_locked(std::unique_lock<std::mutex> &lock,
                    std::chrono::steady_clock::time_point deadline);
   void wake_idle_workers_locked(unsigned count);
+  // With mutex_ held: a fiber queued on another worker that has not started yet, now the
+  // thief's, or null.
+  Fiber *steal_fresh_fiber_locked(Worker &thief);
 
   std::mutex mutex_;
   std::condition_variable batch_done_; // a batch's last worker left it (non-fiber callers)

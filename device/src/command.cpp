@@ -8,9 +8,9 @@
 
 #include <nlohmann/json.hpp>
 
+#include "fiber_locals.h"
 #include "manycl/device/device.h"
 #include "manycl/device/host_pool.h"
-#include "fiber_locals.h"
 #include "manycl/device/report.h"
 #include "manycl/env.h"
 
@@ -400,7 +400,20 @@ Result<DmaHandle> ClusterContext::dma(const DmaRequest &r) {
 
   // ---- the copy itself (eager: the host performs it at issue; the modeled completion
   // time is what wait() and signals use) ----
-  const DmaShape &s = r.shape;
+  // Rows that follow each other on both sides are one longer row (and planes likewise): the
+  // same bytes move with fewer, longer copies.
+  DmaShape s = r.shape;
+  if (s.rows > 1 && s.src_row_stride == s.row_bytes && s.dst_row_stride == s.row_bytes) {
+    s.row_bytes *= s.rows;
+    s.src_row_stride = s.dst_row_stride = s.row_bytes;
+    s.rows = 1;
+  }
+  if (s.rows == 1 && s.planes > 1 && s.src_plane_stride == s.row_bytes &&
+      s.dst_plane_stride == s.row_bytes) {
+    s.row_bytes *= s.planes;
+    s.src_plane_stride = s.dst_plane_stride = s.row_bytes;
+    s.planes = 1;
+  }
   // Rows [first, end) of the transfer, counted over all planes, to `dst`; a single-row
   // transfer may be cut by bytes instead.
   const uint64_t total_rows = s.planes * s.rows;
@@ -455,8 +468,7 @@ Result<DmaHandle> ClusterContext::dma(const DmaRequest &r) {
     uint64_t data_start = start + config.dma_latency_cycles;
     done = data_start + transfer_cycles(b, config.noc_bytes_per_cycle);
     if (ddr_side && r.private_ddr_share) {
-      const double share =
-          arbiter().ddr_bytes_per_cycle() / std::max(1u, command_.group_size());
+      const double share = arbiter().ddr_bytes_per_cycle() / std::max(1u, command_.group_size());
       std::lock_guard lock(mutex_);
       done = std::max(done, own_ddr_.reserve(data_start, transfer_cycles(b, share)));
     } else if (ddr_side) {
@@ -499,9 +511,12 @@ Result<DmaHandle> ClusterContext::dma(const DmaRequest &r) {
     std::string kind = std::string(space_name(r.src.space)) + "->" + space_name(r.dst.space);
     if (targets.size() > 1)
       kind += " multicast x" + std::to_string(targets.size());
-    nlohmann::json args = {
-        {"bytes", b},         {"handle", handle},       {"rows", s.rows},
-        {"planes", s.planes}, {"src", describe(r.src)}, {"dst", describe(r.dst)}};
+    nlohmann::json args = {{"bytes", b},
+                           {"handle", handle},
+                           {"rows", r.shape.rows},
+                           {"planes", r.shape.planes},
+                           {"src", describe(r.src)},
+                           {"dst", describe(r.dst)}};
     reports.modeled_span(device().index(), device_cluster_, TraceTrack::Dma,
                          r.label.empty() ? kind : r.label + " (" + kind + ")", start, done,
                          args.dump());

@@ -60,13 +60,13 @@ struct Fiber {
   const std::function<void()> *job = nullptr;
   HostPool *pool = nullptr;
   HostPool::Worker *worker = nullptr;
-  State state = State::Ready;     // under the pool's mutex
-  bool started = false;           // a worker took it up (under the pool's mutex)
-  bool returned = false;          // its job returned (worker thread only)
-  bool wake_pending = false;      // woken while still running towards park_locked()
-  bool done = false;              // the job returned and the fiber left its stack
+  State state = State::Ready; // under the pool's mutex
+  bool started = false;       // a worker took it up (under the pool's mutex)
+  bool returned = false;      // its job returned (worker thread only)
+  bool wake_pending = false;  // woken while still running towards park_locked()
+  bool done = false;          // the job returned and the fiber left its stack
   Clock::time_point deadline = Clock::time_point::max();
-  FiberLocals locals;             // the fiber's thread-locals while it is not running
+  FiberLocals locals; // the fiber's thread-locals while it is not running
 #ifdef MANYCL_TSAN_FIBERS
   void *tsan = nullptr;
 #endif
@@ -86,11 +86,11 @@ struct HostPool::Batch {
 struct HostPool::Worker {
   unsigned index = 0;
   std::thread thread;
-  std::condition_variable wake;  // under the pool's mutex
+  std::condition_variable wake; // under the pool's mutex
   bool idle = false;
-  std::deque<Fiber *> ready;     // fibers to resume, oldest first
-  std::vector<Fiber *> parked;   // fibers waiting (for their deadlines)
-  ucontext_t scheduler;          // where a fiber returns when it yields
+  std::deque<Fiber *> ready;   // fibers to resume, oldest first
+  std::vector<Fiber *> parked; // fibers waiting (for their deadlines)
+  ucontext_t scheduler;        // where a fiber returns when it yields
 #ifdef MANYCL_TSAN_FIBERS
   void *tsan = nullptr;
 #endif

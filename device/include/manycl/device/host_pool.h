@@ -96,8 +96,8 @@ public:
 
   // Waits until pred() (checked with `lock` held) or `deadline`; returns pred().
   template <class Pred>
-  bool wait_until(std::unique_lock<std::mutex> &lock, std::chrono::steady_clock::time_point deadline,
-                  Pred pred) {
+  bool wait_until(std::unique_lock<std::mutex> &lock,
+                  std::chrono::steady_clock::time_point deadline, Pred pred) {
     while (!pred()) {
       if (std::chrono::steady_clock::now() >= deadline)
         return pred();
@@ -109,7 +109,8 @@ public:
     return true;
   }
   // One wait without a predicate (may wake spuriously); false once `deadline` has passed.
-  bool wait_once(std::unique_lock<std::mutex> &lock, std::chrono::steady_clock::time_point deadline);
+  bool wait_once(std::unique_lock<std::mutex> &lock,
+                 std::chrono::steady_clock::time_point deadline);
 
 private:
   void wait_on_fiber(std::unique_lock<std::mutex> &lock,

@@ -58,7 +58,7 @@ std::string compilerVersion() {
            " cpu-" + hostCpu() +
            (!costInstrumentation() ? " cost-off"
             : costPerTrip()        ? " cost-per-trip"
-                                   : " cost-3");
+                                   : " cost-4");
   }();
   return v;
 }

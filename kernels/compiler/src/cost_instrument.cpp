@@ -26,9 +26,11 @@
 #include <llvm/Passes/PassBuilder.h>
 #include <llvm/TargetParser/Triple.h>
 #include <llvm/Transforms/InstCombine/InstCombine.h>
+#include <llvm/Transforms/Utils/BasicBlockUtils.h>
 #include <llvm/Transforms/Utils/PromoteMemToReg.h>
 #include <llvm/Transforms/Utils/ScalarEvolutionExpander.h>
 
+#include <array>
 #include <map>
 
 namespace manycl::compiler::detail {
@@ -36,7 +38,7 @@ using namespace llvm;
 using namespace manycl::compiler::cost;
 
 static_assert(kCounterSlot == SlotCycles && SlotCyclesItem < SlotCount &&
-              SlotIntervalCycles < SlotCount);
+              SlotIntervalCycles < SlotCount && SlotShareRound < SlotCount);
 
 namespace {
 
@@ -436,24 +438,39 @@ void addTicks(Function &F, LoopInfo &LI, DominatorTree &DT, const std::vector<Ti
 }
 } // namespace
 
+// Stores a call's ticks by class to the context (SlotCycles and the parts the executor splits
+// over the PEs); `accumulate`: adds them to what is there (fibers: one work-item per call).
+static void storeSums(IRBuilder<> &B, Value *ctx, Value *const v[4], bool accumulate) {
+  Type *i64 = B.getInt64Ty();
+  auto add = [&](unsigned slot, Value *ticks) {
+    Value *p = B.CreateConstInBoundsGEP1_64(i64, ctx, slot);
+    B.CreateStore(accumulate ? B.CreateAdd(B.CreateLoad(i64, p), ticks) : ticks, p);
+  };
+  Value *items = B.CreateAdd(v[PerItem], v[Divergent]);
+  add(SlotCycles, B.CreateAdd(B.CreateAdd(v[PerCall], v[PerRow]), items));
+  add(SlotCyclesRow, v[PerRow]);
+  add(SlotCyclesItem, items);
+  add(SlotCyclesDivergent, v[Divergent]);
+}
+
 // A region function's call is one barrier interval of the group: adds the interval's cycles on
 // the slowest modeled PE to the group's total (SlotIntervalCycles), with the PE shares the
 // executor set for the group (runRegionsCosted in program.cpp, which does the same sum in C++
-// when the group's size is not a power of two):
-//   per call + ceil((per row x SlotShareRow + per item x SlotShareItem) / 2^SlotShareShift)
-//   + divergent, in ticks, rounded up to cycles.
+// when the group's size is not a power of two, and then leaves SlotShareRow at 0):
+//   per call + (per row x SlotShareRow + per item x SlotShareItem + SlotShareRound)
+//   >> SlotShareShift + divergent, in ticks, rounded up to cycles.
 // The executor then does no arithmetic per interval; here it is a few register operations
-// while the function returns (128-bit products: the weights are below 2^62).
-static void addIntervalCycles(IRBuilder<> &B, Value *ctx, Value *const v[4]) {
+// while the function returns (128-bit products: the weights are below 2^62), instead of
+// storing the sums by class for the executor.
+static void addIntervalCycles(IRBuilder<> &B, Value *ctx, Value *const v[4], Value *rowWeight) {
   Type *i64 = B.getInt64Ty(), *i128 = B.getInt128Ty();
   auto slot = [&](unsigned s) { return B.CreateConstInBoundsGEP1_64(i64, ctx, s); };
-  Value *rowWeight = B.CreateLoad(i64, slot(SlotShareRow));
   Value *itemWeight = B.CreateLoad(i64, slot(SlotShareItem));
   Value *shift = B.CreateLoad(i64, slot(SlotShareShift));
+  Value *round = B.CreateLoad(i64, slot(SlotShareRound));
   Value *num =
       B.CreateAdd(B.CreateMul(B.CreateZExt(v[PerRow], i128), B.CreateZExt(rowWeight, i128)),
                   B.CreateMul(B.CreateZExt(v[PerItem], i128), B.CreateZExt(itemWeight, i128)));
-  Value *round = B.CreateSub(B.CreateShl(B.getInt64(1), shift), B.getInt64(1));
   num = B.CreateAdd(num, B.CreateZExt(round, i128));
   Value *share = B.CreateTrunc(B.CreateLShr(num, B.CreateZExt(shift, i128)), i64);
   Value *ticks = B.CreateAdd(B.CreateAdd(v[PerCall], share), v[Divergent]);
@@ -536,28 +553,41 @@ void instrumentCost(Module &M, std::vector<KernelInfo> &kernels) {
     for (Loop *L : tripOrder)
       adds.push_back({L->getHeader(), classOf(LI, L->getHeader(), divergent), perTrip[L]});
     addTicks(*F, LI, DT, adds, acc);
-    Value *ctx = F->getArg(1);
+    // The sums at each return, read before the accumulators become SSA values (the handles
+    // follow the loads' replacement).
+    std::vector<std::pair<ReturnInst *, std::array<WeakTrackingVH, 4>>> sums;
     for (ReturnInst *ret : rets) {
       IRBuilder<> B(ret);
-      Value *v[4];
+      std::array<WeakTrackingVH, 4> v;
       for (unsigned c = 0; c < 4; ++c)
         v[c] = B.CreateLoad(B.getInt64Ty(), acc[c]);
-      // Work-group and region functions report each call's cost (the executor reads it after
-      // every call); a fiber function runs one work-item per call and adds to its PE's total.
-      const bool accumulate = k.uses_barriers && !k.region_based;
-      auto add = [&](unsigned slot, Value *ticks) {
-        Value *p = B.CreateConstInBoundsGEP1_64(B.getInt64Ty(), ctx, slot);
-        B.CreateStore(accumulate ? B.CreateAdd(B.CreateLoad(B.getInt64Ty(), p), ticks) : ticks, p);
-      };
-      Value *items = B.CreateAdd(v[PerItem], v[Divergent]);
-      add(SlotCycles, B.CreateAdd(B.CreateAdd(v[PerCall], v[PerRow]), items));
-      add(SlotCyclesRow, v[PerRow]);
-      add(SlotCyclesItem, items);
-      add(SlotCyclesDivergent, v[Divergent]);
-      if (k.uses_barriers && k.region_based)
-        addIntervalCycles(B, ctx, v);
+      sums.emplace_back(ret, v);
     }
     PromoteMemToReg(acc, DT);
+    Value *ctx = F->getArg(1);
+    for (auto &[ret, handles] : sums) {
+      Value *v[4];
+      for (unsigned c = 0; c < 4; ++c)
+        v[c] = handles[c];
+      if (!k.uses_barriers || !k.region_based) {
+        // Work-group functions report each call's cost (the executor reads it after the
+        // call); a fiber function runs one work-item per call and adds to its PE's total.
+        IRBuilder<> B(ret);
+        storeSums(B, ctx, v, k.uses_barriers);
+        continue;
+      }
+      // Region functions: when the executor set the group's shares (a non-zero row weight),
+      // add the interval's cycles to the group's; else report the sums, as above.
+      IRBuilder<> B(ret);
+      Value *rowWeight = B.CreateLoad(
+          B.getInt64Ty(), B.CreateConstInBoundsGEP1_64(B.getInt64Ty(), ctx, SlotShareRow));
+      Instruction *report = nullptr, *sum = nullptr;
+      SplitBlockAndInsertIfThenElse(B.CreateICmpEQ(rowWeight, B.getInt64(0)), ret, &report, &sum);
+      IRBuilder<> R(report);
+      storeSums(R, ctx, v, false);
+      IRBuilder<> S(sum);
+      addIntervalCycles(S, ctx, v, rowWeight);
+    }
     cleanup.run(*F, FAM);
   }
 }

@@ -44,12 +44,14 @@ enum CtxSlot : unsigned {
   // Of SlotCyclesItem, the part spent in divergent blocks (run by some items only).
   SlotCyclesDivergent = 34,
   // Region kernels with a power-of-two group size (runRegionsCosted): the slowest PE's shares
-  // of the row and item ticks (times the group's items), log2 of the group's items, and the
-  // group's cycles so far, which each region call adds its interval's to (cost_instrument.cpp).
+  // of the row and item ticks (times the group's items; the row share is 0 for other groups),
+  // log2 of the group's items, the group's items - 1, and the group's cycles so far, which each
+  // region call adds its interval's to (cost_instrument.cpp).
   SlotShareRow = 35,
   SlotShareItem = 36,
   SlotShareShift = 37,
   SlotIntervalCycles = 38,
+  SlotShareRound = 39,
   SlotCount = 40,
 };
 

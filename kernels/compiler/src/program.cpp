@@ -587,9 +587,12 @@ Status runRegionsCosted(const KernelImpl &k, void **slots, WiCtx &ctx, uint64_t 
   // other groups sum them here.
   const bool inCall = share.shift >= 0 && share.rowWeight < (uint64_t(1) << 62) &&
                       share.itemWeight < (uint64_t(1) << 62);
+  // A row share of 0 (never one of a non-empty group) tells the region function to report its
+  // sums by class instead.
   ctx.slot[SlotShareRow] = inCall ? share.rowWeight : 0;
   ctx.slot[SlotShareItem] = inCall ? share.itemWeight : 0;
   ctx.slot[SlotShareShift] = inCall ? static_cast<uint64_t>(share.shift) : 0;
+  ctx.slot[SlotShareRound] = share.total - 1;
   ctx.slot[SlotIntervalCycles] = 0;
   uint64_t cycles = 0, intervals = 0;
   for (int32_t next = 0; next != kRegionExit; ++intervals) {

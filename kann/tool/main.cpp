@@ -2,6 +2,7 @@
 //   kann compile model.onnx -o model.kbin [--clusters N] [--precision fp32|fp16|int8]
 //                [--calibration inputs.npy ...] [--calibration-percentile P]
 //                [--device-config preset|file.json] [--report report.html] [--report-json f]
+//                [--batch N] [--batch-split auto|sequential|clusters[:G]]
 //   kann inspect model.kbin [--records]
 //   kann simulate model.kbin --input x.npy [--output-dir DIR] [--device-config spec]
 //                [--trace trace.json]
@@ -24,13 +25,13 @@
 
 #include "kann/cli_number.h"
 #include "kann/compile.h"
-#include "kann/timing.h"
 #include "kann/format.h"
 #include "kann/input_shape.h"
 #include "kann/npy.h"
 #include "kann/onnx_import.h"
 #include "kann/passes.h"
 #include "kann/quantize.h"
+#include "kann/timing.h"
 #include "manycl/device/config.h"
 #include "manycl/device/report.h"
 #include "manycl/kbin_runner.h"
@@ -51,6 +52,7 @@ int usage() {
                "               [--calibration INPUTS.npy ...] [--calibration-percentile P]\n"
                "               [--device-config PRESET|FILE.json] [--report REPORT.html]\n"
                "               [--report-json FILE] [--dump-ir] [--dump-schedule]\n"
+               "               [--batch N] [--batch-split auto|sequential|clusters[:G]]\n"
                "  kann inspect MODEL.kbin [--records]\n"
                "  kann simulate MODEL.kbin --input X.npy [--input NAME=X.npy ...]\n"
                "               [--output-dir DIR] [--device-config PRESET|FILE.json]\n"
@@ -199,7 +201,7 @@ private:
 int compile(int argc, char **argv) {
   Args a = parse(argc, argv,
                  {"-o", "--clusters", "--precision", "--device-config", "--report", "--report-json",
-                  "--calibration", "--calibration-percentile"},
+                  "--calibration", "--calibration-percentile", "--batch", "--batch-split"},
                  {"--dump-ir", "--dump-schedule"});
   if (!a.error.empty())
     return fail(a.error);
@@ -223,6 +225,26 @@ int compile(int argc, char **argv) {
                   std::to_string(config.value().clusters) + " clusters");
     options.clusters = unsigned(clusters);
   }
+  if (a.options.count("--batch")) {
+    uint64_t batch = 0;
+    std::string error;
+    if (!kann::cli::parse_integer("--batch", a.get("--batch"), 1, 1u << 20, batch, error))
+      return fail(error);
+    options.batch = int64_t(batch);
+  }
+  options.batch_split = a.get("--batch-split", "auto");
+  if (options.batch_split.rfind("clusters:", 0) == 0) { // clusters:G, groups of G clusters
+    uint64_t group = 0;
+    std::string error;
+    if (!kann::cli::parse_integer("--batch-split clusters:G", options.batch_split.substr(9), 1,
+                                  KBIN_MAX_CLUSTERS, group, error))
+      return fail(error);
+    options.batch_split = "clusters";
+    options.batch_group_clusters = unsigned(group);
+  }
+  if (options.batch_split != "auto" && options.batch_split != "sequential" &&
+      options.batch_split != "clusters")
+    return fail("--batch-split must be auto, sequential, clusters or clusters:G");
   if (a.options.count("--calibration-percentile")) {
     double percentile = 0;
     std::string error;

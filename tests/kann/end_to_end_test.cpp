@@ -684,8 +684,9 @@ TEST(EndToEndShuffle, SliceShuffleAndReduceMeanMatchDefinition) {
       << out.error().message;
 }
 
-// A model with a static batch of 3: one program runs the three images one after another,
-// each result equal to the batch-1 program's on that image (FP32, 1 and 2 clusters).
+// A model with a static batch of 3: one program runs the three images (one after another on
+// all clusters, or in cluster groups), each result equal to the batch-1 program's on that
+// image (FP32, 1 and 2 clusters).
 TEST(EndToEndBatch, StaticBatchRunsEveryImage) {
   auto build = [](int64_t batch) {
     test::OnnxBuilder b;
@@ -705,46 +706,91 @@ TEST(EndToEndBatch, StaticBatchRunsEveryImage) {
   std::vector<float> x(3 * image);
   for (size_t i = 0; i < x.size(); ++i)
     x[i] = std::sin(0.17f * float(i)) + 0.1f * float(i / image);
-  for (unsigned clusters : {1u, 2u}) {
-    auto compile = [&](int64_t batch) {
-      auto graph = import_onnx_bytes(build(batch));
-      EXPECT_TRUE(graph.ok()) << graph.error().message;
-      EXPECT_EQ(graph.value().batch, batch);
-      EXPECT_TRUE(passes::optimize(graph.value()).ok());
-      CompileOptions options;
-      options.device = manycl::device::preset("small").value();
-      options.clusters = clusters;
-      auto out = compile_graph(graph.value(), options);
-      EXPECT_TRUE(out.ok()) << out.error().message;
-      return std::move(out.value());
-    };
-    const CompileOutput three = compile(3), one = compile(1);
-    manycl::device::DeviceConfig dev = manycl::device::preset("small").value();
-    const auto &in = three.program.tensors[0];
-    ASSERT_EQ(in.dims[0], 3u);
-    ASSERT_EQ(in.byte_size, 3 * image * 4);
-    manycl::device::Device device(dev);
-    auto run = manycl::interp::run_kbin(device, three.program, {test::as_bytes(x), {}});
-    ASSERT_TRUE(run.ok()) << run.error().message;
-    auto batched = test::as_floats(run.value().outputs[1]);
-    ASSERT_EQ(batched.size(), 3u * 3);
-    for (size_t b = 0; b < 3; ++b) {
-      std::vector<float> xi(x.begin() + b * image, x.begin() + (b + 1) * image);
-      manycl::device::Device d1(dev);
-      auto single = manycl::interp::run_kbin(d1, one.program, {test::as_bytes(xi), {}});
-      ASSERT_TRUE(single.ok()) << single.error().message;
-      auto y = test::as_floats(single.value().outputs[1]);
-      for (size_t j = 0; j < 3; ++j)
-        EXPECT_EQ(batched[b * 3 + j], y[j]) << "image " << b << " x" << clusters;
+  for (const std::string split : {"sequential", "clusters"})
+    for (unsigned clusters : {1u, 2u}) {
+      auto compile = [&](int64_t batch) {
+        auto graph = import_onnx_bytes(build(batch));
+        EXPECT_TRUE(graph.ok()) << graph.error().message;
+        EXPECT_EQ(graph.value().batch, batch);
+        EXPECT_TRUE(passes::optimize(graph.value()).ok());
+        CompileOptions options;
+        options.device = manycl::device::preset("small").value();
+        options.clusters = clusters;
+        options.batch_split = split;
+        auto out = compile_graph(graph.value(), options);
+        EXPECT_TRUE(out.ok()) << out.error().message;
+        return std::move(out.value());
+      };
+      const CompileOutput three = compile(3), one = compile(1);
+      manycl::device::DeviceConfig dev = manycl::device::preset("small").value();
+      const auto &in = three.program.tensors[0];
+      ASSERT_EQ(in.dims[0], 3u);
+      ASSERT_EQ(in.byte_size, 3 * image * 4);
+      manycl::device::Device device(dev);
+      auto run = manycl::interp::run_kbin(device, three.program, {test::as_bytes(x), {}});
+      ASSERT_TRUE(run.ok()) << run.error().message;
+      auto batched = test::as_floats(run.value().outputs[1]);
+      ASSERT_EQ(batched.size(), 3u * 3);
+      for (size_t b = 0; b < 3; ++b) {
+        std::vector<float> xi(x.begin() + b * image, x.begin() + (b + 1) * image);
+        manycl::device::Device d1(dev);
+        auto single = manycl::interp::run_kbin(d1, one.program, {test::as_bytes(xi), {}});
+        ASSERT_TRUE(single.ok()) << single.error().message;
+        auto y = test::as_floats(single.value().outputs[1]);
+        for (size_t j = 0; j < 3; ++j)
+          EXPECT_EQ(batched[b * 3 + j], y[j]) << "image " << b << " x" << clusters;
+      }
+      EXPECT_NE(batched[0], batched[3]); // the images differ, so do their results
+      // Modeled time: the predicted cycles are those of the simulated run (whole device; a
+      // 1-cluster program is predicted for a 1-cluster sub-device's share of the DDR).
+      if (clusters == dev.clusters) {
+        EXPECT_EQ(three.total_cycles, run.value().stats.cycles());
+      }
+      EXPECT_EQ(three.batch.images, 3);
+      if (split == "sequential" || clusters == 1) {
+        EXPECT_EQ(three.batch.split, "sequential");
+        EXPECT_GT(three.total_cycles, 2 * one.total_cycles);
+      } else { // two 1-cluster groups: images 0, 2 on cluster 0 and image 1 on cluster 1
+        EXPECT_EQ(three.batch.split, "clusters");
+        EXPECT_EQ(three.batch.chosen, "clusters 1x2");
+      }
     }
-    EXPECT_NE(batched[0], batched[3]); // the images differ, so do their results
-    // Modeled time: the predicted cycles are those of the simulated run (whole device; a
-    // 1-cluster program is predicted for a 1-cluster sub-device's share of the DDR).
-    if (clusters == dev.clusters) {
-      EXPECT_EQ(three.total_cycles, run.value().stats.cycles());
-    }
-    EXPECT_GT(three.total_cycles, 2 * one.total_cycles);
+}
+
+// `CompileOptions::batch` (kann compile --batch N) on a symbolic or batch-1 model; a batch
+// contradicting a static one is refused.
+TEST(EndToEndBatch, BatchOption) {
+  auto graph_of = [](int64_t batch, bool symbolic) {
+    test::OnnxBuilder b;
+    b.input("x", {batch, 2, 6, 5}, symbolic);
+    b.weight("w", {4, 2, 3, 3});
+    b.node("Conv", {"x", "w"}, {"y"});
+    b.output("y");
+    auto g = import_onnx_bytes(b.bytes());
+    EXPECT_TRUE(g.ok()) << g.error().message;
+    EXPECT_TRUE(passes::optimize(g.value()).ok());
+    return std::move(g.value());
+  };
+  CompileOptions options;
+  options.device = manycl::device::preset("small").value();
+  options.batch = 4;
+  for (bool symbolic : {true, false}) {
+    auto out = compile_graph(graph_of(1, symbolic), options);
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    EXPECT_EQ(out.value().program.tensors[0].dims[0], 4u);
+    EXPECT_EQ(out.value().program.tensors[1].dims[0], 4u);
+    EXPECT_EQ(out.value().batch.candidates.size(), 2u); // sequential, 1-cluster groups
   }
+  auto same = compile_graph(graph_of(4, false), options);
+  EXPECT_TRUE(same.ok());
+  options.batch = 3;
+  auto contradicts = compile_graph(graph_of(4, false), options);
+  ASSERT_FALSE(contradicts.ok());
+  EXPECT_EQ(contradicts.error().message,
+            "--batch 3 contradicts the model's static batch 4 (export it with a symbolic or "
+            "batch-1 first dimension)");
+  options.batch_split = "diagonal";
+  EXPECT_FALSE(compile_graph(graph_of(1, true), options).ok());
 }
 
 } // namespace

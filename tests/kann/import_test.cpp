@@ -83,10 +83,22 @@ TEST(Import, UnsupportedOperatorNamesTheNode) {
 
 TEST(Import, DynamicShapesAreRejected) {
   OnnxBuilder b;
-  b.input("x", {1, 3, 4, 4}, /*dynamic_batch=*/true);
+  b.input("x", {1, 3, 4, 4}, /*dynamic_batch=*/false, /*dynamic_axis=*/2);
   b.node("Relu", {"x"}, {"y"});
   b.output("y");
   EXPECT_NE(error_of(b.bytes()).find("dynamic"), std::string::npos);
+}
+
+// A symbolic first dimension is the batch: one image, the count chosen by `--batch N`.
+TEST(Import, SymbolicBatchIsOneImage) {
+  OnnxBuilder b;
+  b.input("x", {1, 3, 4, 4}, /*dynamic_batch=*/true);
+  b.node("Relu", {"x"}, {"y"});
+  b.output("y");
+  auto g = kann::import_onnx_bytes(b.bytes());
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_EQ(g.value().batch, 1);
+  EXPECT_EQ(g.value().tensors[g.value().inputs[0]].shape, (std::vector<int64_t>{1, 3, 4, 4}));
 }
 
 TEST(Import, BatchIsRecordedAndInputsMustAgree) {

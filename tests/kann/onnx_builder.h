@@ -21,7 +21,9 @@ public:
     model_.mutable_graph()->set_name("test");
   }
 
-  void input(const std::string &name, std::vector<int64_t> shape, bool dynamic_batch = false) {
+  // dynamic_batch: the first dimension symbolic ("N"); dynamic_axis: that one ("D").
+  void input(const std::string &name, std::vector<int64_t> shape, bool dynamic_batch = false,
+             int dynamic_axis = -1) {
     auto *v = model_.mutable_graph()->add_input();
     v->set_name(name);
     auto *t = v->mutable_type()->mutable_tensor_type();
@@ -30,6 +32,8 @@ public:
       auto *d = t->mutable_shape()->add_dim();
       if (i == 0 && dynamic_batch)
         d->set_dim_param("N");
+      else if (int(i) == dynamic_axis)
+        d->set_dim_param("D");
       else
         d->set_dim_value(shape[i]);
     }

@@ -276,6 +276,12 @@ Result<Graph> convert(const onnx::ModelProto &model) {
     if (!tt.has_shape())
       return make_error("input '" + in.name() + "': no shape (dynamic shapes are not supported)");
     for (const auto &d : tt.shape().dim()) {
+      // A symbolic (or unknown) first dimension is the batch: compiled for one image, the
+      // number of images is chosen at compile time (CompileOptions::batch, --batch N).
+      if (t.shape.empty() && !d.has_dim_value()) {
+        t.shape.push_back(1);
+        continue;
+      }
       if (!d.has_dim_value() || d.dim_value() <= 0)
         return make_error("input '" + in.name() + "': dynamic dimension '" + d.dim_param() +
                           "' (export with static shapes)");

@@ -34,6 +34,19 @@ std::string CompileOutput::report_text() const {
       o << " " << t;
     o << "\n";
   }
+  if (batch.images > 1) {
+    o << "batch " << batch.images << ": " << batch.chosen << " (" << batch.why << ")\n";
+    for (const BatchReport::Group &g : batch.groups) {
+      o << "  clusters " << g.first_cluster << "-" << g.first_cluster + g.clusters - 1
+        << ": images";
+      for (int64_t i : g.images)
+        o << " " << i;
+      o << "\n";
+    }
+    for (const BatchReport::Candidate &c : batch.candidates)
+      o << "  candidate " << c.name << ": "
+        << (c.error.empty() ? std::to_string(c.cycles) + " cycles" : c.error) << "\n";
+  }
   return o.str();
 }
 
@@ -70,6 +83,21 @@ std::string CompileOutput::report_json() const {
                             {"size", b.size},
                             {"first_step", b.first_step},
                             {"last_step", b.last_step}});
+  if (batch.images > 1) { // absent for one image: batch-1 binaries stay as they were
+    nlohmann::json b;
+    b["images"] = batch.images;
+    b["split"] = batch.split;
+    b["chosen"] = batch.chosen;
+    b["why"] = batch.why;
+    b["groups"] = nlohmann::json::array();
+    for (const BatchReport::Group &g : batch.groups)
+      b["groups"].push_back(
+          {{"first_cluster", g.first_cluster}, {"clusters", g.clusters}, {"images", g.images}});
+    b["candidates"] = nlohmann::json::array();
+    for (const BatchReport::Candidate &c : batch.candidates)
+      b["candidates"].push_back({{"name", c.name}, {"cycles", c.cycles}, {"error", c.error}});
+    j["batch"] = b;
+  }
   return j.dump(-1, ' ', false,
                 nlohmann::json::error_handler_t::replace); // names come from the ONNX file
 }
@@ -103,6 +131,14 @@ std::string CompileOutput::report_html() const {
   o << "<h1>kann compile report</h1><p>" << K << " clusters, preset " << escape(program.preset)
     << ", SPM required " << program.spm_required << " of " << program.spm_bytes << " B, parameters "
     << params_bytes << " B, modeled cycles " << total_cycles << "</p>";
+  if (batch.images > 1) {
+    o << "<p>batch " << batch.images << ": " << escape(batch.chosen) << " (" << escape(batch.why)
+      << "); candidates:";
+    for (const BatchReport::Candidate &c : batch.candidates)
+      o << " " << escape(c.name) << " "
+        << (c.error.empty() ? std::to_string(c.cycles) + " cycles" : escape(c.error)) << ";";
+    o << " the operators below are one image's schedule</p>";
+  }
   // Timeline: one row per cluster, one rectangle per operator step (compute part darker).
   const double width = 1000.0;
   const double scale = total_cycles ? width / double(total_cycles) : 1.0;

@@ -33,6 +33,35 @@ struct CompileOptions {
   std::function<void(const char *stage, size_t done, size_t total)> progress;
   // Fill CompileOutput::schedule (`kann compile --dump-schedule`, the golden tests).
   bool dump_schedule = false;
+  // Images per inference (`kann compile --batch N`): 0 takes the model's (its inputs' static
+  // first dimension, 1 when that is symbolic); a static batch B > 1 accepts only N = B.
+  int64_t batch = 0;
+  // How a batch uses the clusters (`--batch-split`): "sequential" (every image on all
+  // clusters, one after the other), "clusters" (cluster groups each running whole images with
+  // a schedule compiled for the group's size), "auto" (the candidate predicted fastest).
+  std::string batch_split = "auto";
+  // With "clusters": only groups of this many clusters (and one of the rest), 0: every size
+  // is a candidate (`--batch-split clusters:G`; comparisons and tests of a given layout).
+  unsigned batch_group_clusters = 0;
+};
+
+// How a batch of images was laid out on the clusters (CompileOutput::batch).
+struct BatchReport {
+  struct Group {
+    unsigned first_cluster = 0, clusters = 0; // the group's clusters
+    std::vector<int64_t> images;              // run one after the other on them
+  };
+  struct Candidate {
+    std::string name;    // "sequential", "clusters 1x5", "clusters 3+2", ...
+    uint64_t cycles = 0; // predicted modeled cycles of the whole batch (0: did not compile)
+    std::string error;   // why it did not compile
+  };
+  int64_t images = 1;
+  std::string split;         // "sequential" or "clusters"
+  std::string chosen;        // the chosen candidate's name
+  std::string why;           // one line: the rule and the figures that chose it
+  std::vector<Group> groups; // the chosen layout
+  std::vector<Candidate> candidates;
 };
 
 struct OpReport {
@@ -71,6 +100,9 @@ struct CompileOutput {
   // With CompileOptions::dump_schedule: the schedule of one image as text (steps, per-step
   // operator, lowering and split, per-cluster boxes, SPM buffers and offsets, every record).
   std::string schedule;
+  // Batches (images > 1): the split chosen and the candidates compared. With cluster groups,
+  // `ops`/`buffers`/`schedule` describe the one-image schedule of the largest group.
+  BatchReport batch;
 
   std::string report_text() const;
   std::string report_json() const;

@@ -1,6 +1,7 @@
 // The tile compiler's driver: tries the all-in-SPM layout first and, while it does not fit,
 // relaxes the policy (tile operators in bands, stream parameters in slices, give up
-// prefetching, spill activations to DDR); then packs, emits and replicates for a batch.
+// prefetching, spill activations to DDR); then packs and emits. A batch (more than one
+// image) goes to batch.cpp, which lays the one-image programs out on the clusters.
 // The phases live beside this file (see tiler.h).
 #include "tiler/tiler.h"
 
@@ -13,46 +14,6 @@
 #include "kann/timing.h"
 
 namespace kann::tiler {
-
-// A batch of B images: the one-image program runs B times in a row, each copy reading and
-// writing its own image of the argument buffers (arguments hold B images back to back).
-Result<void> replicate_batch(CompileOutput &out, int64_t batch, const CompileOptions &options) {
-  if (batch <= 1)
-    return {};
-  format::Program &p = out.program;
-  std::vector<uint64_t> image_bytes(p.arg_count, 0);
-  for (auto &t : p.tensors) {
-    if (t.arg_index >= image_bytes.size() || t.dims.empty())
-      return make_error("internal error: a batch argument without a descriptor");
-    image_bytes[t.arg_index] = t.byte_size;
-    t.dims[0] = uint64_t(batch);
-    t.byte_size *= uint64_t(batch);
-  }
-  for (auto &stream : p.streams) {
-    const std::vector<format::Record> one = stream;
-    stream.clear();
-    stream.reserve(one.size() * size_t(batch));
-    for (int64_t b = 0; b < batch; ++b)
-      for (format::Record r : one) {
-        kbin_dma_args d;
-        if (r.function_id == KBIN_FN_DMA && r.decode(d) && d.ddr.space == KBIN_DDR_ARG) {
-          d.ddr.offset += uint64_t(b) * image_bytes.at(d.ddr.arg_index);
-          r = format::Record::make(KBIN_FN_DMA, d);
-        }
-        stream.push_back(std::move(r));
-      }
-  }
-  auto timing = predict_timing(p, options.device,
-                               program_ddr_bytes_per_cycle(options.device, p.cluster_count));
-  if (!timing)
-    return timing.error();
-  out.total_cycles = timing.value().total_cycles;
-  out.estimated_cycles *= uint64_t(batch);
-  p.report_json = out.report_json();
-  if (auto r = format::validate_program(p); !r)
-    return make_error("internal error: the batched program is invalid: " + r.error().message);
-  return {};
-}
 
 // Adjusts the policy after a failed allocation: first tile the operator whose staging is
 // the largest live buffer (cheap: more, smaller DMA), else spill the largest SPM-homed
@@ -158,6 +119,64 @@ bool relax(const Compiler &c, Policy &policy) {
   policy.spilled.insert(c.acts[c.buffers[best].act].tensor);
   return true;
 }
+
+// One image on `clusters` clusters: tries the all-in-SPM layout first; when it does not fit,
+// tiles operators inside the clusters and, as a last resort, spills activations to DDR.
+Result<CompileOutput> compile_image(const Graph &graph, const CompileOptions &options,
+                                    unsigned clusters) {
+  Policy policy;
+  for (int attempt = 0; attempt < 400; ++attempt) {
+    if (options.progress)
+      options.progress("fitting the SPM", size_t(attempt), 0);
+    auto c = std::make_unique<Compiler>(graph, options, clusters, policy);
+    auto fits = c->layout();
+    if (!fits)
+      return fits.error();
+    if (fits.value()) {
+      // Spills were chosen one at a time while the SPM was short: one chosen early may have
+      // become unnecessary after later ones. Bring each back on chip if it still fits.
+      // (A Compiler keeps a reference to `policy`: it is edited in place and restored.)
+      const std::set<int> spilled = policy.spilled;
+      for (auto t = spilled.rbegin(); t != spilled.rend(); ++t) {
+        const Policy kept = policy;
+        policy.spilled.erase(*t);
+        auto trial = std::make_unique<Compiler>(graph, options, clusters, policy);
+        auto trial_fits = trial->layout();
+        if (trial_fits && trial_fits.value())
+          c = std::move(trial);
+        else
+          policy = kept;
+      }
+      auto done = c->finish();
+      if (!done)
+        return done.error();
+      return done;
+    }
+    if (std::getenv("KANN_DEBUG_RELAX")) {
+      std::fprintf(stderr, "relax %d: %s\n", attempt, c->failure.message.c_str());
+      if (std::atoi(std::getenv("KANN_DEBUG_RELAX")) > 1)
+        for (int i : c->failure.candidates)
+          std::fprintf(stderr, "   %-70s %9llu  %d-%d\n", c->buffers[i].name.c_str(),
+                       (unsigned long long)c->buffers[i].size(), c->buffers[i].first,
+                       c->buffers[i].last);
+    }
+    if (!relax(*c, policy)) {
+      // Parameters are sliced down to one panel of output channels, two slices live.
+      for (int i : c->failure.candidates) {
+        const SpmBuffer &b = c->buffers[i];
+        if (b.weights_of >= 0 && 2 * b.size() > options.device.spm_bytes / 2)
+          return make_error(c->where(graph.nodes[c->ops[b.weights_of].node]) +
+                            ": the parameters of its smallest output-channel slice (" +
+                            std::to_string(kPanel) + " channels, " + std::to_string(b.size()) +
+                            " B, double-buffered) leave too little of the " +
+                            std::to_string(options.device.spm_bytes) + " B SPM");
+      }
+      return make_error(c->failure.message + ", even with every activation in DDR and " +
+                        "operators tiled by rows");
+    }
+  }
+  return make_error("SPM allocation did not converge");
+}
 } // namespace kann::tiler
 
 namespace kann {
@@ -188,62 +207,19 @@ Result<CompileOutput> compile_graph(const Graph &graph, const CompileOptions &op
   } else if (options.precision != "fp32") {
     return make_error("--precision " + options.precision + " is not supported (fp32, fp16, int8)");
   }
-  // Try the all-in-SPM layout first; when it does not fit, tile operators inside the
-  // clusters and, as a last resort, spill activations to DDR, until it fits.
-  Policy policy;
-  for (int attempt = 0; attempt < 400; ++attempt) {
-    if (options.progress)
-      options.progress("fitting the SPM", size_t(attempt), 0);
-    auto c = std::make_unique<Compiler>(*input, options, clusters, policy);
-    auto fits = c->layout();
-    if (!fits)
-      return fits.error();
-    if (fits.value()) {
-      // Spills were chosen one at a time while the SPM was short: one chosen early may have
-      // become unnecessary after later ones. Bring each back on chip if it still fits.
-      // (A Compiler keeps a reference to `policy`: it is edited in place and restored.)
-      const std::set<int> spilled = policy.spilled;
-      for (auto t = spilled.rbegin(); t != spilled.rend(); ++t) {
-        const Policy kept = policy;
-        policy.spilled.erase(*t);
-        auto trial = std::make_unique<Compiler>(*input, options, clusters, policy);
-        auto trial_fits = trial->layout();
-        if (trial_fits && trial_fits.value())
-          c = std::move(trial);
-        else
-          policy = kept;
-      }
-      auto done = c->finish();
-      if (!done)
-        return done.error();
-      if (auto r = replicate_batch(done.value(), input->batch, options); !r)
-        return r.error();
-      return done;
-    }
-    if (std::getenv("KANN_DEBUG_RELAX")) {
-      std::fprintf(stderr, "relax %d: %s\n", attempt, c->failure.message.c_str());
-      if (std::atoi(std::getenv("KANN_DEBUG_RELAX")) > 1)
-        for (int i : c->failure.candidates)
-          std::fprintf(stderr, "   %-70s %9llu  %d-%d\n", c->buffers[i].name.c_str(),
-                       (unsigned long long)c->buffers[i].size(), c->buffers[i].first,
-                       c->buffers[i].last);
-    }
-    if (!relax(*c, policy)) {
-      // Parameters are sliced down to one panel of output channels, two slices live.
-      for (int i : c->failure.candidates) {
-        const SpmBuffer &b = c->buffers[i];
-        if (b.weights_of >= 0 && 2 * b.size() > options.device.spm_bytes / 2)
-          return make_error(c->where(input->nodes[c->ops[b.weights_of].node]) +
-                            ": the parameters of its smallest output-channel slice (" +
-                            std::to_string(kPanel) + " channels, " + std::to_string(b.size()) +
-                            " B, double-buffered) leave too little of the " +
-                            std::to_string(options.device.spm_bytes) + " B SPM");
-      }
-      return make_error(c->failure.message + ", even with every activation in DDR and " +
-                        "operators tiled by rows");
-    }
+  int64_t batch = input->batch;
+  if (options.batch > 0) {
+    if (input->batch > 1 && options.batch != input->batch)
+      return make_error("--batch " + std::to_string(options.batch) +
+                        " contradicts the model's static batch " + std::to_string(input->batch) +
+                        " (export it with a symbolic or batch-1 first dimension)");
+    batch = options.batch;
   }
-  return make_error("SPM allocation did not converge");
+  if (batch <= 1)
+    return compile_image(*input, options, clusters);
+  return compile_batch(*input, options, clusters, batch, [&](unsigned group_clusters) {
+    return compile_image(*input, options, group_clusters);
+  });
 }
 
 Result<CompileOutput> compile_onnx_file(const std::string &path, const CompileOptions &options) {

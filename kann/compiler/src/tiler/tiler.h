@@ -1,5 +1,6 @@
 // The tile compiler's internal interface, shared by its parts (kann/compiler/src/tiler/):
-//   compile.cpp        the driver: fit the SPM (policy relaxation), batches
+//   compile.cpp        the driver: fit the SPM (policy relaxation)
+//   batch.cpp          batches: sequential or cluster-group layouts, the fastest predicted
 //   plan.cpp           per operator: split, output/input boxes per cluster, buffers, lifetimes
 //   spm_alloc.cpp      one SPM offset per buffer (greedy placement by lifetime)
 //   params.cpp         the parameter blob: packed weights per slice
@@ -360,5 +361,20 @@ struct Compiler {
   // ---- schedule dump (schedule_dump.cpp) ----
   std::string schedule_text() const;
 };
+
+// ---- driver (compile.cpp) and batches (batch.cpp) ----
+// The program of one image on `clusters` clusters (the fit loop).
+Result<CompileOutput> compile_image(const Graph &graph, const CompileOptions &options,
+                                    unsigned clusters);
+// The C-cluster program of `batch` images laid out in `groups`, from the one-image program
+// of each group size (`one`, keyed by cluster count).
+Result<format::Program> combine_batch(const std::map<unsigned, const format::Program *> &one,
+                                      unsigned total_clusters,
+                                      const std::vector<BatchReport::Group> &groups, int64_t batch);
+// Compiles the candidate layouts of a batch (CompileOptions::batch_split) with
+// `compile_image` and keeps the one predicted fastest; CompileOutput::batch says why.
+Result<CompileOutput>
+compile_batch(const Graph &graph, const CompileOptions &options, unsigned clusters, int64_t batch,
+              const std::function<Result<CompileOutput>(unsigned clusters)> &compile_image);
 
 } // namespace kann::tiler

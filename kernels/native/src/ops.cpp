@@ -195,6 +195,15 @@ Status run_pool(const mcl_native_exec &exec, const mcl_pool_args &a) {
                 else
                   for (uint32_t c = 0; c < C; ++c)
                     accf[c] += row[c];
+              } else if (std::is_same_v<T, float> && cs == 1) {
+                // Contiguous float channels: unit-stride loops the compiler vectorizes.
+                const float *pf = reinterpret_cast<const float *>(p);
+                if (is_max)
+                  for (uint32_t c = 0; c < C; ++c)
+                    accf[c] = std::max(accf[c], pf[c]);
+                else
+                  for (uint32_t c = 0; c < C; ++c)
+                    accf[c] += pf[c];
               } else if (is_max) {
                 for (uint32_t c = 0; c < C; ++c)
                   accf[c] = std::max(accf[c], to_f(p[c * cs], a.in_quant));

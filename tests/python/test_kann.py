@@ -102,6 +102,25 @@ class CompileAndRun(unittest.TestCase):
         self.assertGreaterEqual((logits.argmax(1) == LABELS).mean(), 0.98)
 
 
+    def test_batch_runs_every_image_as_batch_one_runs_do(self):
+        # batch=N: the network takes N images at once; the same bytes as N batch-1 runs on the
+        # same cluster count, whichever split the compiler chooses.
+        one = kann.Session(kann.compile(MODEL, clusters=5))
+        (want,) = one.run(None, {"input": INPUTS[:5]})
+        for split in ("auto", "sequential", "clusters", "clusters:2"):
+            net = kann.compile(MODEL, batch=5, batch_split=split)
+            self.assertEqual(net.inputs[0].shape, (5, 1, 8, 8))
+            self.assertEqual(net.outputs[0].shape, (5, 10))
+            self.assertEqual(sorted(i for g in net.report["batch"]["groups"] for i in g["images"]),
+                             list(range(5)))
+            (got,) = kann.Session(net).run(None, {"input": INPUTS[:5]})
+            np.testing.assert_array_equal(got, want, err_msg=split)
+        with self.assertRaises(ValueError):
+            kann.compile(MODEL, batch=5, batch_split="diagonal")
+        with self.assertRaises(TypeError):
+            kann.compile(MODEL, batch="5")
+
+
 class Errors(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

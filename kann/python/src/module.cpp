@@ -159,7 +159,8 @@ std::vector<std::vector<std::vector<float>>> calibration_samples(const py::handl
 
 std::shared_ptr<Network> compile(const py::object &model, py::object clusters,
                                  const std::string &precision, const py::object &calibration,
-                                 const std::string &device_config, double percentile) {
+                                 const std::string &device_config, double percentile,
+                                 const py::object &batch, const std::string &batch_split) {
   auto config = manycl::device::config_from_spec(device_config);
   if (!config)
     throw py::value_error("device_config: " + config.error().message);
@@ -182,6 +183,28 @@ std::shared_ptr<Network> compile(const py::object &model, py::object clusters,
   }
   if (!(percentile >= 50 && percentile <= 100))
     throw py::value_error("calibration_percentile must be in 50..100");
+  // batch=N: images per inference (`kann compile --batch N`); None: the model's.
+  if (!batch.is_none()) {
+    if (!py::isinstance<py::int_>(batch) || py::isinstance<py::bool_>(batch))
+      throw py::type_error("batch must be an int");
+    const long long b = batch.cast<long long>();
+    if (b < 1 || b > (1ll << 20))
+      throw py::value_error("batch must be 1..1048576, not " + std::to_string(b));
+    options.batch = b;
+  }
+  options.batch_split = batch_split;
+  if (batch_split.rfind("clusters:", 0) == 0) { // groups of G clusters only
+    const std::string g = batch_split.substr(9);
+    if (g.empty() || g.size() > 2 || !std::all_of(g.begin(), g.end(), ::isdigit) || g == "0")
+      throw py::value_error("batch_split 'clusters:G' needs G in 1..31");
+    options.batch_split = "clusters";
+    options.batch_group_clusters = unsigned(std::stoul(g));
+  }
+  if (options.batch_split != "auto" && options.batch_split != "sequential" &&
+      options.batch_split != "clusters")
+    throw py::value_error("batch_split must be 'auto', 'sequential', 'clusters' or "
+                          "'clusters:G', not '" +
+                          batch_split + "'");
 
   // The model: serialized bytes, an onnx.ModelProto, or a path.
   std::string bytes, path;
@@ -613,6 +636,7 @@ PYBIND11_MODULE(_kann, m) {
   m.def("compile", &compile, py::arg("model"), py::kw_only(), py::arg("clusters") = py::none(),
         py::arg("precision") = "fp32", py::arg("calibration") = py::none(),
         py::arg("device_config") = "mppa3", py::arg("calibration_percentile") = 100.0,
+        py::arg("batch") = py::none(), py::arg("batch_split") = "auto",
         "Compiles an ONNX model (path, bytes or onnx.ModelProto) into a Network.");
   m.def(
       "load", [](const py::object &path) { return as_network(py::str(fspath(path, "path"))); },

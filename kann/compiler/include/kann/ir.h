@@ -62,8 +62,9 @@ struct Graph {
   std::vector<Node> nodes;
   std::vector<int> inputs;  // network inputs (tensor indices)
   std::vector<int> outputs; // network outputs
-  // Images per inference (the inputs' static batch): the graph is compiled for one image
-  // (batch dimensions read as 1) and the program runs the images one after another.
+  // Images per inference (the inputs' static batch; 1 when symbolic): the graph is compiled
+  // for one image (batch dimensions read as 1) and the program runs every image
+  // (CompileOptions::batch may set the count; tiler/batch.cpp lays the images out).
   int64_t batch = 1;
 
   int add_tensor(Tensor t);

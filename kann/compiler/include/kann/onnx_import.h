@@ -1,6 +1,7 @@
 // ONNX import: a ModelProto (file or bytes) -> kann::ir::Graph with every shape known.
-// Opset 11 onward, static shapes, batch 1; initializers become constants. Unsupported
-// operators and dynamic shapes are a one-line error naming the node and the reason.
+// Opset 11 onward, static shapes (a symbolic first dimension is the batch, read as 1);
+// initializers become constants. Unsupported operators and dynamic shapes are a one-line
+// error naming the node and the reason.
 #pragma once
 
 #include <string>

@@ -308,15 +308,28 @@ compile_batch(const Graph &graph, const CompileOptions &options, unsigned cluste
   r.groups = best.groups;
   for (const Candidate &c : candidates)
     r.candidates.push_back(c.report);
+  // Why: the rule, the winner's prediction and the runner-up's (or sequential's) for scale.
   char line[256];
-  if (candidates.size() == 1)
+  if (candidates.size() == 1) {
     std::snprintf(line, sizeof line, "--batch-split %s: the only candidate on %u cluster%s",
                   mode.c_str(), clusters, clusters == 1 ? "" : "s");
-  else
-    std::snprintf(line, sizeof line,
-                  "--batch-split %s: the fastest of %zu candidates by the predicted modeled "
-                  "cycles (%llu)",
-                  mode.c_str(), candidates.size(), (unsigned long long)best.report.cycles);
+  } else {
+    const Candidate *next = nullptr;
+    for (const Candidate &c : candidates)
+      if (&c != &best && c.report.error.empty() && (!next || c.report.cycles < next->report.cycles))
+        next = &c;
+    if (next)
+      std::snprintf(line, sizeof line,
+                    "--batch-split %s: the fewest predicted modeled cycles of %zu candidates, "
+                    "%llu, %.1f %% below the next, %s (%llu)",
+                    mode.c_str(), candidates.size(), (unsigned long long)best.report.cycles,
+                    100.0 * (1.0 - double(best.report.cycles) / double(next->report.cycles)),
+                    next->report.name.c_str(), (unsigned long long)next->report.cycles);
+    else
+      std::snprintf(line, sizeof line,
+                    "--batch-split %s: the only one of %zu candidates that compiles", mode.c_str(),
+                    candidates.size());
+  }
   r.why = line;
   out.program.report_json = out.report_json();
   return out;

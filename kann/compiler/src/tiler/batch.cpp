@@ -202,8 +202,10 @@ compile_batch(const Graph &graph, const CompileOptions &options, unsigned cluste
       images.push_back(b);
     return images;
   };
-  if (mode != "clusters" || clusters == 1)
+  if (mode != "clusters" || clusters == 1) {
     candidates.push_back({{{0, clusters, all_images()}}, {}, {}});
+    candidates.back().report.name = group_name(candidates.back().groups, clusters);
+  }
   if (mode != "sequential" && clusters > 1) {
     // Groups of g clusters (and one of the remaining C mod g), images dealt to the group
     // that would finish them first by the one-image prediction of its size.
@@ -246,6 +248,7 @@ compile_batch(const Graph &graph, const CompileOptions &options, unsigned cluste
                       [&](const Candidate &x) { return x.report.name == name; }))
         continue; // e.g. groups of 4 and 1 on 5 clusters, already built for g = 1
       candidates.push_back({groups, {}, {}});
+      candidates.back().report.name = name;
     }
   }
   const double ddr = program_ddr_bytes_per_cycle(options.device, clusters);

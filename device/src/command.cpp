@@ -431,7 +431,7 @@ Result<DmaHandle> ClusterContext::dma(const DmaRequest &r) {
   // A large transfer (a multicast of weights above all) is copied by the host pool, in
   // blocks per destination, so that the copies run on all host cores. Overlapping source and
   // destination (SPM to the same SPM) stay one sequential copy.
-  constexpr uint64_t kBlockBytes = 128 << 10;
+  constexpr uint64_t kBlockBytes = 32 << 10;
   const uint64_t copied = bytes.value() * dsts.size();
   const bool overlapping = r.src.space == DmaSpace::Spm && r.dst.space == DmaSpace::Spm;
   if (copied >= 2 * kBlockBytes && !overlapping && HostPool::shared().threads() > 1) {

@@ -153,14 +153,15 @@ extern "C" int mcl_kbin_run_cluster(const mcl_kbin_cluster_run *run, char *msg, 
                   "record " + std::to_string(index) + ": bad length " + std::to_string(h.length));
     const size_t body = h.length - sizeof h;
     std::memcpy(block, run->records + at + sizeof h, body);
-    const std::string where = "record " + std::to_string(index) + ": ";
+    // Built only for an error message: every inference walks hundreds of records.
+    auto where = [index] { return "record " + std::to_string(index) + ": "; };
     int status = MCL_OK;
     std::string error;
     switch (h.function_id) {
     case KBIN_FN_DMA: {
       kbin_dma_args d;
       if (body < sizeof d)
-        return fail(msg, cap, MCL_ERR_ARGUMENT, where + "short DMA record");
+        return fail(msg, cap, MCL_ERR_ARGUMENT, where() + "short DMA record");
       std::memcpy(&d, block, sizeof d);
       status = run_dma(run, d, error);
       break;
@@ -178,7 +179,7 @@ extern "C" int mcl_kbin_run_cluster(const mcl_kbin_cluster_run *run, char *msg, 
     case KBIN_FN_SIGNAL: {
       kbin_signal_args s;
       if (body < sizeof s)
-        return fail(msg, cap, MCL_ERR_ARGUMENT, where + "short signal record");
+        return fail(msg, cap, MCL_ERR_ARGUMENT, where() + "short signal record");
       std::memcpy(&s, block, sizeof s);
       status = mcl_signal_post(s.cluster, s.signal, s.count);
       if (status != MCL_OK)
@@ -188,7 +189,7 @@ extern "C" int mcl_kbin_run_cluster(const mcl_kbin_cluster_run *run, char *msg, 
     case KBIN_FN_WAIT_SIGNAL: {
       kbin_wait_signal_args w;
       if (body < sizeof w)
-        return fail(msg, cap, MCL_ERR_ARGUMENT, where + "short wait_signal record");
+        return fail(msg, cap, MCL_ERR_ARGUMENT, where() + "short wait_signal record");
       std::memcpy(&w, block, sizeof w);
       status = mcl_signal_wait(w.signal, w.value);
       if (status != MCL_OK)
@@ -199,7 +200,7 @@ extern "C" int mcl_kbin_run_cluster(const mcl_kbin_cluster_run *run, char *msg, 
       size_t size = mcl_native_args_size(h.function_id);
       if (size == 0 || size > body)
         return fail(msg, cap, MCL_ERR_ARGUMENT,
-                    where + "unknown function id " + std::to_string(h.function_id));
+                    where() + "unknown function id " + std::to_string(h.function_id));
       native_msg[0] = 0;
       int s = mcl_native_run(&exec, h.function_id, block, size, native_msg, sizeof native_msg);
       if (s != MCL_NATIVE_OK) {
@@ -210,7 +211,7 @@ extern "C" int mcl_kbin_run_cluster(const mcl_kbin_cluster_run *run, char *msg, 
     }
     }
     if (status != MCL_OK)
-      return fail(msg, cap, status, where + error);
+      return fail(msg, cap, status, where() + error);
     if (traced && kann::format::ends_step(previous_fn, h.function_id, multi_cluster)) {
       const uint64_t now = traced->now();
       std::string name = step < run->step_name_count && run->step_names && run->step_names[step]

@@ -42,6 +42,17 @@ namespace {
 constexpr size_t kFiberStackBytes = size_t{8} << 20;
 constexpr size_t kGuardBytes = 4096;
 
+// How long an idle worker watches for new work before it sleeps.
+constexpr auto kSpinBeforeSleep = std::chrono::microseconds(50);
+
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#elif defined(__aarch64__)
+  asm volatile("yield");
+#endif
+}
+
 thread_local bool t_inside_task = false;
 thread_local Fiber *t_fiber = nullptr; // the fiber running on this thread, if any
 
@@ -146,6 +157,7 @@ HostPool::~HostPool() {
   {
     std::lock_guard lock(mutex_);
     stopping_ = true;
+    work_epoch_.fetch_add(1, std::memory_order_release);
     for (auto &w : workers_)
       w->wake.notify_all();
   }
@@ -212,6 +224,7 @@ void HostPool::run(unsigned count, const std::function<void(unsigned)> &task) {
   {
     std::lock_guard lock(mutex_);
     batches_.push_back(&batch);
+    work_epoch_.fetch_add(1, std::memory_order_release);
     wake_idle_workers_locked(count - 1);
   }
   drain(batch);
@@ -263,6 +276,7 @@ void HostPool::run_cooperative(unsigned affinity, const std::function<void()> &j
   fiber.worker = &worker;
   fiber.state = Fiber::State::Ready;
   worker.ready.push_back(&fiber);
+  work_epoch_.fetch_add(1, std::memory_order_release);
   if (worker.idle) {
     worker.idle = false;
     worker.wake.notify_one();
@@ -280,8 +294,11 @@ void HostPool::ready_locked(Fiber &fiber) {
     Worker &w = *fiber.worker;
     w.parked.erase(std::find(w.parked.begin(), w.parked.end(), &fiber));
     w.ready.push_back(&fiber);
-    w.idle = false;
-    w.wake.notify_one();
+    work_epoch_.fetch_add(1, std::memory_order_release);
+    if (w.idle) {
+      w.idle = false;
+      w.wake.notify_one();
+    }
     break;
   }
   case Fiber::State::Running:
@@ -374,8 +391,10 @@ void HostPool::worker_loop(Worker &worker) {
   }
 #endif
   std::unique_lock lock(mutex_);
+  bool watched = false; // watched for work since the last time this worker found some
   for (;;) {
     if (!worker.ready.empty()) {
+      watched = false;
       Fiber &fiber = *worker.ready.front();
       worker.ready.pop_front();
       fiber.state = Fiber::State::Running;
@@ -425,6 +444,7 @@ void HostPool::worker_loop(Worker &worker) {
         continue;
       }
       ++batch.users;
+      watched = false;
       lock.unlock();
       drain(batch);
       lock.lock();
@@ -445,6 +465,24 @@ void HostPool::worker_loop(Worker &worker) {
     }
     if (stopping_ && worker.parked.empty())
       return;
+    // Nothing to do: watch for new work a little before sleeping. Clusters post work in quick
+    // succession (a batch per native function, a wake-up per barrier), and a sleeping worker
+    // costs the poster a futex wake and itself a context switch each time.
+    // After the watch, everything is checked again under the lock (work, stopping_) before
+    // the worker sleeps: a notification sent while it watched is not lost.
+    if (!stopping_ && !watched) {
+      const uint64_t seen = work_epoch_.load(std::memory_order_acquire);
+      lock.unlock();
+      const auto spin_end = Clock::now() + kSpinBeforeSleep;
+      for (unsigned i = 1; work_epoch_.load(std::memory_order_acquire) == seen; ++i) {
+        if ((i & 63) == 0 && Clock::now() >= spin_end)
+          break;
+        cpu_relax();
+      }
+      lock.lock();
+      watched = true;
+      continue;
+    }
     // Idle: sleep until a fiber of ours is ready or a batch arrives; parked fibers with a
     // deadline are woken when it passes (their waits then time out).
     Clock::time_point next_deadline = Clock::time_point::max();

@@ -17,6 +17,7 @@
 // its thread; the device's thread-locals are saved and restored around every switch.
 #pragma once
 
+#include <atomic>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -80,9 +81,10 @@ private:
   Fiber *steal_fresh_fiber_locked(Worker &thief);
 
   std::mutex mutex_;
-  std::condition_variable batch_done_; // a batch's last worker left it (non-fiber callers)
-  std::condition_variable fiber_done_; // a cooperative job returned
-  std::deque<Batch *> batches_;        // with tasks still to hand out, oldest first
+  std::condition_variable batch_done_;  // a batch's last worker left it (non-fiber callers)
+  std::condition_variable fiber_done_;  // a cooperative job returned
+  std::deque<Batch *> batches_;         // with tasks still to hand out, oldest first
+  std::atomic<uint64_t> work_epoch_{0}; // bumped (under mutex_) whenever work is posted
   bool stopping_ = false;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<void *> idle_stacks_; // fiber stacks to reuse

@@ -13,8 +13,9 @@
 //
 // Nothing here reaches modeled time: the arbiter orders shared resources by modeled time
 // (time_model.h), and each modeled PE's cycles are accounted as its own whatever host thread
-// ran it. Fibers never move between workers, so thread-local state seen by a fiber stays on
-// its thread; the device's thread-locals are saved and restored around every switch.
+// ran it. A started fiber never moves to another worker (an idle worker may only take up one
+// that has not started), so a thread-local address kept in its frames stays valid; the
+// device's thread-locals are saved and restored around every switch.
 #pragma once
 
 #include <atomic>
@@ -50,8 +51,9 @@ public:
   // run() again runs that nested batch itself, in order.
   void run(unsigned count, const std::function<void(unsigned)> &task);
 
-  // Runs `job` as a cooperative fiber on worker `affinity % threads()` and returns when it has
-  // returned; the calling thread blocks meanwhile. Called from a fiber or a worker, runs `job`
+  // Runs `job` as a cooperative fiber queued on worker `affinity % threads()` (an idle worker
+  // may take it up before it starts) and returns when it has returned; the calling thread
+  // blocks meanwhile. Called from a fiber or a worker, runs `job`
   // right there.
   void run_cooperative(unsigned affinity, const std::function<void()> &job);
 

@@ -11,11 +11,11 @@
 namespace manycl::rt {
 
 namespace {
-thread_local const KbinLaunch *current_launch = nullptr;
-
-// The native half of the interpreter kernel: runs cluster `group`'s record stream.
+// The native half of the interpreter kernel, which the kernel needs to build. Launches of kbin
+// programs never run the kernel's code: the runtime calls run_kbin_cluster() with the launch
+// (kernel.cpp), so reaching this means the kernel ran outside a kbin command.
 void kbin_cluster_entry(uint32_t group) {
-  run_kbin_cluster(current_launch, group);
+  run_kbin_cluster(nullptr, group);
 }
 } // namespace
 
@@ -119,8 +119,6 @@ std::string KbinExecutable::interpreter_source() const {
   return source;
 }
 
-KbinLaunchScope::KbinLaunchScope(const KbinLaunch *launch) : previous_(current_launch) { current_launch = launch; }
-KbinLaunchScope::~KbinLaunchScope() { current_launch = previous_; }
 
 void register_kbin_natives() {
   static std::once_flag once;

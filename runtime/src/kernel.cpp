@@ -173,17 +173,16 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
   // every barrier.
   void run_on_cluster(device::Cluster &cluster, unsigned group_index, unsigned host_threads,
                       bool pe_team) {
-    std::byte *spm = align_up(cluster.spm(), kArenaAlignment);
-    size_t spm_size = cluster.spm_bytes() - static_cast<size_t>(spm - cluster.spm());
     if (pinned) {
       // The interpreter kernel only hands its group id to the record interpreter: run that
       // directly, as a cooperative task of the host pool, so that the cluster's waits for the
       // other clusters yield the host thread instead of blocking it.
-      (void)spm;
       device::HostPool::shared().run_cooperative(
           cluster.id(), [&] { run_kbin_cluster(kbin.get(), static_cast<uint32_t>(group_index)); });
       return;
     }
+    std::byte *spm = align_up(cluster.spm(), kArenaAlignment);
+    size_t spm_size = cluster.spm_bytes() - static_cast<size_t>(spm - cluster.spm());
     if (mode == device::ExecutionMode::SPMD && pe_team) {
       PeTeam team(cluster, host_threads);
       uint64_t id[3];

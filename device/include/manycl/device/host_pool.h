@@ -68,7 +68,8 @@ private:
   friend class CoopCondition;
   struct Batch;
 
-  static unsigned drain(Batch &batch);
+  // Claims and runs tasks of `batch` until none is left to hand out.
+  static void drain(Batch &batch);
   void worker_loop(Worker &worker);
   // With mutex_ held: makes a parked fiber runnable (or remembers the wake-up if it is still
   // on its way to parking).

@@ -58,8 +58,8 @@ private:
   mutable std::vector<uint64_t> idle_scratch_; // blocks of finished launches
 };
 
-// What one launch of a kbin kernel passes to the interpreter on each cluster: set on the
-// cluster's thread around the work-group that runs it.
+// What one launch of a kbin kernel passes to the interpreter on each cluster
+// (run_kbin_cluster).
 struct KbinLaunch {
   std::shared_ptr<const KbinExecutable> executable;
   mcl_ddr_window scratch{0, 0};
@@ -69,15 +69,6 @@ struct KbinLaunch {
 // Runs cluster `group`'s record stream of `launch` on the current cluster context: what the
 // interpreter kernel's work-group `group` does.
 void run_kbin_cluster(const KbinLaunch *launch, uint32_t group);
-
-class KbinLaunchScope {
-public:
-  explicit KbinLaunchScope(const KbinLaunch *launch);
-  ~KbinLaunchScope();
-
-private:
-  const KbinLaunch *previous_;
-};
 
 // Makes the interpreter's native entry point resolvable by the OpenCL C compiler.
 void register_kbin_natives();

@@ -18,6 +18,8 @@ struct ConvCase {
   uint32_t dtype = MCL_DTYPE_F32; // input dtype
   uint32_t out_dtype = MCL_DTYPE_F32;
   bool per_channel = false;
+  int32_t weight_zp_max = 3; // INT8 weight zero points in [-max, max] (per-channel: 0 unless wide)
+  bool wide_weight_zps = false; // per-channel zero points too, and the block keeps them
   bool whole_input = false; // the input tile is the whole image, not only what the taps read
   mcl_activation act{};
   std::string describe() const {
@@ -135,7 +137,9 @@ void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = 
   std::vector<int32_t> wzp(nscale);
   for (uint32_t i = 0; i < nscale; ++i) {
     wscale[i] = 0.002f + 0.01f * (uni(rng) + 1.0f);
-    wzp[i] = c.per_channel ? 0 : std::uniform_int_distribution<int32_t>(-3, 3)(rng);
+    wzp[i] = c.per_channel && !c.wide_weight_zps
+                 ? 0
+                 : std::uniform_int_distribution<int32_t>(-c.weight_zp_max, c.weight_zp_max)(rng);
   }
   const float xscale = 0.02f, yscale = 0.05f + 0.1f * (uni(rng) + 1.0f);
   const int32_t xzp = std::uniform_int_distribution<int32_t>(xlo, xhi)(rng) / 2;
@@ -207,9 +211,25 @@ void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = 
   } else {
     a.flags = table == Table::None ? MCL_CONV_NO_TABLE : MCL_CONV_IMPLICIT_TABLE;
   }
+  // Byte weights hold w - w_zero_point when it fits in int8; otherwise the block keeps the
+  // zero points. Packing without them must refuse a value that does not fit.
+  bool fits = true;
+  for (size_t i = 0; int8 && i < w8.size(); ++i) {
+    const size_t oc = c.transposed ? (i / taps) % cout_g + (i / (taps * cout_g * cin_g)) * cout_g
+                                   : i / ((size_t)cin_g * taps);
+    const int32_t d = w8[i] - wzp[c.per_channel ? oc : 0];
+    fits &= d >= -128 && d <= 127;
+  }
+  mcl_weight_quant q{xscale, yscale, wscale.data(), wzp.data(), nscale};
+  if (int8 && !fits && !c.wide_weight_zps) {
+    std::vector<uint8_t> block(mcl_native_conv_params_size(fn, &a));
+    EXPECT_EQ(mcl_native_pack_conv(fn, &a, w8.data(), bias_i.data(), &q, block.data(), block.size()),
+              MCL_NATIVE_ERR_BAD_ARGS);
+  }
+  if (int8 && (!fits || c.wide_weight_zps))
+    a.flags |= MCL_CONV_WEIGHT_ZERO_POINTS;
   const size_t psize = mcl_native_conv_params_size(fn, &a);
   a.params_offset = spm.alloc(psize);
-  mcl_weight_quant q{xscale, yscale, wscale.data(), wzp.data(), nscale};
   const void *weights = int8 ? (const void *)w8.data()
                              : c.dtype == MCL_DTYPE_F16 ? (const void *)wh.data() : (const void *)wf.data();
   const void *bias = int8 ? (const void *)bias_i.data() : (const void *)bias_f.data();
@@ -358,6 +378,23 @@ TEST_P(ConvRandom, Int8ConvBitExact) {
     if (i % 7 == 0)
       c.act.kind = MCL_ACT_RELU;
     run_case(c, 600 + i, 1 + i % 2);
+  }
+}
+
+TEST_P(ConvRandom, Int8WeightZeroPointsBitExact) {
+  // uint8 weights of QLinearConv shifted to int8 with their zero point: w - w_zp spans
+  // [-255, 255], so the parameter block keeps the zero points and the kernels subtract
+  // w_zp * sum(x) per pixel. Dense, grouped, depthwise, transposed; per tensor and channel.
+  std::mt19937 rng(913);
+  const uint32_t types[] = {MCL_DTYPE_U8, MCL_DTYPE_S8};
+  for (int i = 0; i < 24; ++i) {
+    ConvCase c = random_case(rng, i % 6 == 5, i % 4 == 0);
+    c.dtype = types[i % 2];
+    c.out_dtype = types[(i / 2) % 2];
+    c.per_channel = (i / 4) % 2;
+    c.weight_zp_max = 127;
+    c.wide_weight_zps = true;
+    run_case(c, 900 + i, 1 + i % 2, i % 3 == 0 ? Table::Implicit : Table::Stored);
   }
 }
 

@@ -1,6 +1,7 @@
 // Convolution, transposed convolution and GEMM: compile-time planning (address tables),
 // parameter packing, and the run-time drivers that split work over the PEs.
 #include "cost_model.h"
+#include "int8_conv.h"
 #include "internal.h"
 
 #include <atomic>
@@ -27,6 +28,7 @@ struct ParamLayout {
   uint32_t groups = 1, cin_g = 0, cout_g = 0, taps = 0, nblocks = 0, channels_padded = 0;
   uint64_t group_stride = 0; // bytes of weights per group
   uint64_t bias_offset = 0, mult_offset = 0, total = 0;
+  uint64_t weight_zp_offset = 0; // INT8 with MCL_CONV_WEIGHT_ZERO_POINTS, else 0
 };
 
 ParamLayout param_layout(uint32_t fn, const mcl_conv_args &a) {
@@ -38,7 +40,7 @@ ParamLayout param_layout(uint32_t fn, const mcl_conv_args &a) {
   l.cout_g = a.output.c / a.groups;
   l.taps = (uint32_t)a.kernel_h * a.kernel_w;
   l.depthwise = conv_is_depthwise(a);
-  const uint64_t wsize = l.int8 ? 2 : dtype_size(a.input.dtype); // INT8 weights stored as INT16
+  const uint64_t wsize = dtype_size(a.input.dtype); // INT8 weights are bytes
   uint64_t bias_count;
   if (l.depthwise) {
     l.channels_padded = (uint32_t)align_up(a.output.c, kPanelWidth);
@@ -47,13 +49,17 @@ ParamLayout param_layout(uint32_t fn, const mcl_conv_args &a) {
     l.bias_offset = align_up((uint64_t)l.taps * l.channels_padded * wsize, kAlign);
   } else {
     l.nblocks = (l.cout_g + kPanelWidth - 1) / kPanelWidth;
-    const uint64_t k = l.int8 ? ((uint64_t)l.taps * l.cin_g + 1) / 2 * 2 : (uint64_t)l.taps * l.cin_g;
+    const uint64_t k = l.int8 ? int8_padded_k(l.taps, l.cin_g) : (uint64_t)l.taps * l.cin_g;
     l.group_stride = align_up((uint64_t)l.nblocks * k * kPanelWidth * wsize, kAlign);
     bias_count = (uint64_t)l.groups * l.nblocks * kPanelWidth;
     l.bias_offset = l.group_stride * l.groups;
   }
   l.mult_offset = align_up(l.bias_offset + bias_count * 4, kAlign);
   l.total = l.int8 ? align_up(l.mult_offset + bias_count * 4, kAlign) : l.mult_offset;
+  if (l.int8 && (a.flags & MCL_CONV_WEIGHT_ZERO_POINTS)) {
+    l.weight_zp_offset = l.total;
+    l.total = align_up(l.total + bias_count * 4, kAlign);
+  }
   return l;
 }
 
@@ -156,7 +162,7 @@ mcl_conv_args gemm_as_conv(const mcl_gemm_args &g) {
   c.params_offset = g.params_offset;
   c.groups = 1;
   c.kernel_h = c.kernel_w = c.stride_h = c.stride_w = c.dilation_h = c.dilation_w = 1;
-  c.flags = MCL_CONV_NO_TABLE;
+  c.flags = (uint16_t)(MCL_CONV_NO_TABLE | (g.flags & MCL_CONV_WEIGHT_ZERO_POINTS));
   c.act = g.act;
   c.input_zero_point = g.input_zero_point;
   c.output_zero_point = g.output_zero_point;
@@ -333,6 +339,9 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
   j.weights_group_stride = l.group_stride;
   j.bias = spm + a.params_offset + l.bias_offset;
   j.multipliers = reinterpret_cast<const float *>(spm + a.params_offset + l.mult_offset);
+  if (l.weight_zp_offset)
+    j.weight_zero_points =
+        reinterpret_cast<const int32_t *>(spm + a.params_offset + l.weight_zp_offset);
   j.act = a.act;
   j.in_zp = a.input_zero_point;
   j.out_zp = a.output_zero_point;
@@ -435,9 +444,13 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
   if (l.depthwise) {
     const uint32_t chunk = std::max<uint32_t>(1, (m_total + 4 * pes - 1) / (4 * pes));
     const uint32_t tasks = (m_total + chunk - 1) / chunk;
+    const Int8Kernels &int8_isa = int8_kernels_for(isa);
     parallel_for(exec, tasks, [&](uint32_t task) {
       ConvRange r{0, task * chunk, std::min(m_total, (task + 1) * chunk), 0, 0, nullptr, nullptr};
-      isa.depthwise(j, r);
+      if (l.int8)
+        int8_isa.depthwise(j, r);
+      else
+        isa.depthwise(j, r);
     });
     return Status::Ok();
   }
@@ -455,8 +468,9 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
   m_chunk = std::max<uint32_t>(mr, (m_chunk + mr - 1) / mr * mr);
   const uint32_t m_chunks = (m_total + m_chunk - 1) / m_chunk;
   const uint32_t tasks = l.groups * n_chunks * m_chunks;
-  const size_t scratch_words = (size_t)kMaxRows * (((size_t)l.taps * l.cin_g + 1) / 2);
+  const size_t scratch_words = (size_t)kMaxRows * int8_row_scratch_words(l.taps, l.cin_g);
   const bool int8 = l.int8;
+  const Int8Kernels &int8_isa = int8_kernels_for(isa);
   parallel_for(exec, tasks, [&](uint32_t task) {
     const uint32_t mc = task % m_chunks, rest = task / m_chunks;
     const uint32_t nc = rest % n_chunks, g = rest / n_chunks;
@@ -469,7 +483,7 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
                 nullptr};
     if (int8) {
       r.scratch = scratch_for_this_thread(scratch_words).data();
-      isa.conv_int8(j, r);
+      int8_isa.conv(j, r);
     } else {
       // The last row block writes a full MR rows: round_up(rows, MR) < rows + kMaxRows.
       const size_t rows = (size_t)(r.m_end - r.m_begin) + kMaxRows;
@@ -531,7 +545,13 @@ int mcl_native_pack_conv(uint32_t fn, const mcl_conv_args *a, const void *weight
   uint8_t *dst = static_cast<uint8_t *>(out);
   std::memset(dst, 0, l.total);
   const uint32_t in_dtype = a->input.dtype;
+  const bool keep_weight_zps = l.weight_zp_offset != 0;
   auto out_channel = [&](uint32_t g, uint32_t co) { return g * l.cout_g + co; };
+  auto weight_zp = [&](uint32_t oc) -> int32_t {
+    return quant->weight_zero_points
+               ? quant->weight_zero_points[quant->weight_scale_count == 1 ? 0 : oc]
+               : 0;
+  };
   auto weight_value = [&](uint32_t g, uint32_t co, uint32_t ci, uint32_t t) -> int64_t {
     const uint64_t idx = onnx_weight_index(fn, l, g, co, ci, t);
     if (in_dtype == MCL_DTYPE_F32) {
@@ -542,14 +562,17 @@ int mcl_native_pack_conv(uint32_t fn, const mcl_conv_args *a, const void *weight
     }
     if (in_dtype == MCL_DTYPE_F16)
       return static_cast<const uint16_t *>(weights)[idx];
-    const uint32_t oc = out_channel(g, co);
-    const int32_t zp = quant->weight_zero_points
-                           ? quant->weight_zero_points[quant->weight_scale_count == 1 ? 0 : oc]
-                           : 0;
-    return (int64_t)static_cast<const int8_t *>(weights)[idx] - zp;
+    // INT8: w - w_zero_point (the kernels' value); the stored byte is below.
+    return (int64_t)static_cast<const int8_t *>(weights)[idx] - weight_zp(out_channel(g, co));
   };
-  auto store_weight = [&](uint64_t element, int64_t v) {
-    if (in_dtype == MCL_DTYPE_F32) {
+  // INT8 bytes: w - w_zero_point, or w itself when the block keeps the zero points.
+  bool int8_out_of_range = false;
+  auto store_weight = [&](uint64_t element, int64_t v, uint32_t oc) {
+    if (l.int8) {
+      const int64_t b = keep_weight_zps ? v + weight_zp(oc) : v;
+      int8_out_of_range |= b < -128 || b > 127;
+      dst[element] = (uint8_t)(int8_t)b;
+    } else if (in_dtype == MCL_DTYPE_F32) {
       uint32_t bits = (uint32_t)v;
       std::memcpy(dst + element * 4, &bits, 4);
     } else {
@@ -560,26 +583,28 @@ int mcl_native_pack_conv(uint32_t fn, const mcl_conv_args *a, const void *weight
   if (l.depthwise) {
     for (uint32_t c = 0; c < a->output.c; ++c)
       for (uint32_t t = 0; t < l.taps; ++t)
-        store_weight((uint64_t)t * l.channels_padded + c, weight_value(c, 0, 0, t));
+        store_weight((uint64_t)t * l.channels_padded + c, weight_value(c, 0, 0, t), c);
   } else {
-    const uint64_t group_elems = l.group_stride / (l.int8 ? 2 : dtype_size(in_dtype));
+    const uint64_t group_elems = l.group_stride / dtype_size(in_dtype);
+    const uint64_t quads = int8_padded_k(l.taps, l.cin_g) / 4;
     for (uint32_t g = 0; g < l.groups; ++g)
       for (uint32_t co = 0; co < l.cout_g; ++co) {
         const uint32_t nb = co / kPanelWidth, lane = co % kPanelWidth;
         for (uint32_t t = 0; t < l.taps; ++t)
           for (uint32_t ci = 0; ci < l.cin_g; ++ci) {
             uint64_t e;
-            if (l.int8) { // [nb][k/2][16][2] with k = t*cin_g + ci
+            if (l.int8) { // [nb][k/4][16][4] with k = t*cin_g + ci (int8_conv.h)
               const uint64_t k = (uint64_t)t * l.cin_g + ci;
-              const uint64_t words = ((uint64_t)l.taps * l.cin_g + 1) / 2;
-              e = (((uint64_t)nb * words + k / 2) * kPanelWidth + lane) * 2 + k % 2;
+              e = (((uint64_t)nb * quads + k / 4) * kPanelWidth + lane) * 4 + k % 4;
             } else { // [nb][t][ci][16]
               e = (((uint64_t)nb * l.taps + t) * l.cin_g + ci) * kPanelWidth + lane;
             }
-            store_weight(g * group_elems + e, weight_value(g, co, ci, t));
+            store_weight(g * group_elems + e, weight_value(g, co, ci, t), out_channel(g, co));
           }
       }
   }
+  if (int8_out_of_range)
+    return MCL_NATIVE_ERR_BAD_ARGS; // needs MCL_CONV_WEIGHT_ZERO_POINTS
   // Bias and multipliers, in the padded channel order of the panels.
   for (uint32_t g = 0; g < l.groups; ++g)
     for (uint32_t co = 0; co < l.cout_g; ++co) {
@@ -587,7 +612,19 @@ int mcl_native_pack_conv(uint32_t fn, const mcl_conv_args *a, const void *weight
       const uint64_t slot = l.depthwise ? oc : (uint64_t)g * l.nblocks * kPanelWidth + co;
       if (l.int8) {
         int32_t b = bias ? static_cast<const int32_t *>(bias)[oc] : 0;
+        if (!l.depthwise) { // the kernels multiply bytes u = x (+128 for S8): see int8_conv.h
+          uint32_t sum = 0;
+          for (uint32_t t = 0; t < l.taps; ++t)
+            for (uint32_t ci = 0; ci < l.cin_g; ++ci)
+              sum += (uint32_t)weight_value(g, co, ci, t);
+          b = (int32_t)((uint32_t)b -
+                        (uint32_t)int8_unsigned_zero_point(in_dtype, a->input_zero_point) * sum);
+        }
         std::memcpy(dst + l.bias_offset + slot * 4, &b, 4);
+        if (keep_weight_zps) {
+          const int32_t z = weight_zp(oc);
+          std::memcpy(dst + l.weight_zp_offset + slot * 4, &z, 4);
+        }
         const float ws = quant->weight_scales[quant->weight_scale_count == 1 ? 0 : oc];
         float m = quant->input_scale * ws / quant->output_scale;
         std::memcpy(dst + l.mult_offset + slot * 4, &m, 4);

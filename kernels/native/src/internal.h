@@ -165,6 +165,7 @@ struct ConvJob {
   uint64_t weights_group_stride = 0;  // bytes between groups
   const void *bias = nullptr;         // float or int32, [groups][nblocks*16] (depthwise: [Cp])
   const float *multipliers = nullptr; // INT8
+  const int32_t *weight_zero_points = nullptr; // INT8 with MCL_CONV_WEIGHT_ZERO_POINTS
   mcl_activation act{};
   int32_t in_zp = 0, out_zp = 0, out_min = 0, out_max = 0;
   uint32_t nblocks = 0;         // ceil(cout_g / 16)
@@ -174,7 +175,7 @@ struct ConvJob {
 // Half-open work range of a convolution task.
 struct ConvRange {
   uint32_t group, m_begin, m_end, nb_begin, nb_end;
-  int32_t *scratch; // INT8 packed rows of A: kMaxRows * taps * ceil(cin_g/2) words
+  int32_t *scratch; // INT8 packed rows of A: kMaxRows * int8_row_scratch_words() words
   float *acc;       // FP32/FP16 with large K: (m_end - m_begin + kMaxRows) x 16 partial sums
 };
 inline constexpr int kMaxRows = 16; // largest register block (rows) of any ISA

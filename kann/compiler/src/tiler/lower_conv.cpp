@@ -1,4 +1,5 @@
 // Lowering of Conv / ConvTranspose: call geometry and weight packing.
+#include "tiler/int8_params.h"
 #include "tiler/tiler.h"
 
 #include "kann/passes.h"
@@ -56,6 +57,13 @@ mcl_conv_args Compiler::conv_args_shape(const PlannedOp &op, const Box &ib, cons
               y.dtype};
   // A depthwise convolution split by channels is a smaller depthwise convolution.
   a.groups = uint32_t(op.groups > 1 && ic != uint32_t(x.C) ? ic : op.groups);
+  // INT8: the packer folds the input zero point into the bias (native int8_conv.h); the
+  // weight-zero-point flag sizes the block. Same at plan, pack and call time.
+  const Node &n = g.nodes[op.node];
+  if (n.ints.count("int8")) {
+    a.input_zero_point = x.zero_point;
+    a.flags = int8_weight_flags(g, n);
+  }
   a.kernel_h = uint16_t(op.kh), a.kernel_w = uint16_t(op.kw);
   a.stride_h = uint16_t(op.sh), a.stride_w = uint16_t(op.sw);
   a.dilation_h = uint16_t(op.dh), a.dilation_w = uint16_t(op.dw);
@@ -143,9 +151,9 @@ void Compiler::call_conv(const PlannedOp &op, const CallTiles &t, Call &call) co
                          int64_t(a.kernel_w - 1) * a.dilation_w;
   if (!op.transposed && a.origin_y >= 0 && a.origin_x >= 0 && last_y < int64_t(a.input.h) &&
       last_x < int64_t(a.input.w)) {
-    a.flags = MCL_CONV_NO_TABLE;
+    a.flags |= MCL_CONV_NO_TABLE;
   } else {
-    a.flags = MCL_CONV_IMPLICIT_TABLE;
+    a.flags |= MCL_CONV_IMPLICIT_TABLE;
   }
   call.add(op.conv_fn(), a);
 }

@@ -1,4 +1,5 @@
 // Lowering of Gemm / MatMul: weight packing.
+#include "tiler/int8_params.h"
 #include "tiler/tiler.h"
 
 #include "kann/passes.h"
@@ -30,6 +31,10 @@ Result<std::vector<uint8_t>> Compiler::pack_gemm_slice(const PlannedOp &op, cons
       const int64_t ch = m % C, pix = m / C;
       order[m] = ch * H * W + (pix / W) * W + pix % W;
     }
+  }
+  if (n.ints.count("int8")) { // as call_gemm: the packer folds the input zero point
+    a.input_zero_point = x.zero_point;
+    a.flags = int8_weight_flags(g, n);
   }
   std::vector<uint8_t> packed(mcl_native_gemm_params_size(&a));
   std::vector<float> bt, bias(ob.chans(), 0.0f);
@@ -86,6 +91,7 @@ void Compiler::call_gemm(const PlannedOp &op, const CallTiles &t, Call &call) co
   a.params_offset = uint32_t(params_spm);
   a.act = n.act;
   if (n.ints.count("int8")) {
+    a.flags = int8_weight_flags(g, n);
     a.input_zero_point = x.zero_point;
     a.output_zero_point = y.zero_point;
     int8_clamp(y, n.act, a.output_min, a.output_max);

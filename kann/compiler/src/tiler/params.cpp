@@ -1,6 +1,9 @@
 // The parameter blob: every operator's weights packed per output-channel slice, and the
 // INT8 weight helpers shared by Conv and Gemm.
+#include "tiler/int8_params.h"
 #include "tiler/tiler.h"
+
+#include <algorithm>
 
 namespace kann::tiler {
 
@@ -103,6 +106,15 @@ Int8Weights Compiler::int8_weights(const Node &n, const Act &x, const Act &y, in
   r.quant.weight_zero_points = r.zeros.data();
   r.quant.weight_scale_count = uint32_t(r.scales.size());
   return r;
+}
+
+uint16_t int8_weight_flags(const Graph &g, const Node &n) {
+  if (!n.ints.count("int8") || n.inputs.size() < 2 || n.inputs[1] < 0)
+    return 0;
+  const auto &zeros = g.tensors[size_t(n.inputs[1])].qzeros;
+  return std::any_of(zeros.begin(), zeros.end(), [](int32_t z) { return z != 0; })
+             ? uint16_t(MCL_CONV_WEIGHT_ZERO_POINTS)
+             : uint16_t(0);
 }
 
 } // namespace kann::tiler

@@ -53,6 +53,7 @@ int usage() {
                "               [--device-config PRESET|FILE.json] [--report REPORT.html]\n"
                "               [--report-json FILE] [--dump-ir] [--dump-schedule]\n"
                "               [--batch N] [--batch-split auto|sequential|clusters[:G]]\n"
+               "               [--schedule layer|pipeline|auto]\n"
                "  kann inspect MODEL.kbin [--records]\n"
                "  kann simulate MODEL.kbin --input X.npy [--input NAME=X.npy ...]\n"
                "               [--output-dir DIR] [--device-config PRESET|FILE.json]\n"
@@ -201,7 +202,8 @@ private:
 int compile(int argc, char **argv) {
   Args a = parse(argc, argv,
                  {"-o", "--clusters", "--precision", "--device-config", "--report", "--report-json",
-                  "--calibration", "--calibration-percentile", "--batch", "--batch-split"},
+                  "--calibration", "--calibration-percentile", "--batch", "--batch-split",
+                  "--schedule"},
                  {"--dump-ir", "--dump-schedule"});
   if (!a.error.empty())
     return fail(a.error);
@@ -245,6 +247,11 @@ int compile(int argc, char **argv) {
   if (options.batch_split != "auto" && options.batch_split != "sequential" &&
       options.batch_split != "clusters")
     return fail("--batch-split must be auto, sequential, clusters or clusters:G");
+  options.schedule = a.get("--schedule", "auto");
+  if (options.schedule == "group")
+    return fail("--schedule group: layer groups are not built yet (use layer, pipeline or auto)");
+  if (options.schedule != "auto" && options.schedule != "layer" && options.schedule != "pipeline")
+    return fail("--schedule must be layer, pipeline or auto");
   if (a.options.count("--calibration-percentile")) {
     double percentile = 0;
     std::string error;

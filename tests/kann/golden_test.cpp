@@ -105,6 +105,7 @@ CompileOptions on(const char *preset, unsigned clusters, const char *precision) 
   o.device = manycl::device::preset(preset).value();
   o.clusters = clusters;
   o.precision = precision;
+  o.schedule = "layer"; // the layer schedule's stages; the pipeline's have their own file
   return o;
 }
 
@@ -112,6 +113,21 @@ CompileOptions on(const char *preset, unsigned clusters, const char *precision) 
 // Gemm, Softmax: folding, fusion, row and channel splits, halo exchanges.
 TEST(Golden, SmallCnnFp32TwoClusters) {
   check_stages("small_cnn_fp32_c2", test::make_small_cnn().onnx, on("mppa3", 2, "fp32"));
+}
+
+// The same network in the pipeline schedule: parameters loaded by pieces in earlier steps
+// whose compute hides them (the buffers' lifetimes start earlier), the compute records those
+// of the layer schedule.
+TEST(Golden, SmallCnnFp32TwoClustersPipeline) {
+  CompileOptions options = on("mppa3", 2, "fp32");
+  options.schedule = "pipeline";
+  auto g = import_onnx_bytes(test::make_small_cnn().onnx);
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  ASSERT_TRUE(passes::optimize(g.value()).ok());
+  options.dump_schedule = true;
+  auto out = compile_graph(g.value(), options);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  expect_golden("small_cnn_fp32_c2_pipeline.schedule.txt", out.value().schedule);
 }
 
 // A SqueezeNet fire module (its Concat written in place by the expand convolutions), a nearest

@@ -28,6 +28,14 @@ std::string CompileOutput::report_text() const {
   o << "clusters " << program.cluster_count << ", SPM required " << program.spm_required << " of "
     << program.spm_bytes << " B, parameters " << params_bytes << " B, modeled cycles "
     << total_cycles << "\n";
+  if (!schedule_choice.chosen.empty())
+    o << "schedule " << schedule_choice.chosen << " (" << schedule_choice.why << ")\n";
+  if (total_cycles) {
+    auto pct = [&](uint64_t v) { return std::to_string(v * 100 / total_cycles) + " %"; };
+    o << "modeled time per cluster (mean): compute " << pct(time.compute) << ", DMA waits "
+      << pct(time.dma_wait) << ", barriers " << pct(time.barrier_wait) << ", signal waits "
+      << pct(time.signal_wait) << "\n";
+  }
   if (!spilled.empty()) {
     o << "spilled to DDR:";
     for (const std::string &t : spilled)
@@ -59,6 +67,14 @@ std::string CompileOutput::report_json() const {
   j["params_bytes"] = params_bytes;
   j["modeled_cycles"] = total_cycles;
   j["spilled"] = spilled;
+  j["time"] = {{"compute", time.compute},
+               {"dma_wait", time.dma_wait},
+               {"barrier_wait", time.barrier_wait},
+               {"signal_wait", time.signal_wait}};
+  j["schedule"] = {{"chosen", schedule_choice.chosen},
+                   {"why", schedule_choice.why},
+                   {"layer_cycles", schedule_choice.layer_cycles},
+                   {"pipeline_cycles", schedule_choice.pipeline_cycles}};
   j["ops"] = nlohmann::json::array();
   for (const OpReport &r : ops)
     j["ops"].push_back({{"name", r.name},

@@ -47,6 +47,9 @@ manycl::Result<ProgramTiming> predict_timing(const format::Program &program,
   const uint32_t pes = program.pes_per_cluster ? program.pes_per_cluster : device.pes_per_cluster;
   ProgramTiming out;
   out.compute_cycles.assign(K, 0);
+  out.dma_wait_cycles.assign(K, 0);
+  out.barrier_wait_cycles.assign(K, 0);
+  out.signal_wait_cycles.assign(K, 0);
   out.time_after.resize(K);
   for (unsigned c = 0; c < K; ++c)
     out.time_after[c].reserve(program.streams[c].size());
@@ -62,6 +65,7 @@ manycl::Result<ProgramTiming> predict_timing(const format::Program &program,
     out.time_after[c].push_back(cl[c].now);
     ++cl[c].pc;
     if (cl[c].pc == program.streams[c].size()) { // the final wait leaves nothing in flight
+      out.dma_wait_cycles[c] += std::max(cl[c].now, cl[c].last_done) - cl[c].now;
       cl[c].now = std::max(cl[c].now, cl[c].last_done);
       cl[c].state = State::Done;
     }
@@ -81,7 +85,9 @@ manycl::Result<ProgramTiming> predict_timing(const format::Program &program,
         continue;
       std::vector<uint64_t> sorted = inc;
       std::nth_element(sorted.begin(), sorted.begin() + (x.wait_value - 1), sorted.end());
-      x.now = std::max(x.now, sorted[x.wait_value - 1]);
+      const uint64_t resume = std::max(x.now, sorted[x.wait_value - 1]);
+      out.signal_wait_cycles[c] += resume - x.now;
+      x.now = resume;
       x.state = State::Running;
       finish_record(c);
     }
@@ -112,6 +118,7 @@ manycl::Result<ProgramTiming> predict_timing(const format::Program &program,
                           " done)");
       release += device.barrier_latency_cycles;
       for (unsigned c = 0; c < K; ++c) {
+        out.barrier_wait_cycles[c] += release - cl[c].now;
         cl[c].now = release;
         cl[c].state = State::Running;
         finish_record(c);
@@ -162,6 +169,7 @@ manycl::Result<ProgramTiming> predict_timing(const format::Program &program,
       break;
     }
     case KBIN_FN_WAIT_DMA:
+      out.dma_wait_cycles[c] += std::max(x.now, x.last_done) - x.now;
       x.now = std::max(x.now, x.last_done);
       finish_record(c);
       break;

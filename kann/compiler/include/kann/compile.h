@@ -43,6 +43,13 @@ struct CompileOptions {
   // With "clusters": only groups of this many clusters (and one of the rest), 0: every size
   // is a candidate (`--batch-split clusters:G`; comparisons and tests of a given layout).
   unsigned batch_group_clusters = 0;
+  // How operators are scheduled in time (`kann compile --schedule`): "layer" (one operator
+  // per step; the next operator's parameters load during the current step), "pipeline"
+  // (layer steps, with every operator's parameters cut into pieces that load during as many
+  // earlier steps as their compute hides, inside the SPM left free; docs/kann.md,
+  // "Schedules"), "auto" (both built, the one predicted faster kept: never slower than
+  // "layer"). "group" (layer groups) is not built yet and is refused.
+  std::string schedule = "auto";
 };
 
 // How a batch of images was laid out on the clusters (CompileOutput::batch).
@@ -83,10 +90,27 @@ struct OpReport {
   uint64_t start_cycle = 0;
 };
 
+// Which schedule a binary was built with (CompileOutput::schedule_choice).
+struct ScheduleReport {
+  std::string chosen;        // "layer" or "pipeline"
+  std::string why;           // one line: the figures that chose it
+  uint64_t layer_cycles = 0; // predicted cycles of each candidate built (0: not built)
+  uint64_t pipeline_cycles = 0;
+};
+
 struct BufferReport {
   std::string name;
   uint64_t offset = 0, size = 0;
   int first_step = 0, last_step = 0;
+};
+
+// Where the clusters' modeled time goes (the replay's attribution, mean over the clusters):
+// each cluster's end = compute + DMA waits + barrier waits + signal waits.
+struct TimeBreakdown {
+  uint64_t compute = 0;
+  uint64_t dma_wait = 0;     // WAIT_DMA: transfers not hidden behind compute
+  uint64_t barrier_wait = 0; // waiting for the slower clusters, plus the barrier latency
+  uint64_t signal_wait = 0;  // WAIT_SIGNAL: parameter slices, cluster-group barriers
 };
 
 struct CompileOutput {
@@ -95,6 +119,8 @@ struct CompileOutput {
   std::vector<BufferReport> buffers;
   uint64_t total_cycles = 0;     // predicted modeled cycles (replay of the streams, kann/timing.h)
   uint64_t estimated_cycles = 0; // the tile compiler's quick per-step estimate
+  TimeBreakdown time;            // of total_cycles, from the replay
+  ScheduleReport schedule_choice;
   uint64_t params_bytes = 0;
   std::vector<std::string> spilled; // activations homed in DDR (SPM too small)
   // With CompileOptions::dump_schedule: the schedule of one image as text (steps, per-step

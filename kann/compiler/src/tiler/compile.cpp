@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <optional>
 
 #include "kann/onnx_import.h"
 #include "kann/passes.h"
@@ -120,11 +121,11 @@ bool relax(const Compiler &c, Policy &policy) {
   return true;
 }
 
-// One image on `clusters` clusters: tries the all-in-SPM layout first; when it does not fit,
-// tiles operators inside the clusters and, as a last resort, spills activations to DDR.
-Result<CompileOutput> compile_image(const Graph &graph, const CompileOptions &options,
-                                    unsigned clusters) {
-  Policy policy;
+// One image on `clusters` clusters in the layer schedule: tries the all-in-SPM layout first;
+// when it does not fit, tiles operators inside the clusters and, as a last resort, spills
+// activations to DDR. `policy` ends as the one that fitted.
+Result<CompileOutput> compile_layer(const Graph &graph, const CompileOptions &options,
+                                    unsigned clusters, Policy &policy) {
   for (int attempt = 0; attempt < 400; ++attempt) {
     if (options.progress)
       options.progress("fitting the SPM", size_t(attempt), 0);
@@ -176,6 +177,74 @@ Result<CompileOutput> compile_image(const Graph &graph, const CompileOptions &op
     }
   }
   return make_error("SPM allocation did not converge");
+}
+
+// The pipeline schedule on the layer schedule's policy and compute figures: parameter
+// pieces may take up to a share of the SPM; when that fragments the placement, a smaller
+// share is tried. Nothing (an empty result) when no share fits.
+Result<std::optional<CompileOutput>> compile_pipeline(const Graph &graph,
+                                                      const CompileOptions &options,
+                                                      unsigned clusters, const Policy &policy,
+                                                      const CompileOutput &layer) {
+  std::vector<uint64_t> compute;
+  for (const OpReport &r : layer.ops)
+    compute.push_back(r.compute_cycles);
+  for (double headroom : {0.85, 0.7, 0.5}) {
+    auto c = std::make_unique<Compiler>(graph, options, clusters, policy);
+    c->step_compute = compute;
+    c->spm_headroom = headroom;
+    auto fits = c->layout();
+    if (!fits)
+      return fits.error();
+    if (!fits.value())
+      continue;
+    auto done = c->finish();
+    if (!done)
+      return done.error();
+    return std::optional<CompileOutput>(std::move(done.value()));
+  }
+  return std::optional<CompileOutput>();
+}
+
+// One image: the schedule asked for, or with "auto" the one predicted faster (the layer
+// schedule on a tie or when the pipeline's buffers do not fit).
+Result<CompileOutput> compile_image(const Graph &graph, const CompileOptions &options,
+                                    unsigned clusters) {
+  const std::string &want = options.schedule;
+  if (want != "layer" && want != "pipeline" && want != "auto")
+    return make_error("schedule '" + want + "' is not supported (layer, pipeline, auto)");
+  Policy policy;
+  auto layer = compile_layer(graph, options, clusters, policy);
+  if (!layer)
+    return layer.error();
+  CompileOutput &l = layer.value();
+  l.schedule_choice.chosen = "layer";
+  l.schedule_choice.layer_cycles = l.total_cycles;
+  if (want == "layer") {
+    l.schedule_choice.why = "--schedule layer";
+    l.program.report_json = l.report_json();
+    return layer;
+  }
+  auto piped = compile_pipeline(graph, options, clusters, policy, l);
+  if (!piped)
+    return piped.error();
+  if (!piped.value()) {
+    l.schedule_choice.why = "the pipeline's parameter buffers do not fit the SPM: layer";
+    l.program.report_json = l.report_json();
+    return layer;
+  }
+  CompileOutput &p = *piped.value();
+  p.schedule_choice.chosen = "pipeline";
+  p.schedule_choice.layer_cycles = l.total_cycles;
+  p.schedule_choice.pipeline_cycles = p.total_cycles;
+  l.schedule_choice.pipeline_cycles = p.total_cycles;
+  const std::string figures = "predicted " + std::to_string(p.total_cycles) +
+                              " cycles pipeline, " + std::to_string(l.total_cycles) + " layer";
+  CompileOutput &chosen = want == "pipeline" || p.total_cycles < l.total_cycles ? p : l;
+  chosen.schedule_choice.why =
+      (want == "pipeline" ? "--schedule pipeline: " : "auto, the fewer cycles: ") + figures;
+  chosen.program.report_json = chosen.report_json();
+  return std::move(chosen);
 }
 } // namespace kann::tiler
 

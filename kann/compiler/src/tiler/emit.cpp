@@ -112,19 +112,23 @@ uint64_t Compiler::dma_cycles(uint64_t bytes, bool ddr) const {
 // parameters; the issuing cluster rotates between operators to spread the RDMA work) or
 // one load per cluster. With `notify`, each destination's weight signal counts the arrival.
 void Compiler::emit_slice_load(size_t s, size_t j, uint64_t spm, bool notify,
-                               std::vector<uint64_t> &ddr) {
+                               std::vector<uint64_t> &ddr, uint32_t f0, uint32_t f1,
+                               int issuer) {
   const PlannedOp &op = ops[s];
   const ParamBlock &pb = op.params;
-  auto load = [&](unsigned issuer, const ParamSlice &ps, uint32_t mask) {
+  auto load = [&](unsigned from, const ParamSlice &ps, uint32_t mask) {
+    const uint64_t lo = piece_bound(ps.bytes.size(), f0), hi = piece_bound(ps.bytes.size(), f1);
+    if (hi <= lo)
+      return;
     kbin_dma_args d = dma(mask ? KBIN_DMA_MULTICAST : KBIN_DMA_LOAD);
     d.cluster_mask = mask;
-    d.ddr = {KBIN_DDR_PARAMS, 0, ps.blob_offset};
-    d.spm_offset = spm;
-    d.shape = linear(ps.bytes.size());
+    d.ddr = {KBIN_DDR_PARAMS, 0, ps.blob_offset + lo};
+    d.spm_offset = spm + lo;
+    d.shape = linear(hi - lo);
     if (notify)
       d.notify_signal = kWeightSignal;
-    push(issuer, d);
-    ddr[issuer] += ps.bytes.size();
+    push(from, d);
+    ddr[from] += hi - lo;
   };
   if (pb.shared) {
     if (pb.slots.empty() || pb.slots[0].size() <= j)
@@ -133,7 +137,7 @@ void Compiler::emit_slice_load(size_t s, size_t j, uint64_t spm, bool notify,
     for (unsigned c = 0; c < K; ++c)
       if (!op.out_box[c].empty())
         mask |= 1u << c;
-    load(unsigned(s % K), pb.slots[0][j], mask);
+    load(issuer >= 0 ? unsigned(issuer) : unsigned(s % K), pb.slots[0][j], mask);
     if (notify)
       for (unsigned c = 0; c < K; ++c)
         if (mask & (1u << c))
@@ -221,7 +225,9 @@ uint64_t Compiler::emit_prologue(uint64_t &input_bytes) {
       ddr[c] += bytes_of(d);
     }
   }
-  if (!ops.empty() && !policy.no_prefetch.count(ops[0].node))
+  if (!pieces_at.empty())
+    emit_pieces(0, ddr);
+  else if (!ops.empty() && !policy.no_prefetch.count(ops[0].node))
     emit_param_loads(0, ddr);
   end_step();
   step_ends.assign(1, stream_sizes());
@@ -260,7 +266,9 @@ Result<void> Compiler::emit_step(size_t s, uint64_t &clock, uint64_t input_bytes
     for (unsigned c = 0; c < K; ++c)
       traffic.params_ddr[c] += own[c];
   }
-  if (s + 1 < ops.size() && !policy.no_prefetch.count(ops[s + 1].node))
+  if (!pieces_at.empty())
+    emit_pieces(s + 1, traffic.params_ddr);
+  else if (s + 1 < ops.size() && !policy.no_prefetch.count(ops[s + 1].node))
     emit_param_loads(s + 1, traffic.params_ddr);
   for (unsigned c = 0; c < K; ++c)
     rep.tiles += !op.out_box[c].empty();
@@ -443,6 +451,12 @@ Result<void> Compiler::replay_timing(uint64_t estimated_cycles) {
   }
   out.estimated_cycles = estimated_cycles;
   out.total_cycles = timing.value().total_cycles;
+  const ProgramTiming &t = timing.value();
+  auto mean = [&](const std::vector<uint64_t> &v) {
+    return std::accumulate(v.begin(), v.end(), uint64_t{0}) / std::max<uint64_t>(1, v.size());
+  };
+  out.time = {mean(t.compute_cycles), mean(t.dma_wait_cycles), mean(t.barrier_wait_cycles),
+              mean(t.signal_wait_cycles)};
   return {};
 }
 

@@ -610,6 +610,8 @@ Result<bool> Compiler::layout() {
     return r.error();
   if (auto r = plan_params(); !r)
     return r.error();
+  if (!step_compute.empty())
+    plan_pipeline();
   return allocate();
 }
 

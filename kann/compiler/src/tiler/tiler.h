@@ -7,6 +7,7 @@
 //   emit.cpp           per-cluster record streams, step by step (DMA, compute calls, barriers)
 //   lower.cpp          dispatch by ir::Lowering (kann/ops.h) to the lowering of each kind:
 //   lower_*.cpp        one file per lowering kind: input boxes, native calls, weight packing
+//   pipeline.cpp       the "pipeline" schedule: parameter loads spread over earlier steps
 //   schedule_dump.cpp  the schedule as text (CompileOptions::dump_schedule, golden tests)
 // docs/kann.md ("Inside the compiler") says where a new operator or schedule goes.
 // Not a public header: kann/compile.h is the tile compiler's API.
@@ -40,6 +41,15 @@ constexpr int64_t kPanel = 16;        // output channels per packed weight panel
 inline uint64_t align_up(uint64_t v, uint64_t a = kAlign) {
   return (v + a - 1) / a * a;
 }
+// Pieces of a parameter slice are given as fractions [f0, f1) of its bytes in these units.
+constexpr uint32_t kPieceUnits = 1u << 20;
+uint64_t piece_bound(uint64_t bytes, uint32_t f);
+
+// A piece of an operator's first parameter slice loaded during one step ("pipeline").
+struct ParamPiece {
+  int op = -1;                     // the operator whose parameters it holds
+  uint32_t f0 = 0, f1 = kPieceUnits; // bytes [f0, f1) of each slot, in kPieceUnits
+};
 
 // A box of a channel-last activation: rows [y0, y1) x all columns x channels [c0, c1).
 struct Box {
@@ -235,6 +245,12 @@ struct Compiler {
   // at this channel offset (tensor -> offset); the eliminated Concat nodes.
   std::map<int, int64_t> chan_offset;
   std::set<int> eliminated;
+  // The "pipeline" schedule (pipeline.cpp): per op, the layer schedule's compute cycles of
+  // its slowest cluster (empty: the layer schedule), the share of the SPM its buffers may
+  // use, and per step (0: the prologue) the parameter pieces loaded there.
+  std::vector<uint64_t> step_compute;
+  double spm_headroom = 0.85;
+  std::vector<std::vector<ParamPiece>> pieces_at;
 
   Compiler(const Graph &graph, const CompileOptions &o, unsigned clusters, const Policy &p)
       : g(graph), opt(o), K(clusters), policy(p) {}
@@ -277,6 +293,10 @@ struct Compiler {
   Result<void> lifetimes();
   std::vector<int> plan_in_place() const;
   Result<void> plan_params();
+
+  // ---- the pipeline schedule (pipeline.cpp) ----
+  void plan_pipeline();
+  void emit_pieces(size_t step, std::vector<uint64_t> &ddr);
 
   // ---- SPM allocation (spm_alloc.cpp) ----
   bool allocate();
@@ -352,7 +372,10 @@ struct Compiler {
   void wait(unsigned c) {
     prog.streams[c].push_back(format::Record::make(KBIN_FN_WAIT_DMA, kbin_wait_dma_args{0, 0}));
   }
-  void emit_slice_load(size_t s, size_t j, uint64_t spm, bool notify, std::vector<uint64_t> &ddr);
+  // Bytes [f0, f1) (kPieceUnits) of the slice; `issuer`: the multicasting cluster (-1: the
+  // layer schedule's rotation).
+  void emit_slice_load(size_t s, size_t j, uint64_t spm, bool notify, std::vector<uint64_t> &ddr,
+                       uint32_t f0 = 0, uint32_t f1 = kPieceUnits, int issuer = -1);
   void emit_param_loads(size_t s, std::vector<uint64_t> &ddr);
   uint64_t slice_spm(const PlannedOp &op, size_t j) const;
   void end_step();

@@ -219,6 +219,11 @@ TEST(Format, BadMagicAndVersion) {
       << rejection(copy);
   EXPECT_NE(rejection(copy).find("compile the model again"), std::string::npos);
   copy = bytes;
+  copy[8] = 2; // major version 2: INT8 weights as INT16 pairs
+  format::reseal_kbin(copy.data(), copy.size());
+  EXPECT_NE(rejection(copy).find("version 2.0 not supported"), std::string::npos)
+      << rejection(copy);
+  copy = bytes;
   copy[10] = 7; // minor versions are accepted (with a checksum that matches them)
   EXPECT_NE(rejection(copy).find("checksum"), std::string::npos);
   format::reseal_kbin(copy.data(), copy.size());

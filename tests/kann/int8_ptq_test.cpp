@@ -137,6 +137,68 @@ TEST(Quantize, SmallCnnRunsInt8CloseToFloat) {
     EXPECT_NEAR(out["probs"][i], m.probs[i], 0.02f) << i;
 }
 
+// INT8 weights are read from DDR as bytes: the parameter DMAs of a quantized network (dense,
+// depthwise and strided convolutions, a Gemm) carry at most 1.05x its parameter count (weights
+// plus biases; the rest is the per-channel INT32 bias and FP32 multiplier, and the padding of
+// the last 16-channel panel), against 2x when the kernels took INT16 weights.
+TEST(Quantize, Int8ParametersAreReadFromDdrAtTheirSize) {
+  test::OnnxBuilder b;
+  b.input("x", {1, 64, 12, 12});
+  const auto w1 = b.weight("w1", {128, 64, 3, 3}, 0.05f);
+  const auto b1 = b.weight("b1", {128}, 0.1f);
+  const auto w2 = b.weight("w2", {128, 1, 3, 3}, 0.2f);
+  const auto b2 = b.weight("b2", {128}, 0.1f);
+  const auto w3 = b.weight("w3", {32, 128, 1, 1}, 0.05f);
+  const auto b3 = b.weight("b3", {32}, 0.1f);
+  const auto w4 = b.weight("w4", {32, 32 * 6 * 6}, 0.02f);
+  const auto b4 = b.weight("b4", {32}, 0.1f);
+  auto &c1 = b.node("Conv", {"x", "w1", "b1"}, {"c1"});
+  test::OnnxBuilder::ints(c1, "pads", {1, 1, 1, 1});
+  b.node("Relu", {"c1"}, {"r1"});
+  auto &c2 = b.node("Conv", {"r1", "w2", "b2"}, {"c2"});
+  test::OnnxBuilder::ints(c2, "pads", {1, 1, 1, 1});
+  test::OnnxBuilder::ints(c2, "group", {128});
+  test::OnnxBuilder::ints(c2, "strides", {2, 2});
+  b.node("Relu", {"c2"}, {"r2"});
+  b.node("Conv", {"r2", "w3", "b3"}, {"c3"});
+  b.node("Flatten", {"c3"}, {"f"});
+  auto &fc = b.node("Gemm", {"f", "w4", "b4"}, {"logits"});
+  test::OnnxBuilder::ints(fc, "transB", {1});
+  b.output("logits");
+  const uint64_t parameters =
+      w1.size() + b1.size() + w2.size() + b2.size() + w3.size() + b3.size() + w4.size() + b4.size();
+  std::vector<float> x(64 * 12 * 12);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = std::sin(0.37f * float(i));
+  for (unsigned clusters : {1u, 2u}) {
+    SCOPED_TRACE(clusters);
+    auto g = optimized(b.bytes());
+    auto ranges = quantize::calibrate(g, small_options(clusters), {{x}});
+    ASSERT_TRUE(ranges.ok()) << ranges.error().message;
+    auto count = quantize::quantize_int8(g, ranges.value());
+    ASSERT_TRUE(count.ok()) << count.error().message;
+    auto options = small_options(clusters);
+    options.precision = "int8";
+    auto out = compile_graph(g, options);
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    int int8_products = 0;
+    for (const auto &n : g.nodes)
+      int8_products +=
+          !n.dead && n.ints.count("int8") && (n.op == ir::Op::Conv || n.op == ir::Op::Gemm);
+    EXPECT_EQ(int8_products, 4) << g.dump();
+    uint64_t param_bytes = 0;
+    for (const auto &stream : out.value().program.streams)
+      for (const auto &r : stream) {
+        kbin_dma_args d;
+        if (r.function_id == KBIN_FN_DMA && r.decode(d) && d.ddr.space == KBIN_DDR_PARAMS)
+          param_bytes += d.shape.row_bytes * d.shape.rows * d.shape.planes;
+      }
+    EXPECT_GE(param_bytes, parameters);
+    EXPECT_LE(double(param_bytes), 1.05 * double(parameters))
+        << param_bytes << " parameter bytes read for " << parameters << " parameters";
+  }
+}
+
 // A fire module (squeeze, two expands concatenated): the concat's inputs take its
 // quantization, so the expands write straight into its buffer (no copy, no requantization).
 TEST(Quantize, FireConcatIsEliminatedInInt8) {

@@ -539,6 +539,42 @@ TEST_P(ConvRandom, LargeKChunked) {
   r.dh = r.dw = 1, r.OH = 1, r.OW = 139, r.oh = 1, r.ow = 139;
   run_case(r, 904, 1);
   run_case(r, 905, 2);
+  // Packed K-chunks reused by several panels per task (a ragged last panel), chunks that end
+  // inside a tap, a stride-2 1x1 with K between the chunk and the L1 budget, binary16 weights.
+  ConvCase p{};
+  p.H = 6, p.W = 13, p.cin = 301, p.cout = 100, p.groups = 1, p.kh = p.kw = 3, p.sh = p.sw = 1;
+  p.dh = p.dw = 1, p.pt = p.pl = p.pb = p.pr = 1, p.OH = 6, p.OW = 13;
+  p.oy0 = 1, p.ox0 = 2, p.oh = 5, p.ow = 11;
+  run_case(p, 906, 1, Table::Implicit);
+  run_case(p, 907, 2);
+  p.dtype = p.out_dtype = MCL_DTYPE_F16;
+  run_case(p, 908, 2, Table::Implicit);
+  ConvCase s2{};
+  s2.H = 8, s2.W = 10, s2.cin = 480, s2.cout = 70, s2.groups = 1, s2.kh = s2.kw = 1;
+  s2.sh = s2.sw = 2, s2.dh = s2.dw = 1, s2.OH = 4, s2.OW = 5, s2.oh = 4, s2.ow = 5;
+  run_case(s2, 909, 1);
+  s2.act = {MCL_ACT_LEAKY_RELU, 0.1f, 0};
+  run_case(s2, 910, 2);
+}
+
+TEST_P(ConvRandom, DepthwiseWideTiles) {
+  // Depthwise tiles of many 8-pixel blocks (more than one block group), rows that are not a
+  // multiple of the block, padding on every side (irregular blocks next to regular ones), a
+  // channel tail, strides 1 and 2, FP32 and FP16, with and without a stored table.
+  for (uint32_t stride : {1u, 2u}) {
+    ConvCase c{};
+    c.H = 37, c.W = 29, c.cin = c.cout = c.groups = 53, c.kh = c.kw = 3;
+    c.sh = c.sw = stride, c.dh = c.dw = 1, c.pt = c.pl = c.pb = c.pr = 1;
+    c.OH = (c.H + 2 - 3) / stride + 1, c.OW = (c.W + 2 - 3) / stride + 1;
+    c.oy0 = c.ox0 = 0, c.oh = c.OH, c.ow = c.OW;
+    c.act = {MCL_ACT_CLIP, 0.0f, 6.0f};
+    run_case(c, 2500 + stride, 2, Table::Implicit);
+    run_case(c, 2510 + stride, 1);
+    c.oy0 = 3, c.ox0 = 2, c.oh = c.OH - 5, c.ow = c.OW - 3; // an inner tile
+    run_case(c, 2520 + stride, 2);
+    c.dtype = c.out_dtype = MCL_DTYPE_F16;
+    run_case(c, 2530 + stride, 2, Table::Implicit);
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Isa, ConvRandom, ::testing::Values("generic", "avx2", "avx512"),

@@ -442,11 +442,12 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
 
   const uint32_t pes = std::max<uint32_t>(1, exec.pe_count);
   if (l.depthwise) {
-    const uint32_t chunk = std::max<uint32_t>(1, (m_total + 4 * pes - 1) / (4 * pes));
+    // Whole blocks of 8 pixels per task (the widest pixel block of the kernels).
+    const uint32_t chunk = ((m_total + 4 * pes - 1) / (4 * pes) + 7) / 8 * 8;
     const uint32_t tasks = (m_total + chunk - 1) / chunk;
     const Int8Kernels &int8_isa = int8_kernels_for(isa);
     parallel_for(exec, tasks, [&](uint32_t task) {
-      ConvRange r{0, task * chunk, std::min(m_total, (task + 1) * chunk), 0, 0, nullptr, nullptr};
+      ConvRange r{0, task * chunk, std::min(m_total, (task + 1) * chunk), 0, 0, nullptr, nullptr, nullptr};
       if (l.int8)
         int8_isa.depthwise(j, r);
       else
@@ -455,11 +456,14 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
     return Status::Ok();
   }
 
-  // Panels per task such that a task's weights stay in the host L2 cache.
+  // Panels per task such that a task's weights stay in the host L2 cache; with a large K
+  // (A packed per K-chunk, see conv_float_impl) at least kPackedPanels, which reuse the packed
+  // rows.
   const uint64_t panel_bytes = l.group_stride / std::max<uint32_t>(1, l.nblocks);
-  const uint32_t nb_chunk =
-      (uint32_t)std::clamp<uint64_t>((256u << 10) / std::max<uint64_t>(1, panel_bytes), 1,
-                                     l.nblocks);
+  const uint32_t min_panels =
+      !l.int8 && conv_float_packs_rows(l.taps, l.cin_g) ? std::min(kPackedPanels, l.nblocks) : 1;
+  const uint32_t nb_chunk = (uint32_t)std::clamp<uint64_t>(
+      (256u << 10) / std::max<uint64_t>(1, panel_bytes), min_panels, l.nblocks);
   const uint32_t n_chunks = (l.nblocks + nb_chunk - 1) / nb_chunk;
   const uint32_t mr = (uint32_t)isa.rows;
   const uint32_t want_m_chunks = std::max<uint32_t>(1, 4 * pes / std::max<uint32_t>(1, l.groups * n_chunks));
@@ -480,6 +484,7 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
                 nc * nb_chunk,
                 std::min(l.nblocks, (nc + 1) * nb_chunk),
                 nullptr,
+                nullptr,
                 nullptr};
     if (int8) {
       r.scratch = scratch_for_this_thread(scratch_words).data();
@@ -487,7 +492,10 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
     } else {
       // The last row block writes a full MR rows: round_up(rows, MR) < rows + kMaxRows.
       const size_t rows = (size_t)(r.m_end - r.m_begin) + kMaxRows;
-      r.acc = accumulators_for_this_thread(rows * kPanelWidth).data();
+      std::vector<float> &buffer = accumulators_for_this_thread(
+          rows * kPanelWidth * (r.nb_end - r.nb_begin) + (size_t)kMaxRows * kPackK);
+      r.acc = buffer.data();
+      r.apack = buffer.data() + rows * kPanelWidth * (r.nb_end - r.nb_begin);
       isa.conv_float(j, r);
     }
   });

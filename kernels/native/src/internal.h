@@ -176,9 +176,18 @@ struct ConvJob {
 struct ConvRange {
   uint32_t group, m_begin, m_end, nb_begin, nb_end;
   int32_t *scratch; // INT8 packed rows of A: kMaxRows * int8_row_scratch_words() words
-  float *acc;       // FP32/FP16 with large K: (m_end - m_begin + kMaxRows) x 16 partial sums
+  float *acc;   // FP32/FP16 with large K: (nb_end - nb_begin) x (m rows + kMaxRows) x 16 sums
+  float *apack; // FP32/FP16 with large K: kMaxRows x kPackK row values of one K-chunk
 };
-inline constexpr int kMaxRows = 16; // largest register block (rows) of any ISA
+inline constexpr int kMaxRows = 16;          // largest register block (rows) of any ISA
+inline constexpr uint32_t kPackK = 256;      // K-chunk of a large-K convolution
+// Float convolutions whose register block's rows of A would not stay in L1 (K = taps x
+// channels large) are computed in K-chunks with those rows packed per chunk.
+inline bool conv_float_packs_rows(uint32_t taps, uint32_t cin_g) {
+  return (uint64_t)taps * cin_g > 448;
+}
+// Panels per task (at least) that reuse a K-chunk's packed rows.
+inline constexpr uint32_t kPackedPanels = 4;
 
 // Requantizing INT8 addition of two rows (element-wise ADD on U8 / S8 with a clamp
 // activation): out = quantize(clamp(dequantize(a) + dequantize(b))), every step in FP32 as the

@@ -10,6 +10,7 @@
 
 #include "internal.h"
 
+#include <cstring>
 #include <type_traits>
 
 namespace {
@@ -119,6 +120,42 @@ static inline void ukernel_float(uint32_t t0, uint32_t t1, uint32_t k0, uint32_t
       S::store(&c[i][v * S::W], acc[i][v]);
 }
 
+// C[MR][16] (+)= sum over k in [0, n) of A[i][k] * W[k][0..16), A packed as MR rows of KC
+// values (a[i * KC + k]): one pointer addresses every row, so the loop keeps all its
+// addresses in registers.
+template <class S, int MR, class TW, int VN = kPanelWidth / S::W>
+static inline void ukernel_packed(uint32_t n, const float *a, const TW *w, bool accumulate,
+                                  float (*c)[16]) {
+  constexpr int V = VN;
+  constexpr uint32_t KC = kPackK, kPrefetchSteps = 8;
+  typename S::VF acc[MR][V];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      acc[i][v] = accumulate ? S::load(&c[i][v * S::W]) : S::zero();
+  for (uint32_t k = 0; k < n; ++k, ++a, w += kPanelWidth) {
+    // The panel streams from L2: fetched a few steps ahead.
+    __builtin_prefetch(w + kPrefetchSteps * kPanelWidth);
+    typename S::VF b[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      b[v] = S::load(w + v * S::W);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      typename S::VF ai = S::bcast(a[i * KC]);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v)
+        acc[i][v] = S::fma(ai, b[v], acc[i][v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      S::store(&c[i][v * S::W], acc[i][v]);
+}
+
 // Bias, activation, conversion and store of nvalid columns of one row of a C block.
 template <class S, class T>
 static inline void epilogue_row(const ConvJob &j, const FloatEpilogue &ep, const float *c,
@@ -148,10 +185,7 @@ static inline void float_epilogue(const ConvJob &j, const FloatEpilogue &ep, con
     epilogue_row<S, T>(j, ep, c[i], nvalid, bias, orow[i]);
 }
 
-// Panel bytes a K-chunk may use: stays in L1 while every row block of the task reuses it.
-inline constexpr uint64_t kL1PanelBytes = 16 << 10;
-// Panels larger than this are split into K-chunks.
-inline constexpr uint64_t kBlockPanelBytes = 48 << 10;
+
 
 // T: weights and output elements; TI: input elements (float for a widened binary16 input).
 template <class S, class T, class TI = T>
@@ -175,8 +209,7 @@ static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
     }
   };
 
-  const uint64_t tap_bytes = (uint64_t)kc * kPanelWidth * sizeof(T);
-  if (r.acc == nullptr || tap_bytes * j.taps <= kBlockPanelBytes) {
+  if (r.acc == nullptr || !conv_float_packs_rows(j.taps, kc)) {
     // Small K: the whole panel stays in cache; a row block is reused by every panel.
     alignas(64) float c[MR][16];
     for (uint32_t m0 = r.m_begin; m0 < r.m_end; m0 += MR) {
@@ -198,37 +231,48 @@ static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
     }
     return;
   }
-  // Large K: K-chunks of the panel (whole taps, or channel ranges of one tap) stay in L1
-  // while all row blocks of the task accumulate into r.acc.
-  const uint32_t taps_per_chunk =
-      tap_bytes >= kL1PanelBytes ? 1 : (uint32_t)(kL1PanelBytes / tap_bytes);
-  const uint32_t k_per_chunk =
-      tap_bytes >= kL1PanelBytes ? (uint32_t)(kL1PanelBytes / (kPanelWidth * sizeof(T))) : kc;
-  float(*acc)[16] = reinterpret_cast<float(*)[16]>(r.acc);
-  for (uint32_t nb = r.nb_begin; nb < r.nb_end; ++nb) {
-    const T *wp = wg + nb * panel;
-    const uint32_t n0 = nb * 16, nvalid = std::min<uint32_t>(16, j.cout_g - n0);
-    for (uint32_t t0 = 0; t0 < j.taps; t0 += taps_per_chunk) {
-      const uint32_t t1 = std::min(j.taps, t0 + taps_per_chunk);
-      for (uint32_t k0 = 0; k0 < kc; k0 += k_per_chunk) {
-        const uint32_t k1 = std::min(kc, k0 + k_per_chunk);
-        const bool first = t0 == 0 && k0 == 0, last = t1 == j.taps && k1 == kc;
-        for (uint32_t m0 = r.m_begin; m0 < r.m_end; m0 += MR) {
-          const uint32_t mr = std::min<uint32_t>(MR, r.m_end - m0);
-          const int32_t *rows[MR];
-          T *orow[MR];
-          setup_rows(m0, mr, rows, orow);
-          float(*c)[16] = acc + (m0 - r.m_begin);
-          if (kPanelWidth / S::W == 2 && nvalid <= (uint32_t)S::W)
-            ukernel_float<S, MR, TI, T, 1>(t0, t1, k0, k1, kc, in, rows, wp, !first, c);
+  // Large K: K is cut into chunks of kPackK (flattened over taps and channels). Per chunk, a
+  // row block's A values are first copied (binary16 widened) into one packed block in L1
+  // that every panel of the task then reuses; the panels' chunk streams from L2. Partial sums
+  // live in r.acc between chunks. Per output, the same products in the same order as above.
+  const uint32_t K = j.taps * kc;
+  const uint32_t rows_rounded = (r.m_end - r.m_begin + MR - 1) / MR * MR;
+  float(*acc)[16] = reinterpret_cast<float(*)[16]>(r.acc); // [nb - nb_begin][row][16]
+  float *apack = r.apack;                                    // [MR][kPackK]
+  for (uint32_t q0 = 0; q0 < K; q0 += kPackK) {
+    const uint32_t q1 = std::min(K, q0 + kPackK), qn = q1 - q0;
+    const bool first = q0 == 0, last = q1 == K;
+    for (uint32_t m0 = r.m_begin; m0 < r.m_end; m0 += MR) {
+      const uint32_t mr = std::min<uint32_t>(MR, r.m_end - m0);
+      const int32_t *rows[MR];
+      T *orow[MR];
+      setup_rows(m0, mr, rows, orow);
+      for (int i = 0; i < MR; ++i) {
+        float *dst = apack + (size_t)i * kPackK;
+        for (uint32_t q = q0; q < q1;) {
+          const uint32_t t = q / kc, k = q % kc, n = std::min(kc - k, q1 - q);
+          const TI *src = in + rows[i][t] + k;
+          if constexpr (std::is_same_v<TI, uint16_t>)
+            S::widen_halves(src, n, dst);
           else
-            ukernel_float<S, MR, TI, T>(t0, t1, k0, k1, kc, in, rows, wp, !first, c);
-          if (last) {
-            T *o[MR];
-            for (int i = 0; i < MR; ++i)
-              o[i] = orow[i] + n0;
-            float_epilogue<S, T>(j, ep, c, mr, nvalid, bias + n0, o);
-          }
+            std::memcpy(dst, src, (size_t)n * sizeof(float));
+          dst += n;
+          q += n;
+        }
+      }
+      for (uint32_t nb = r.nb_begin; nb < r.nb_end; ++nb) {
+        const uint32_t n0 = nb * 16, nvalid = std::min<uint32_t>(16, j.cout_g - n0);
+        const T *wp = wg + nb * panel + (size_t)q0 * kPanelWidth;
+        float(*c)[16] = acc + (size_t)(nb - r.nb_begin) * rows_rounded + (m0 - r.m_begin);
+        if (kPanelWidth / S::W == 2 && nvalid <= (uint32_t)S::W)
+          ukernel_packed<S, MR, T, 1>(qn, apack, wp, !first, c);
+        else
+          ukernel_packed<S, MR, T>(qn, apack, wp, !first, c);
+        if (last) {
+          T *o[MR];
+          for (int i = 0; i < MR; ++i)
+            o[i] = orow[i] + n0;
+          float_epilogue<S, T>(j, ep, c, mr, nvalid, bias + n0, o);
         }
       }
     }
@@ -430,53 +474,105 @@ template <class S, class T> static void depthwise_float_impl(const ConvJob &j, c
   T *out = reinterpret_cast<T *>(j.out);
   FloatEpilogue ep(j.act);
   // Blocks of kPixels output pixels share each weight load (rows past the end repeat the
-  // last pixel: computed, not stored).
-  constexpr uint32_t kPixels = 4;
-  alignas(64) float c[kPixels][16];
-  for (uint32_t mb = r.m_begin; mb < r.m_end; mb += kPixels) {
-    const uint32_t np = std::min<uint32_t>(kPixels, r.m_end - mb);
+  // last pixel: computed, not stored). The loops over pixels and vectors are unrolled so the
+  // accumulators stay in registers.
+  constexpr uint32_t kPixels = 8 / V;
+  // Blocks are taken kGroupBlocks at a time, and within a group one channel block after the
+  // other: the input is then read pixel after pixel at a fixed stride (which the hardware
+  // prefetches), and a channel block's weights stay in L1.
+  constexpr uint32_t kGroupBlocks = 32;
+  struct Block {
     const int32_t *tabs[kPixels];
     T *orow[kPixels];
-    for (uint32_t i = 0; i < kPixels; ++i) {
-      const uint32_t m = mb + std::min(i, np - 1);
-      tabs[i] = j.table + (size_t)m * j.taps;
-      orow[i] = out + (m / j.out_w) * j.out_row_stride + (m % j.out_w) * j.out_pixel_stride;
+    uint32_t np;
+    int32_t step; // != 0: every pixel's taps are the first pixel's moved by i * step
+  };
+  Block blocks[kGroupBlocks];
+  alignas(64) float c[kPixels][16];
+  for (uint32_t g0 = r.m_begin; g0 < r.m_end; g0 += kGroupBlocks * kPixels) {
+    const uint32_t g1 = std::min<uint32_t>(r.m_end, g0 + kGroupBlocks * kPixels);
+    uint32_t nblocks = 0;
+    for (uint32_t mb = g0; mb < g1; mb += kPixels) {
+      Block &blk = blocks[nblocks++];
+      blk.np = std::min<uint32_t>(kPixels, g1 - mb);
+      for (uint32_t i = 0; i < kPixels; ++i) {
+        const uint32_t m = mb + std::min(i, blk.np - 1);
+        blk.tabs[i] = j.table + (size_t)m * j.taps;
+        blk.orow[i] = out + (m / j.out_w) * j.out_row_stride + (m % j.out_w) * j.out_pixel_stride;
+      }
+      // Pixels of one output row away from the padding (nearly all of them) are regular.
+      bool regular = blk.np == kPixels && kPixels > 1;
+      const int32_t step = regular ? blk.tabs[1][0] - blk.tabs[0][0] : 0;
+      for (uint32_t i = 1; i < kPixels && regular; ++i)
+        for (uint32_t t = 0; t < j.taps; ++t)
+          regular &= blk.tabs[i][t] == blk.tabs[0][t] + (int32_t)i * step;
+      blk.step = regular ? step : 0;
+      if (regular && step == 0)
+        blk.step = 0; // all pixels read the same taps: the general path handles it
     }
     for (uint32_t c0 = 0; c0 < full; c0 += kPanelWidth) {
-      typename S::VF acc[kPixels][V];
-      for (uint32_t i = 0; i < kPixels; ++i)
-        for (int v = 0; v < V; ++v)
-          acc[i][v] = S::zero();
-      for (uint32_t t = 0; t < j.taps; ++t) {
-        const T *wt = w + (size_t)t * Cp + c0;
-        typename S::VF wv[V];
-        for (int v = 0; v < V; ++v)
-          wv[v] = S::load(wt + v * S::W);
-        for (uint32_t i = 0; i < kPixels; ++i) {
-          const T *p = in + tabs[i][t] + c0;
+      const T *inc = in + c0;
+      const T *wc = w + c0;
+      for (uint32_t b = 0; b < nblocks; ++b) {
+        const Block &blk = blocks[b];
+        typename S::VF acc[kPixels][V];
+#pragma GCC unroll 8
+        for (uint32_t i = 0; i < kPixels; ++i)
+#pragma GCC unroll 4
           for (int v = 0; v < V; ++v)
-            acc[i][v] = S::fma(S::load(p + v * S::W), wv[v], acc[i][v]);
+            acc[i][v] = S::zero();
+        auto tap = [&](uint32_t t, auto &&pixel) {
+          const T *wt = wc + (size_t)t * Cp;
+          typename S::VF wv[V];
+#pragma GCC unroll 4
+          for (int v = 0; v < V; ++v)
+            wv[v] = S::load(wt + v * S::W);
+#pragma GCC unroll 8
+          for (uint32_t i = 0; i < kPixels; ++i) {
+            const T *p = pixel(i);
+#pragma GCC unroll 4
+            for (int v = 0; v < V; ++v)
+              acc[i][v] = S::fma(S::load(p + v * S::W), wv[v], acc[i][v]);
+          }
+        };
+        if (blk.step != 0) {
+          const ptrdiff_t step = blk.step;
+          for (uint32_t t = 0; t < j.taps; ++t) {
+            const T *p0 = inc + blk.tabs[0][t];
+            tap(t, [&](uint32_t i) { return p0 + (ptrdiff_t)i * step; });
+          }
+        } else {
+          for (uint32_t t = 0; t < j.taps; ++t)
+            tap(t, [&](uint32_t i) { return inc + blk.tabs[i][t]; });
         }
+#pragma GCC unroll 8
+        for (uint32_t i = 0; i < kPixels; ++i)
+#pragma GCC unroll 4
+          for (int v = 0; v < V; ++v)
+            S::store(c[i] + v * S::W, acc[i][v]);
+        for (uint32_t i = 0; i < blk.np; ++i)
+          epilogue_row<S, T>(j, ep, c[i], kPanelWidth, bias + c0, blk.orow[i] + c0);
       }
-      for (uint32_t i = 0; i < kPixels; ++i)
-        for (int v = 0; v < V; ++v)
-          S::store(c[i] + v * S::W, acc[i][v]);
-      for (uint32_t i = 0; i < np; ++i)
-        epilogue_row<S, T>(j, ep, c[i], kPanelWidth, bias + c0, orow[i] + c0);
     }
-    for (uint32_t i = 0; i < np && full < C; ++i) {
-      const int32_t *tab = tabs[i];
-      T *o = orow[i];
-      const uint32_t n = C - full;
-      float acc[16] = {};
-      for (uint32_t t = 0; t < j.taps; ++t) {
-        const T *p = in + tab[t] + full;
-        const T *wt = w + (size_t)t * Cp + full;
+    if (full == C)
+      continue;
+    // Channel tail (C not a multiple of 16): scalar.
+    const uint32_t n = C - full;
+    for (uint32_t b = 0; b < nblocks; ++b) {
+      const Block &blk = blocks[b];
+      for (uint32_t i = 0; i < blk.np; ++i) {
+        const int32_t *tab = blk.tabs[i];
+        T *o = blk.orow[i];
+        float acc[16] = {};
+        for (uint32_t t = 0; t < j.taps; ++t) {
+          const T *p = in + tab[t] + full;
+          const T *wt = w + (size_t)t * Cp + full;
+          for (uint32_t x = 0; x < n; ++x)
+            acc[x] += to_float(p[x]) * to_float(wt[x]);
+        }
         for (uint32_t x = 0; x < n; ++x)
-          acc[x] += to_float(p[x]) * to_float(wt[x]);
+          from_float(o + full + x, ep(j.act, acc[x] + bias[full + x]));
       }
-      for (uint32_t x = 0; x < n; ++x)
-        from_float(o + full + x, ep(j.act, acc[x] + bias[full + x]));
     }
   }
 }

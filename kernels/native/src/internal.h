@@ -232,7 +232,6 @@ struct IsaKernels {
   const char *name;
   int rows;                                               // register block rows (MR)
   void (*conv_float)(const ConvJob &, const ConvRange &); // F32 and F16 inputs
-  void (*conv_int8)(const ConvJob &, const ConvRange &);
   void (*depthwise)(const ConvJob &, const ConvRange &); // all types
   void (*int8_add)(const Int8AddJob &);                  // requantizing INT8 add of rows
   // Rows of binary16 <-> float (round to nearest even), for the element-wise paths.

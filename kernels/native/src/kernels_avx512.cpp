@@ -10,7 +10,6 @@ struct Avx512Simd : Avx2Steps {
   static constexpr int W = 16;
   static constexpr int MR = 14; // 14 accumulators + panel + broadcast of 32 registers
   using VF = __m512;
-  using VI = __m512i;
   static VF zero() { return _mm512_setzero_ps(); }
   static VF load(const float *p) { return _mm512_loadu_ps(p); }
   static VF load(const uint16_t *p) {
@@ -20,11 +19,6 @@ struct Avx512Simd : Avx2Steps {
   static VF bcast(uint16_t h) { return _mm512_set1_ps(_cvtsh_ss(h)); }
   static VF fma(VF a, VF b, VF c) { return _mm512_fmadd_ps(a, b, c); }
   static void store(float *p, VF x) { _mm512_storeu_ps(p, x); }
-  static VI izero() { return _mm512_setzero_si512(); }
-  static VI load_pairs(const int16_t *p) { return _mm512_loadu_si512(p); }
-  static VI bcast_i32(int32_t x) { return _mm512_set1_epi32(x); }
-  static VI madd_add(VI acc, VI a, VI b) { return _mm512_add_epi32(acc, _mm512_madd_epi16(a, b)); }
-  static void store_i(int32_t *p, VI x) { _mm512_storeu_si512(p, x); }
   // n binary16 values -> float, 16 per instruction (binary16 input tiles are widened whole).
   static void widen_halves(const uint16_t *p, uint32_t n, float *out) {
     uint32_t i = 0;
@@ -77,7 +71,6 @@ void int8_add_avx512(const Int8AddJob &j) {
 const IsaKernels kAvx512 = {"avx512",
                             Avx512Simd::MR,
                             conv_float<Avx512Simd>,
-                            conv_int8<Avx512Simd>,
                             depthwise<Avx512Simd>,
                             int8_add_avx512,
                             Avx512Simd::widen_halves,

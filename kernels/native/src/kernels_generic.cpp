@@ -10,7 +10,6 @@ struct GenericSimd : PortableSteps {
   static constexpr int W = 4;
   static constexpr int MR = 3;
   typedef float VF __attribute__((vector_size(16)));
-  typedef int32_t VI __attribute__((vector_size(16)));
   static VF zero() { return VF{}; }
   static VF load(const float *p) {
     VF r;
@@ -27,28 +26,11 @@ struct GenericSimd : PortableSteps {
   static VF bcast(uint16_t h) { return bcast(half_to_float(h)); }
   static VF fma(VF a, VF b, VF c) { return c + a * b; }
   static void store(float *p, VF x) { std::memcpy(p, &x, sizeof x); }
-  static VI izero() { return VI{}; }
-  // W INT32 lanes, each a pair of INT16 values (low half = even element).
-  static VI load_pairs(const int16_t *p) {
-    VI r;
-    std::memcpy(&r, p, sizeof r);
-    return r;
-  }
-  static VI bcast_i32(int32_t x) { return VI{} + x; }
-  // acc + a.lo*b.lo + a.hi*b.hi per lane, wrapping like vpmaddwd + vpaddd.
-  static VI madd_add(VI acc, VI a, VI b) {
-    typedef uint32_t VU __attribute__((vector_size(16)));
-    const VI alo = (a << 16) >> 16, blo = (b << 16) >> 16; // sign-extended low halves
-    const VI ahi = a >> 16, bhi = b >> 16;                 // arithmetic shifts
-    return (VI)((VU)acc + (VU)(alo * blo) + (VU)(ahi * bhi));
-  }
-  static void store_i(int32_t *p, VI x) { std::memcpy(p, &x, sizeof x); }
 };
 
 const IsaKernels kGeneric = {"generic",
                              GenericSimd::MR,
                              conv_float<GenericSimd>,
-                             conv_int8<GenericSimd>,
                              depthwise<GenericSimd>,
                              int8_add_portable,
                              GenericSimd::widen_halves,

@@ -3,9 +3,10 @@
 // kernels_avx512.cpp). Everything here has internal linkage so code built with -mavx2 or
 // -mavx512f can never be picked by the linker for another ISA.
 //
-// S provides: W (float lanes), MR (rows of the register block), VF/VI vector types,
-// zero/load/bcast/fma/store for floats (load and bcast also from binary16), and
-// izero/load_pairs/bcast_i32/madd_add/store_i for INT16 pairs accumulated into INT32.
+// S provides: W (float lanes), MR (rows of the register block), the VF vector type and
+// zero/load/bcast/fma/store for floats (load and bcast also from binary16). The INT8
+// convolutions are in int8_conv*.cpp (byte weights); the requantizing epilogue steps here
+// are shared with them.
 #pragma once
 
 #include "internal.h"
@@ -288,38 +289,6 @@ template <class S> static void conv_float(const ConvJob &j, const ConvRange &r) 
     conv_float_impl<S, float>(j, r);
 }
 
-// C[MR][16] (INT32) = sum over words p of pairs A[i][p] . W[p][col] (INT16 x INT16 pairs).
-template <class S, int MR, int VN = kPanelWidth / S::W>
-static inline void ukernel_int8(uint32_t words, const int32_t *a, const int16_t *w,
-                                int32_t (*c)[16]) {
-  constexpr int V = VN;
-  typename S::VI acc[MR][V];
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v)
-      acc[i][v] = S::izero();
-  for (uint32_t p = 0; p < words; ++p) {
-    typename S::VI b[V];
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v)
-      b[v] = S::load_pairs(w + v * 2 * S::W);
-    w += 2 * kPanelWidth;
-#pragma GCC unroll 16
-    for (int i = 0; i < MR; ++i) {
-      typename S::VI ai = S::bcast_i32(a[(size_t)i * words + p]);
-#pragma GCC unroll 4
-      for (int v = 0; v < V; ++v)
-        acc[i][v] = S::madd_add(acc[i][v], ai, b[v]);
-    }
-  }
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v)
-      S::store_i(&c[i][v * S::W], acc[i][v]);
-}
-
 // Requantization, exactly as documented in docs/native.md:
 //   y = clamp(round_half_even(float(acc + bias) * multiplier), min - zp, max - zp) + zp
 static inline int32_t requantize(int32_t acc, float multiplier, float lo, float hi, int32_t zp) {
@@ -373,94 +342,7 @@ struct PortableSteps {
     for (int x = 0; x < 16; ++x)
       out[x] = (TO)requantize(wrap_add(c[x], bias[x]), mult[x], lo, hi, zp);
   }
-  template <class TI> static uint32_t widen_sub(const TI *, uint32_t, int32_t, int16_t *) {
-    return 0; // nothing vectorized: the caller's scalar loop does all
-  }
-  // Depthwise INT8, 16 channels of 4 pixels: c[i][x] = sum_t (in_i,t[x] - zp) * w[t][x].
-  template <class TI>
-  static void dw_int8_16x4(const TI *in, const int32_t *const *tabs, uint32_t taps,
-                           const int16_t *w, uint32_t w_stride, int32_t zp, int32_t (*c)[16]) {
-    for (int i = 0; i < 4; ++i) {
-      uint32_t acc[16] = {};
-      for (uint32_t t = 0; t < taps; ++t) {
-        const TI *p = in + tabs[i][t];
-        const int16_t *wt = w + (size_t)t * w_stride;
-        for (int x = 0; x < 16; ++x)
-          acc[x] += (uint32_t)((int32_t)(p[x] - zp) * (int32_t)wt[x]);
-      }
-      for (int x = 0; x < 16; ++x)
-        c[i][x] = (int32_t)acc[x];
-    }
-  }
 };
-
-template <class S, class TI, class TO>
-static void conv_int8_impl(const ConvJob &j, const ConvRange &r) {
-  constexpr int MR = S::MR;
-  const TI *in = reinterpret_cast<const TI *>(j.in) + (size_t)r.group * j.cin_g;
-  // K = taps x cin_g flattened, in pairs: a pair may span two taps (no padding per tap).
-  const uint32_t kc = j.cin_g, words = (uint32_t)(((uint64_t)j.taps * kc + 1) / 2);
-  const size_t panel = (size_t)words * 2 * kPanelWidth; // int16 elements
-  const int16_t *wg =
-      reinterpret_cast<const int16_t *>(j.weights + r.group * j.weights_group_stride);
-  const int32_t *bias = static_cast<const int32_t *>(j.bias) + (size_t)r.group * j.nblocks * 16;
-  const float *mult = j.multipliers + (size_t)r.group * j.nblocks * 16;
-  TO *out = reinterpret_cast<TO *>(j.out);
-  const float lo = (float)(j.out_min - j.out_zp), hi = (float)(j.out_max - j.out_zp);
-  const int32_t zp_in = j.in_zp;
-  alignas(64) int32_t c[MR][16];
-  int32_t *apack = r.scratch;
-  for (uint32_t m0 = r.m_begin; m0 < r.m_end; m0 += MR) {
-    const uint32_t mr = std::min<uint32_t>(MR, r.m_end - m0);
-    TO *orow[MR];
-    // Pack MR rows of A once as (x - zero_point) INT16 pairs; reused by every panel.
-    for (int i = 0; i < MR; ++i) {
-      uint32_t m = m0 + std::min<uint32_t>(i, mr - 1);
-      orow[i] = out + (m / j.out_w) * j.out_row_stride + (m % j.out_w) * j.out_pixel_stride +
-                (size_t)r.group * j.cout_g;
-      const int32_t *tab = j.table + (size_t)m * j.taps;
-      int16_t *dst = reinterpret_cast<int16_t *>(apack + (size_t)i * words);
-      for (uint32_t t = 0; t < j.taps; ++t) {
-        const TI *src = in + tab[t];
-        uint32_t k = S::widen_sub(src, kc, zp_in, dst);
-        for (; k < kc; ++k)
-          dst[k] = (int16_t)(src[k] - zp_in);
-        dst += kc;
-      }
-      if ((j.taps * kc) & 1)
-        *dst = 0;
-    }
-    for (uint32_t nb = r.nb_begin; nb < r.nb_end; ++nb) {
-      const uint32_t n0 = nb * 16, nvalid = std::min<uint32_t>(16, j.cout_g - n0);
-      if (kPanelWidth / S::W == 2 && nvalid <= (uint32_t)S::W) // narrow last panel
-        ukernel_int8<S, MR, 1>(words, apack, wg + nb * panel, c);
-      else
-        ukernel_int8<S, MR>(words, apack, wg + nb * panel, c);
-      if (nvalid == kPanelWidth) {
-        for (uint32_t i = 0; i < mr; ++i)
-          S::requant_store16(c[i], bias + n0, mult + n0, lo, hi, j.out_zp, orow[i] + n0);
-      } else {
-        for (uint32_t i = 0; i < mr; ++i) {
-          TO *o = orow[i] + n0;
-          for (uint32_t x = 0; x < nvalid; ++x)
-            o[x] = (TO)requantize(wrap_add(c[i][x], bias[n0 + x]), mult[n0 + x], lo, hi, j.out_zp);
-        }
-      }
-    }
-  }
-}
-
-template <class S> static void conv_int8(const ConvJob &j, const ConvRange &r) {
-  const bool in_u8 = j.in_dtype == MCL_DTYPE_U8, out_u8 = j.out_dtype == MCL_DTYPE_U8;
-  if (in_u8 && out_u8)
-    conv_int8_impl<S, uint8_t, uint8_t>(j, r);
-  else if (in_u8)
-    conv_int8_impl<S, uint8_t, int8_t>(j, r);
-  else if (out_u8)
-    conv_int8_impl<S, int8_t, uint8_t>(j, r);
-  else
-    conv_int8_impl<S, int8_t, int8_t>(j, r);
-}
 
 // Depthwise: one channel per group, vectorized over channels (16 at a time), taps from the
 // address table. Channel tails take the scalar path.
@@ -577,70 +459,12 @@ template <class S, class T> static void depthwise_float_impl(const ConvJob &j, c
   }
 }
 
-template <class S, class TI, class TO>
-static void depthwise_int8_impl(const ConvJob &j, const ConvRange &r) {
-  const TI *in = reinterpret_cast<const TI *>(j.in);
-  const int16_t *w = reinterpret_cast<const int16_t *>(j.weights);
-  const int32_t *bias = static_cast<const int32_t *>(j.bias);
-  const uint32_t C = j.cout_g * j.groups, Cp = j.channels_padded;
-  const uint32_t full = C / kPanelWidth * kPanelWidth;
-  TO *out = reinterpret_cast<TO *>(j.out);
-  const float lo = (float)(j.out_min - j.out_zp), hi = (float)(j.out_max - j.out_zp);
-  constexpr uint32_t kPixels = 4;
-  alignas(64) int32_t c[kPixels][16];
-  for (uint32_t mb = r.m_begin; mb < r.m_end; mb += kPixels) {
-    const uint32_t np = std::min<uint32_t>(kPixels, r.m_end - mb);
-    const int32_t *tabs[kPixels];
-    TO *orow[kPixels];
-    for (uint32_t i = 0; i < kPixels; ++i) {
-      const uint32_t m = mb + std::min(i, np - 1);
-      tabs[i] = j.table + (size_t)m * j.taps;
-      orow[i] = out + (m / j.out_w) * j.out_row_stride + (m % j.out_w) * j.out_pixel_stride;
-    }
-    for (uint32_t c0 = 0; c0 < full; c0 += kPanelWidth) {
-      S::dw_int8_16x4(in + c0, tabs, j.taps, w + c0, Cp, j.in_zp, c);
-      for (uint32_t i = 0; i < np; ++i)
-        S::requant_store16(c[i], bias + c0, j.multipliers + c0, lo, hi, j.out_zp, orow[i] + c0);
-    }
-    for (uint32_t i = 0; i < np && full < C; ++i) {
-      const int32_t *tab = tabs[i];
-      TO *o = orow[i];
-      {
-        const uint32_t n = C - full;
-        // Unsigned accumulation: wraps like the vector code instead of signed overflow.
-        uint32_t acc[16] = {};
-        for (uint32_t t = 0; t < j.taps; ++t) {
-          const TI *p = in + tab[t] + full;
-          const int16_t *wt = w + (size_t)t * Cp + full;
-          for (uint32_t x = 0; x < n; ++x)
-            acc[x] += (uint32_t)((int32_t)(p[x] - j.in_zp) * (int32_t)wt[x]);
-        }
-        for (uint32_t x = 0; x < n; ++x)
-          o[full + x] = (TO)requantize(wrap_add((int32_t)acc[x], bias[full + x]),
-                                       j.multipliers[full + x], lo, hi, j.out_zp);
-      }
-    }
-  }
-}
-
+// F32 and F16 (INT8 depthwise: int8_conv_impl.h).
 template <class S> static void depthwise(const ConvJob &j, const ConvRange &r) {
-  switch (j.in_dtype) {
-  case MCL_DTYPE_F32:
-    return depthwise_float_impl<S, float>(j, r);
-  case MCL_DTYPE_F16: // converted at load (run_conv does not widen depthwise inputs)
-    return depthwise_float_impl<S, uint16_t>(j, r);
-  default:
-    break;
-  }
-  const bool in_u8 = j.in_dtype == MCL_DTYPE_U8, out_u8 = j.out_dtype == MCL_DTYPE_U8;
-  if (in_u8 && out_u8)
-    depthwise_int8_impl<S, uint8_t, uint8_t>(j, r);
-  else if (in_u8)
-    depthwise_int8_impl<S, uint8_t, int8_t>(j, r);
-  else if (out_u8)
-    depthwise_int8_impl<S, int8_t, uint8_t>(j, r);
+  if (j.in_dtype == MCL_DTYPE_F16) // converted at load (run_conv does not widen depthwise inputs)
+    depthwise_float_impl<S, uint16_t>(j, r);
   else
-    depthwise_int8_impl<S, int8_t, int8_t>(j, r);
+    depthwise_float_impl<S, float>(j, r);
 }
 
 // Requantizing INT8 add, portable form (the compiler vectorizes what the baseline ISA can).

@@ -87,52 +87,11 @@ struct Avx2Steps {
     const __m256i w = _mm256_permute4x64_epi64(_mm256_packs_epi32(r[0], r[1]), 0xd8);
     store16(out, _mm256_castsi256_si128(w), _mm256_extracti128_si256(w, 1));
   }
-  static __m256i widen16(const uint8_t *p) {
-    return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
-  }
-  static __m256i widen16(const int8_t *p) {
-    return _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
-  }
-  template <class TI>
-  static uint32_t widen_sub(const TI *src, uint32_t n, int32_t zp, int16_t *dst) {
-    const __m256i vzp = _mm256_set1_epi16((int16_t)zp);
-    uint32_t k = 0;
-    for (; k + 16 <= n; k += 16)
-      _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst + k),
-                          _mm256_sub_epi16(widen16(src + k), vzp));
-    return k;
-  }
   static __m256i widen32(const uint8_t *p) {
     return _mm256_cvtepu8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p)));
   }
   static __m256i widen32(const int8_t *p) {
     return _mm256_cvtepi8_epi32(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(p)));
-  }
-  template <class TI>
-  static void dw_int8_16x4(const TI *in, const int32_t *const *tabs, uint32_t taps,
-                           const int16_t *w, uint32_t w_stride, int32_t zp, int32_t (*c)[16]) {
-    const __m256i vzp = _mm256_set1_epi32(zp);
-    __m256i acc[4][2];
-    for (int i = 0; i < 4; ++i)
-      acc[i][0] = acc[i][1] = _mm256_setzero_si256();
-    for (uint32_t t = 0; t < taps; ++t) {
-      const int16_t *wt = w + (size_t)t * w_stride;
-      const __m256i w0 =
-          _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(wt)));
-      const __m256i w1 =
-          _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i *>(wt + 8)));
-      for (int i = 0; i < 4; ++i) {
-        const TI *p = in + tabs[i][t];
-        acc[i][0] =
-            _mm256_add_epi32(acc[i][0], _mm256_mullo_epi32(_mm256_sub_epi32(widen32(p), vzp), w0));
-        acc[i][1] = _mm256_add_epi32(acc[i][1],
-                                     _mm256_mullo_epi32(_mm256_sub_epi32(widen32(p + 8), vzp), w1));
-      }
-    }
-    for (int i = 0; i < 4; ++i) {
-      _mm256_storeu_si256(reinterpret_cast<__m256i *>(c[i]), acc[i][0]);
-      _mm256_storeu_si256(reinterpret_cast<__m256i *>(c[i] + 8), acc[i][1]);
-    }
   }
 };
 

@@ -125,6 +125,49 @@ void Compiler::plan_pipeline() {
   }
 }
 
+// The split of a convolution in the pipeline schedule: as choose_channel_split (MACs of the
+// largest band or slice), but with every exchange either split causes, as one cluster's DMA
+// engine serializes them (a latency per transfer, then the NoC link): a channel split first
+// gathers the input channels it reads from the row bands that produced them, then hands
+// each row-split consumer all channels of its rows (K-1 transfers each way per cluster); a
+// spatial split receives its halo rows from at most two neighbours. Once parameter loads
+// hide behind compute, these exchanges are what is left between the steps of MobileNetV2's
+// depthwise layers.
+bool Compiler::channel_split_pays(const PlannedOp &op) const {
+  const Act &x = acts[op.ins[0]];
+  const Act &y = acts[op.out];
+  const int64_t yc = out_c(op);
+  const bool depthwise = op.groups > 1 && op.groups == x.C && op.groups == yc;
+  const auto &d = opt.device;
+  const double macs_per_row = double(y.W) * yc * (x.C / op.groups) * op.kh * op.kw;
+  const double rate = double(d.pes_per_cluster) * d.fp32_fmas_per_cycle;
+  const double k = K, lat = d.dma_latency_cycles, link = d.noc_bytes_per_cycle;
+  const double row_bytes = double(x.W) * x.C * x.es;
+  // Was the input produced in channel slices (every cluster holds all rows of its channels)?
+  bool by_channels = x.H > 1;
+  for (const Box &b : x.owned)
+    by_channels = by_channels && (b.empty() || (b.y0 == 0 && b.y1 == x.H && b.chans() < x.C));
+  // Spatial: the largest band and its halo rows (from channel slices: all channels of the
+  // band's rows, from every other cluster).
+  const double band = std::ceil(double(y.H) / k);
+  const double in_rows = std::min<double>(x.H, (band - 1) * op.sh + (op.kh - 1) * op.dh + 1);
+  const double halo = std::max(0.0, in_rows - double(x.H) / k) * row_bytes;
+  const double spatial =
+      band * macs_per_row / rate +
+      (by_channels ? (k - 1) * lat + in_rows * row_bytes * (k - 1) / k / link
+                   : (halo > 0 ? 2 * lat + halo / link : 0.0));
+  // Channels: the largest slice, the input gathered (a depthwise convolution on channel
+  // slices already has its own), the output handed back by rows.
+  const double slice = std::ceil(double(yc) / k) / double(yc);
+  const double gathered =
+      depthwise && by_channels ? 0.0
+                               : double(x.bytes()) * (depthwise ? slice : 1.0) * (k - 1) / k;
+  const double handed = double(y.bytes()) * slice * (k - 1) / k;
+  const double channel = double(y.H) * macs_per_row * slice / rate + 2 * (k - 1) * lat +
+                         (gathered + handed) / link;
+  return channel < spatial;
+}
+
 // The pieces planned for `step`: a shared slice's piece is multicast by the cluster that
 // has issued the fewest bytes in this step so far; per-cluster slices load on their own.
 void Compiler::emit_pieces(size_t step, std::vector<uint64_t> &ddr) {

@@ -18,6 +18,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <set>
 #include <string>
@@ -149,6 +150,9 @@ struct PlannedOp {
   bool transposed = false; // ConvTranspose (Lowering::Conv)
   int64_t in_c0 = 0;       // Slice: first input channel read
   int64_t shuffle_groups = 1;
+  // Whole tensors on one cluster through per-dimension strides (lower_layout.cpp): any-rank
+  // Transpose, Concat and broadcasting, copies of reshaped network inputs.
+  bool strided = false;
   uint32_t conv_fn() const {
     return transposed ? MCL_NATIVE_FN_CONV_TRANSPOSE2D : MCL_NATIVE_FN_CONV2D;
   }
@@ -251,6 +255,7 @@ struct Compiler {
   std::vector<uint64_t> step_compute;
   double spm_headroom = 0.85;
   std::vector<std::vector<ParamPiece>> pieces_at;
+  bool exchange_splits = false; // convolutions split by channel_split_pays (pipeline.cpp)
 
   Compiler(const Graph &graph, const CompileOptions &o, unsigned clusters, const Policy &p)
       : g(graph), opt(o), K(clusters), policy(p) {}
@@ -297,6 +302,7 @@ struct Compiler {
   // ---- the pipeline schedule (pipeline.cpp) ----
   void plan_pipeline();
   void emit_pieces(size_t step, std::vector<uint64_t> &ddr);
+  bool channel_split_pays(const PlannedOp &op) const;
 
   // ---- SPM allocation (spm_alloc.cpp) ----
   bool allocate();

@@ -267,6 +267,8 @@ bool Compiler::choose_channel_split(const PlannedOp &op) const {
   // large part of the SPM.
   if (x.bytes() > opt.device.spm_bytes / 4)
     return false;
+  if (exchange_splits) // a pipeline candidate: count the exchanges each split causes
+    return channel_split_pays(op);
   const auto &d = opt.device;
   const double macs_per_row = double(y.W) * yc * (x.C / op.groups) * op.kh * op.kw;
   const double rate = double(d.pes_per_cluster) * d.fp32_fmas_per_cycle;

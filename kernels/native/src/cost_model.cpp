@@ -47,9 +47,9 @@ MatrixEngine matrix_engine(uint32_t dtype) {
   switch (dtype) {
   case MCL_DTYPE_S8:
   case MCL_DTYPE_U8:
-    // INT8.32: 4x8 . 8x4 -> 4x4 INT32 in one cycle. The packed parameter format stores INT8
-    // weights widened to 16 bits, so the weight operand costs twice the load bandwidth.
-    e = {8, 1, 1, 2, 2, 4, true, 2};
+    // INT8.32: 4x8 . 8x4 -> 4x4 INT32 in one cycle; the packed parameters hold INT8 weights
+    // as bytes, the operand layout of the engine (docs/native.md).
+    e = {8, 1, 1, 1, 2, 4, true, 2};
     break;
   case MCL_DTYPE_F16:
     // FP16.32: 4x4 . 4x4 -> 4x4 FP32 as four successive operations (16 FMA/cycle).

@@ -43,9 +43,8 @@ struct Avx2Int8 : Avx2Steps {
             _mm256_cvtepi8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(wp + 16)));
 #pragma GCC unroll 16
         for (int i = 0; i < R; ++i) {
-          long long q;
-          std::memcpy(&q, a + (size_t)i * a_stride + 4 * p, 8);
-          const __m256i ai = _mm256_set1_epi64x(q);
+          const __m256i ai = _mm256_broadcastq_epi64(
+              _mm_loadl_epi64(reinterpret_cast<const __m128i *>(a + (size_t)i * a_stride + 4 * p)));
           acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(ai, w0));
           acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(ai, w1));
         }

@@ -7,6 +7,8 @@
 //   Fp32FiveClusters / Fp32OneCluster / Fp16FiveClusters   mppa3, the whole device or a
 //       1-cluster sub-device; FP32 within kFp32Abs + kFp32Rel * |ref|, FP16 within the
 //       documented 2e-2 + 2e-2 * |ref| (docs/kann.md)
+//   Schedules   FP32 in the layer and pipeline schedules on 1, 2 and 5 clusters; auto and
+//       layer bit-identical on 5 clusters, auto predicted no slower
 //   SmallPreset   the `small` configuration (2 clusters x 256 KiB SPM: intra-cluster tiling
 //       and spills), FP32
 //   ConcurrentSubDevicesMatchSequential   the 1-cluster binary on 5 per-cluster sub-devices
@@ -57,6 +59,7 @@ struct Devices {
   cl_context context = nullptr, small_context = nullptr;
   cl_device_id root = nullptr, small = nullptr;
   std::vector<cl_device_id> per_cluster; // sub-devices of mppa3, one cluster each
+  cl_device_id two = nullptr;            // a 2-cluster sub-device of mppa3
   std::string error;
 };
 
@@ -91,7 +94,13 @@ public:
       d.error = "cannot partition mppa3 into 5 one-cluster sub-devices";
       return;
     }
-    std::vector<cl_device_id> all = {d.root};
+    cl_device_partition_property by_counts[] = {CL_DEVICE_PARTITION_BY_COUNTS, 2,
+                                                CL_DEVICE_PARTITION_BY_COUNTS_LIST_END, 0};
+    if (clCreateSubDevices(d.root, by_counts, 1, &d.two, nullptr) != CL_SUCCESS) {
+      d.error = "cannot make a 2-cluster sub-device of mppa3";
+      return;
+    }
+    std::vector<cl_device_id> all = {d.root, d.two};
     all.insert(all.end(), d.per_cluster.begin(), d.per_cluster.end());
     cl_int err = CL_SUCCESS, err2 = CL_SUCCESS;
     d.context = clCreateContext(nullptr, cl_uint(all.size()), all.data(), nullptr, nullptr, &err);
@@ -107,6 +116,8 @@ public:
         clReleaseContext(c);
     for (auto s : d.per_cluster)
       clReleaseDevice(s);
+    if (d.two)
+      clReleaseDevice(d.two);
   }
 };
 
@@ -127,9 +138,18 @@ std::mutex kbin_mutex;
 std::map<std::string, std::vector<uint8_t>> kbin_cache;
 std::map<std::string, uint64_t> predicted_cycles;
 
+// `schedule`: kann::CompileOptions::schedule (the default, "auto", keeps the key short).
+std::string kbin_key(const std::string &model, const std::string &preset,
+                     const std::string &precision, unsigned clusters,
+                     const std::string &schedule) {
+  return model + "/" + preset + "/" + precision + "/" + std::to_string(clusters) +
+         (schedule == "auto" ? "" : "/" + schedule);
+}
+
 std::vector<uint8_t> compile(const std::string &model, const std::string &preset,
-                             const std::string &precision, unsigned clusters, std::string &error) {
-  const std::string key = model + "/" + preset + "/" + precision + "/" + std::to_string(clusters);
+                             const std::string &precision, unsigned clusters, std::string &error,
+                             const std::string &schedule = "auto") {
+  const std::string key = kbin_key(model, preset, precision, clusters, schedule);
   std::lock_guard lock(kbin_mutex);
   if (auto it = kbin_cache.find(key); it != kbin_cache.end())
     return it->second;
@@ -137,6 +157,7 @@ std::vector<uint8_t> compile(const std::string &model, const std::string &preset
   options.device = manycl::device::preset(preset).value();
   options.clusters = clusters;
   options.precision = precision;
+  options.schedule = schedule;
   const auto start = std::chrono::steady_clock::now();
   auto out = kann::compile_onnx_file(model_path(model, ".onnx"), options);
   if (!out) {
@@ -158,9 +179,10 @@ std::vector<uint8_t> compile(const std::string &model, const std::string &preset
 
 // The compiler's prediction of the modeled cycles of a kbin compile() made.
 uint64_t predicted(const std::string &model, const std::string &preset,
-                   const std::string &precision, unsigned clusters) {
+                   const std::string &precision, unsigned clusters,
+                   const std::string &schedule = "auto") {
   std::lock_guard lock(kbin_mutex);
-  return predicted_cycles[model + "/" + preset + "/" + precision + "/" + std::to_string(clusters)];
+  return predicted_cycles[kbin_key(model, preset, precision, clusters, schedule)];
 }
 
 // Runs `kbin` once per input; returns per input the outputs (in the session's order).
@@ -222,9 +244,10 @@ protected:
 
   // Compiles and runs on `device`, compares every output with ONNX Runtime's.
   void check(const std::string &preset, const std::string &precision, unsigned clusters,
-             cl_context context, cl_device_id device, double abs_tol, double rel_tol) {
+             cl_context context, cl_device_id device, double abs_tol, double rel_tol,
+             const std::string &schedule = "auto") {
     std::string error;
-    auto kbin = compile(GetParam(), preset, precision, clusters, error);
+    auto kbin = compile(GetParam(), preset, precision, clusters, error, schedule);
     ASSERT_FALSE(kbin.empty()) << error;
     std::vector<std::string> names;
     const auto start = std::chrono::steady_clock::now();
@@ -232,7 +255,7 @@ protected:
     auto results = infer(context, device, kbin, {input}, error, &names, &modeled);
     ASSERT_EQ(results.size(), 1u) << error;
     // One cost model: the compiler's prediction and the simulated run agree (issue bar: 5 %).
-    const uint64_t want = predicted(GetParam(), preset, precision, clusters);
+    const uint64_t want = predicted(GetParam(), preset, precision, clusters, schedule);
     ASSERT_EQ(modeled.size(), 1u);
     std::printf("[ cycles   ] %s %s %s x%u: predicted %llu, simulated %llu\n", GetParam().c_str(),
                 preset.c_str(), precision.c_str(), clusters, (unsigned long long)want,
@@ -277,6 +300,37 @@ TEST_P(Cnn, Fp32FiveClusters) {
 
 TEST_P(Cnn, Fp32OneCluster) {
   check("mppa3", "fp32", 1, devices().context, devices().per_cluster[0], kFp32Abs, kFp32Rel);
+}
+
+// The schedules (`kann compile --schedule`): layer and pipeline each on 1, 2 and 5 clusters
+// against ONNX Runtime (FP32; the check also asks predicted = simulated cycles). Then auto
+// (the default) and layer give the same bytes on 5 clusters: the schedules differ in when
+// parameters load and in how convolutions are split, not in the order of the arithmetic of
+// an output element; and auto is predicted no slower than layer.
+TEST_P(Cnn, Schedules) {
+  Devices &d = devices();
+  for (const char *schedule : {"layer", "pipeline"}) {
+    SCOPED_TRACE(schedule);
+    check("mppa3", "fp32", 5, d.context, d.root, kFp32Abs, kFp32Rel, schedule);
+    check("mppa3", "fp32", 2, d.context, d.two, kFp32Abs, kFp32Rel, schedule);
+    check("mppa3", "fp32", 1, d.context, d.per_cluster[0], kFp32Abs, kFp32Rel, schedule);
+  }
+  std::string error;
+  auto layer = compile(GetParam(), "mppa3", "fp32", 5, error, "layer");
+  auto automatic = compile(GetParam(), "mppa3", "fp32", 5, error);
+  ASSERT_FALSE(layer.empty() || automatic.empty()) << error;
+  EXPECT_LE(predicted(GetParam(), "mppa3", "fp32", 5),
+            predicted(GetParam(), "mppa3", "fp32", 5, "layer"));
+  auto a = infer(d.context, d.root, layer, {input}, error);
+  auto b = infer(d.context, d.root, automatic, {input}, error);
+  ASSERT_EQ(a.size(), 1u) << error;
+  ASSERT_EQ(b.size(), 1u) << error;
+  ASSERT_EQ(a[0].size(), b[0].size());
+  for (size_t j = 0; j < a[0].size(); ++j) {
+    ASSERT_EQ(a[0][j].size(), b[0][j].size());
+    EXPECT_EQ(std::memcmp(a[0][j].data(), b[0][j].data(), a[0][j].size() * sizeof(float)), 0)
+        << "output " << j << ": auto and layer differ";
+  }
 }
 
 // FP16 absolute tolerance per model where the default is too tight, with the measured error.

@@ -158,7 +158,12 @@ bool Compiler::channel_split_pays(const PlannedOp &op) const {
                    : (halo > 0 ? 2 * lat + halo / link : 0.0));
   // Channels: the largest slice, the input gathered (a depthwise convolution on channel
   // slices already has its own), the output handed back by rows.
-  const double slice = std::ceil(double(yc) / k) / double(yc);
+  // The largest slice as split_channels cuts it (whole 16-channel panels: 256 channels on 5
+  // clusters give 64, not 52).
+  int64_t widest = 0;
+  for (const Box &b : split_channels(y.H, yc, kPanel))
+    widest = std::max(widest, b.chans());
+  const double slice = double(widest) / double(yc);
   const double gathered =
       depthwise && by_channels ? 0.0
                                : double(x.bytes()) * (depthwise ? slice : 1.0) * (k - 1) / k;

@@ -191,7 +191,7 @@ Result<std::optional<CompileOutput>> compile_pipeline(const Graph &graph,
     std::vector<uint64_t> compute;
     for (const OpReport &r : figures.ops)
       compute.push_back(r.compute_cycles);
-    for (double headroom : {0.85, 0.7, 0.5}) {
+    for (double headroom : {0.97, 0.85, 0.7, 0.5}) {
       auto c = std::make_unique<Compiler>(graph, options, clusters, policy);
       c->step_compute = compute;
       c->spm_headroom = headroom;

@@ -74,7 +74,39 @@ const std::set<std::string> kSupportedOps = {"Conv",
                                              "Identity",
                                              "Dropout",
                                              "QuantizeLinear",
-                                             "DequantizeLinear"};
+                                             "DequantizeLinear",
+                                             "Squeeze",
+                                             "Transpose",
+                                             "Unsqueeze",
+                                             "Abs",
+                                             "Neg",
+                                             "Exp",
+                                             "Log",
+                                             "Sqrt",
+                                             "Reciprocal",
+                                             "Floor",
+                                             "Ceil",
+                                             "Round",
+                                             "Sign",
+                                             "Sin",
+                                             "Cos",
+                                             "Tan",
+                                             "Asin",
+                                             "Acos",
+                                             "Atan",
+                                             "Sinh",
+                                             "Cosh",
+                                             "Asinh",
+                                             "Acosh",
+                                             "Atanh",
+                                             "Erf",
+                                             "Softplus",
+                                             "Softsign",
+                                             "Elu",
+                                             "Selu",
+                                             "Celu",
+                                             "ThresholdedRelu",
+                                             "Shrink"};
 
 // Operand positions that are parameters of the operator (kann wants them constant).
 const std::map<std::string, std::set<int>> kParameterOperands = {
@@ -85,6 +117,11 @@ const std::map<std::string, std::set<int>> kParameterOperands = {
     {"Clip", {1, 2}},
     {"Resize", {1, 2, 3}},
     {"Reshape", {1}},
+    {"Squeeze", {1}},
+    {"Unsqueeze", {1}},
+    {"ReduceMean", {1}},
+    {"ReduceMax", {1}},
+    {"ReduceSum", {1}},
     {"Dropout", {1, 2}},
     {"QuantizeLinear", {1, 2}},
     {"DequantizeLinear", {1, 2}}};
@@ -92,9 +129,10 @@ const std::map<std::string, std::set<int>> kParameterOperands = {
 // Operators whose result is one IEEE operation (or a selection/copy) per element: kann must
 // reproduce the reference bit for bit. Others: |got - want| <= kAbsTol + kRelTol * |want|
 // (different summation order, exp/tanh implementations, reciprocal multiplies).
-const std::set<std::string> kExactOps = {"Relu",    "MaxPool",  "GlobalMaxPool", "Clip",
-                                         "Concat",  "Identity", "Flatten",       "Reshape",
-                                         "Dropout", "Add",      "Sub",           "Mul"};
+const std::set<std::string> kExactOps = {
+    "Relu",      "MaxPool", "GlobalMaxPool", "Clip",  "Concat", "Identity", "Flatten",
+    "Reshape",   "Dropout", "Add",           "Sub",   "Mul",    "Squeeze",  "Unsqueeze",
+    "Transpose", "Abs",     "Neg",           "Floor", "Ceil",   "Round",    "Sign"};
 constexpr double kAbsTol = 1e-4;
 constexpr double kRelTol = 1e-4;
 

@@ -244,18 +244,110 @@ private:
   const Node &n_;
 };
 
-Result<Graph> convert(const onnx::ModelProto &model) {
+// The first opset whose definition of `op` kann implements: older versions had other
+// attributes or semantics (legacy broadcasting before 7, Clip's attribute bounds before 11,
+// Resize's opset-10 coordinates, Slice's attributes before 10, Cast's string type before 6).
+int64_t first_opset(Op op) {
+  switch (op) {
+  case Op::Conv:
+  case Op::ConvTranspose:
+  case Op::MaxPool:
+  case Op::GlobalAveragePool:
+  case Op::GlobalMaxPool:
+  case Op::MatMul:
+  case Op::Flatten:
+  case Op::Squeeze:
+  case Op::Unsqueeze:
+  case Op::Identity:
+  case Op::Transpose:
+  case Op::Shape:
+  case Op::Gather:
+  case Op::Constant:
+  case Op::ReduceMean:
+  case Op::ReduceMax:
+  case Op::Softmax: // the coerced-2-D definition before 13 is handled (infer_node)
+  case Op::Softplus:
+  case Op::Softsign:
+  case Op::Dropout: // an identity in inference, whatever the version's attributes
+    return 1;
+  case Op::Pad: // pads as an attribute (opset 2) or an input (11)
+    return 2;
+  case Op::Concat:
+    return 4;
+  case Op::Reshape:
+    return 5;
+  case Op::Relu: // opset 1 had consumed_inputs
+  case Op::Sigmoid:
+  case Op::Tanh:
+  case Op::LeakyRelu:
+  case Op::HardSigmoid:
+  case Op::Elu:
+  case Op::Selu:
+  case Op::Abs:
+  case Op::Neg:
+  case Op::Exp:
+  case Op::Log:
+  case Op::Sqrt:
+  case Op::Reciprocal:
+  case Op::Floor:
+  case Op::Ceil:
+  case Op::Cast:
+    return 6;
+  case Op::Add: // NumPy broadcasting from 7
+  case Op::Sub:
+  case Op::Mul:
+  case Op::Div:
+  case Op::Gemm:
+  case Op::AveragePool:
+  case Op::BatchNormalization:
+  case Op::Sin:
+  case Op::Cos:
+  case Op::Tan:
+  case Op::Asin:
+  case Op::Acos:
+  case Op::Atan:
+    return 7;
+  case Op::Sinh:
+  case Op::Cosh:
+  case Op::Asinh:
+  case Op::Acosh:
+  case Op::Atanh:
+  case Op::Erf:
+  case Op::Sign:
+  case Op::Shrink:
+    return 9;
+  case Op::ThresholdedRelu: // experimental before 10
+  case Op::QuantizeLinear:
+  case Op::DequantizeLinear:
+  case Op::QLinearConv:
+  case Op::QLinearMatMul:
+  case Op::Slice:
+    return 10;
+  case Op::Celu:
+    return 12;
+  case Op::HardSwish:
+    return 14;
+  default: // Clip, Resize, Round and the rest: as first checked
+    return 11;
+  }
+}
+
+// `split_batch`: a first input dimension other than 1 is a batch of images (compiled for one
+// image, ir::Graph::batch); otherwise every dimension is the tensor's own (whole tensors).
+Result<Graph> convert(const onnx::ModelProto &model, bool split_batch) {
   int64_t opset = 0;
   for (const auto &o : model.opset_import())
     if (o.domain().empty() || o.domain() == "ai.onnx")
       opset = o.version();
   if (opset == 0 && model.opset_import_size() == 0)
     return make_error("model has no opset import");
-  if (opset < 11)
+  if (opset < 1)
     return make_error("model uses opset " + std::to_string(opset) +
-                      "; kann needs opset 11 or later");
+                      "; kann needs opset 1 or later (per operator: docs/kann.md)");
   const onnx::GraphProto &g = model.graph();
   Graph graph;
+  graph.whole_tensors = !split_batch;
+  graph.opset = opset;
   for (const auto &init : g.initializer()) {
     auto t = convert_initializer(init);
     if (!t)
@@ -289,7 +381,7 @@ Result<Graph> convert(const onnx::ModelProto &model) {
     }
     if (t.shape.empty())
       return make_error("input '" + in.name() + "': a scalar input (expected a batch axis)");
-    if (t.shape[0] != 1) { // a batch: compiled for one image, run for each (ir::Graph::batch)
+    if (t.shape[0] != 1 && split_batch) { // a batch: one image compiled, run for each
       if (graph.batch != 1 && graph.batch != t.shape[0])
         return make_error("input '" + in.name() + "': batch " + std::to_string(t.shape[0]) +
                           " differs from another input's " + std::to_string(graph.batch));
@@ -310,6 +402,10 @@ Result<Graph> convert(const onnx::ModelProto &model) {
     if (!op)
       return make_error(as_in_model + ": unsupported operator");
     n.op = *op;
+    if (const int64_t since = first_opset(n.op); opset < since)
+      return make_error(as_in_model + ": opset " + std::to_string(opset) +
+                        " predates the definition kann implements (opset " +
+                        std::to_string(since) + " and later)");
     for (const auto &a : np.attribute()) {
       switch (a.type()) {
       case onnx::AttributeProto::INT:
@@ -617,6 +713,17 @@ Result<bool> fold(Graph &g, Node &n) {
   return false;
 }
 
+// A batch runs image by image: an operator computing along dimension 0 (the images) would
+// see one image only. Such models compile as whole tensors (import_onnx_bytes).
+Result<void> batch_axis_guard(const Graph &g, const Node &n, std::vector<int64_t> axes) {
+  if (g.whole_tensors || g.batch <= 1)
+    return {};
+  for (int64_t a : axes)
+    if (a == 0)
+      return make_error(where(n) + ": computes along the batch axis (dimension 0)");
+  return {};
+}
+
 Result<void> infer_node(Graph &g, Node &n) {
   auto in = [&](size_t i) -> Tensor & { return g.tensors[n.inputs[i]]; };
   auto has = [&](size_t i) { return i < n.inputs.size() && n.inputs[i] >= 0; };
@@ -636,7 +743,15 @@ Result<void> infer_node(Graph &g, Node &n) {
   const auto &x = in(0).shape;
   Tensor &y = out(0);
   y.dtype = in(0).dtype == DType::I64 ? DType::F32 : in(0).dtype;
-  switch (ir::op_info(n.op).shape) {
+  const ShapeRule rule = ir::op_info(n.op).shape;
+  // Image operators compute one image: whole tensors with a first dimension > 1 are no image.
+  const bool image_rule = rule == ShapeRule::Conv || rule == ShapeRule::ConvTranspose ||
+                          rule == ShapeRule::Pad || rule == ShapeRule::Window ||
+                          rule == ShapeRule::GlobalPool || rule == ShapeRule::Resize;
+  if (image_rule && !x.empty() && x[0] != 1)
+    return make_error(where(n) + ": a first dimension of " + std::to_string(x[0]) +
+                      " (image operators take one image: batch 1)");
+  switch (rule) {
   case ShapeRule::Conv: {
     if (!has(1) || !in(1).is_const)
       return make_error(where(n) + ": weights must be constant");
@@ -784,11 +899,18 @@ Result<void> infer_node(Graph &g, Node &n) {
         if (has(i) && !in(i).is_const)
           return make_error(where(n) + ": min/max must be constant");
     if (n.op == Op::Softmax) {
-      int64_t axis = norm_axis(n.attr("axis", -1), x.size());
-      if (axis != int64_t(x.size()) - 1 && !(x.size() == 4 && axis == 1))
+      // Opset 13: over one axis; before: over the dimensions from `axis` on, flattened.
+      const int64_t axis = norm_axis(n.attr("axis", g.opset >= 13 ? -1 : 1), x.size());
+      int64_t after = 1; // elements of the dimensions after the axis
+      for (size_t d = size_t(std::max<int64_t>(axis + 1, 0)); d < x.size(); ++d)
+        after *= x[d];
+      if (auto r = batch_axis_guard(g, n, {axis}); !r)
+        return r;
+      const bool image = x.size() == 4 && x[0] == 1;
+      if (axis != int64_t(x.size()) - 1 && !(image && axis == 1 && (g.opset >= 13 || after == 1)))
         return make_error(where(n) + ": softmax only over the last (or channel) axis");
-      if (x.size() == 4 && axis == 3 && x[3] != 1 && x[2] * x[3] != 1)
-        return make_error(where(n) + ": softmax over the width axis is not supported");
+      if (image && axis == 3 && x[3] != 1 && x[2] * x[3] != 1)
+        return make_error(where(n) + ": softmax over the width axis of an image is not supported");
     }
     if (n.op == Op::BatchNormalization)
       for (size_t i = 1; i < 5; ++i)
@@ -797,8 +919,8 @@ Result<void> infer_node(Graph &g, Node &n) {
     return {};
   }
   case ShapeRule::Transpose: {
-    // Shape only: the tile compiler runs transposes that are channel shuffles
-    // (passes::fuse_channel_shuffles) and rejects the others.
+    // Channel shuffles become ChannelShuffle (passes::fuse_channel_shuffles); the others are
+    // strided copies (tiler/lower_layout.cpp).
     auto perm = n.attrs("perm");
     if (perm.empty())
       for (size_t i = x.size(); i-- > 0;)
@@ -814,6 +936,9 @@ Result<void> infer_node(Graph &g, Node &n) {
       y.shape.push_back(x[size_t(a)]);
     }
     n.ints["perm"] = perm;
+    if (perm[0] != 0)
+      if (auto r = batch_axis_guard(g, n, {0}); !r)
+        return r;
     return {};
   }
   case ShapeRule::Slice: {
@@ -841,13 +966,17 @@ Result<void> infer_node(Graph &g, Node &n) {
     return {};
   }
   case ShapeRule::Flatten: {
-    int64_t axis = norm_axis(n.attr("axis", 1), x.size());
-    if (axis != 1)
-      return make_error(where(n) + ": only axis 1 is supported");
-    int64_t k = 1;
-    for (size_t i = 1; i < x.size(); ++i)
-      k *= x[i];
-    y.shape = {x[0], k};
+    // [d0 * .. * d(axis-1), d(axis) * ..]: a view of row-major storage (or of an image
+    // flattened from axis 1), a copy when it is the network's input reshaped.
+    const int64_t axis = norm_axis(n.attr("axis", 1), x.size());
+    if (axis < 0 || axis > int64_t(x.size()))
+      return make_error(where(n) + ": axis out of range");
+    if (auto r = batch_axis_guard(g, n, {axis}); !r)
+      return r;
+    int64_t outer = 1, inner = 1;
+    for (size_t i = 0; i < x.size(); ++i)
+      (int64_t(i) < axis ? outer : inner) *= x[i];
+    y.shape = {outer, inner};
     return {};
   }
   case ShapeRule::Reshape: {
@@ -872,6 +1001,11 @@ Result<void> infer_node(Graph &g, Node &n) {
       auto axes = n.attrs("axes");
       if (has(1))
         axes = in(1).idata;
+      for (int64_t a : axes) // inserting or removing dimension 0 moves the images' axis
+        if (auto r = batch_axis_guard(
+                g, n, {norm_axis(a, n.op == Op::Squeeze ? x.size() : x.size() + axes.size())});
+            !r)
+          return r;
       if (n.op == Op::Squeeze) {
         std::vector<int64_t> t2;
         for (size_t i = 0; i < x.size(); ++i) {
@@ -910,6 +1044,8 @@ Result<void> infer_node(Graph &g, Node &n) {
     int64_t axis = norm_axis(n.attr("axis", 1), x.size());
     if (axis < 0 || axis >= int64_t(x.size()))
       return make_error(where(n) + ": axis out of range");
+    if (auto r = batch_axis_guard(g, n, {axis}); !r)
+      return r;
     y.shape = x;
     y.shape[axis] = 0;
     for (size_t i = 0; i < n.inputs.size(); ++i) {
@@ -920,8 +1056,6 @@ Result<void> infer_node(Graph &g, Node &n) {
           return make_error(where(n) + ": inputs differ outside the concat axis");
       y.shape[axis] += in(i).shape[axis];
     }
-    if (x.size() != 4 || axis != 1)
-      return make_error(where(n) + ": only channel concatenation of NCHW tensors is supported");
     return {};
   }
   case ShapeRule::Resize: {
@@ -1012,9 +1146,13 @@ Result<void> infer_shapes(Graph &graph) {
       Tensor &t = graph.tensors[o];
       if (t.is_const)
         continue;
-      if (t.shape.empty() || t.shape[0] != 1 || t.elements() <= 0 || t.elements() > (1ll << 30))
+      if (t.elements() <= 0 || t.elements() > (1ll << 30))
         return make_error(where(n) + ": output '" + t.name +
-                          "' has no static batch-1 shape (dynamic shapes are not supported)");
+                          "' has no static shape (dynamic shapes are not supported)");
+      // A batch runs image by image: dimension 0 stays the image's.
+      if (!graph.whole_tensors && (t.shape.empty() || t.shape[0] != 1))
+        return make_error(where(n) + ": output '" + t.name +
+                          "' has no static batch-1 shape (its first dimension is not the batch)");
     }
   }
   return {};
@@ -1026,7 +1164,16 @@ Result<Graph> import_onnx_bytes(const std::string &bytes) {
     onnx::ModelProto model;
     if (!model.ParseFromString(bytes))
       return make_error("not a valid ONNX model (protobuf parse failed)");
-    return convert(model);
+    // A batch of images first; a model that does not split along its first dimension (inputs
+    // of other ranks or first dimensions, operators along axis 0) as whole tensors.
+    auto batched = convert(model, true);
+    if (batched || batched.error().message.find("model uses opset") != std::string::npos)
+      return batched;
+    auto whole = convert(model, false);
+    if (whole)
+      return whole;
+    // Both fail: the batch's reason, unless it was about the batch itself.
+    return batched.error().message.find("batch") != std::string::npos ? whole : batched;
   } catch (const std::exception &e) {
     return make_error(std::string("ONNX import failed: ") + e.what());
   }

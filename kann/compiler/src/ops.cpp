@@ -66,6 +66,10 @@ const char *lowering_name(Lowering lowering) {
     return "shuffle";
   case Lowering::Resize:
     return "resize";
+  case Lowering::Math:
+    return "math";
+  case Lowering::Layout:
+    return "layout";
   }
   return "?";
 }

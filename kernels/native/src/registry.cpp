@@ -1,6 +1,7 @@
 // The registry: argument-block sizes, the validator the program loader runs on untrusted
 // blocks, dispatch, and the modeled cycle cost.
 #include "cost_model.h"
+#include "elementwise_math.h"
 #include "internal.h"
 
 #include <cstdio>
@@ -191,8 +192,9 @@ const size_t kArgsSize[MCL_NATIVE_FN_COUNT_] = {
 };
 
 const char *const kNames[MCL_NATIVE_FN_COUNT_] = {
+    sizeof(mcl_math_args),
     "invalid", "conv2d",  "conv_transpose2d", "gemm",   "matmul", "pool2d", "eltwise",
-    "scale_shift", "activation", "softmax", "resize", "copy", "pad"};
+    "scale_shift", "activation", "softmax", "resize", "copy", "pad", "math"};
 
 // Copies the block so it is aligned and cannot change while being checked.
 template <class T> T load_block(const void *p) {
@@ -310,6 +312,20 @@ Status validate(uint32_t fn, const void *args, size_t size, uint64_t spm_size) {
   case MCL_NATIVE_FN_RESIZE: {
     const auto a = load_block<mcl_resize_args>(args);
     ck.tile("input", a.input, Role::Broadcast);
+  case MCL_NATIVE_FN_MATH: {
+    const auto a = load_block<mcl_math_args>(args);
+    ck.tile("input", a.input, Role::Broadcast);
+    ck.tile("output", a.output, Role::Output);
+    if (!ck.ok())
+      break;
+    ck.same_shape("math", a.input, a.output);
+    ck.require(a.input.dtype == a.output.dtype &&
+                   (a.input.dtype == MCL_DTYPE_F32 || a.input.dtype == MCL_DTYPE_F16),
+               "math: input and output must both be F32 or both F16");
+    ck.require(a.op < MCL_MATH_COUNT_, "math: unknown function");
+    ck.require(a.reserved0 == 0, "math: reserved field must be 0");
+    break;
+  }
     ck.tile("output", a.output, Role::Output);
     if (!ck.ok())
       break;
@@ -427,6 +443,9 @@ int mcl_native_cost_detail(uint32_t fn, const void *args, uint32_t pes,
   default:
     return MCL_NATIVE_ERR_UNKNOWN_FUNCTION;
   }
+  case MCL_NATIVE_FN_MATH:
+    c = cost::math_cost(load_block<mcl_math_args>(args), pes);
+    break;
   *out = {c.total, c.matrix, c.load_store, c.vliw, c.overhead, c.macs, c.padded_macs, c.bound, 0};
   return MCL_NATIVE_OK;
 }
@@ -484,6 +503,9 @@ int mcl_native_run(const mcl_native_exec *exec, uint32_t fn, const void *args, s
     default:
       break;
     }
+    case MCL_NATIVE_FN_MATH:
+      s = run_math(*exec, load_block<mcl_math_args>(args));
+      break;
   }
   write_message(s, msg, cap);
   return s.code;

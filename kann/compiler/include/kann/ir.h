@@ -66,6 +66,11 @@ struct Graph {
   // for one image (batch dimensions read as 1) and the program runs every image
   // (CompileOptions::batch may set the count; tiler/batch.cpp lays the images out).
   int64_t batch = 1;
+  // No batch axis: the inputs' first dimensions are their own (a model whose first
+  // dimensions differ, or that computes along axis 0); tensors keep every dimension and
+  // images cannot be batched (--batch).
+  bool whole_tensors = false;
+  int64_t opset = 0; // the model's ai.onnx opset (semantics that changed between versions)
 
   int add_tensor(Tensor t);
   int find(const std::string &name) const; // -1 when absent

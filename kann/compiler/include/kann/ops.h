@@ -58,6 +58,8 @@ enum class Lowering : uint8_t {
   Concat,     // lower_copy.cpp
   Shuffle,    // lower_copy.cpp: channel shuffle
   Resize,     // lower_resize.cpp
+  Math,       // lower_math.cpp: element-wise math functions (exp, sin, elu, ...)
+  Layout,     // lower_layout.cpp: strided copies of whole tensors (Transpose, reshape copies)
 };
 
 enum class Origin : uint8_t { Onnx, Kann };
@@ -97,11 +99,40 @@ enum : uint32_t {
   OP(Tanh,                "Tanh",               Onnx,   SameShape,     Activation, kInt8Kernel | kActivation | kWritesIntoConcat) \
   OP(HardSigmoid,         "HardSigmoid",        Onnx,   SameShape,     Activation, kInt8Kernel | kActivation | kWritesIntoConcat) \
   OP(HardSwish,           "HardSwish",          Onnx,   SameShape,     Activation, kInt8Kernel | kActivation | kWritesIntoConcat) \
+  OP(Abs,                "Abs",                Onnx,   SameShape,     Math,       0)                               \
+  OP(Neg,                "Neg",                Onnx,   SameShape,     Math,       0)                               \
+  OP(Exp,                "Exp",                Onnx,   SameShape,     Math,       0)                               \
+  OP(Log,                "Log",                Onnx,   SameShape,     Math,       0)                               \
+  OP(Sqrt,               "Sqrt",               Onnx,   SameShape,     Math,       0)                               \
+  OP(Reciprocal,         "Reciprocal",         Onnx,   SameShape,     Math,       0)                               \
+  OP(Floor,              "Floor",              Onnx,   SameShape,     Math,       0)                               \
+  OP(Ceil,               "Ceil",               Onnx,   SameShape,     Math,       0)                               \
+  OP(Round,              "Round",              Onnx,   SameShape,     Math,       0)                               \
+  OP(Sign,               "Sign",               Onnx,   SameShape,     Math,       0)                               \
+  OP(Sin,                "Sin",                Onnx,   SameShape,     Math,       0)                               \
+  OP(Cos,                "Cos",                Onnx,   SameShape,     Math,       0)                               \
+  OP(Tan,                "Tan",                Onnx,   SameShape,     Math,       0)                               \
+  OP(Asin,               "Asin",               Onnx,   SameShape,     Math,       0)                               \
+  OP(Acos,               "Acos",               Onnx,   SameShape,     Math,       0)                               \
+  OP(Atan,               "Atan",               Onnx,   SameShape,     Math,       0)                               \
+  OP(Sinh,               "Sinh",               Onnx,   SameShape,     Math,       0)                               \
+  OP(Cosh,               "Cosh",               Onnx,   SameShape,     Math,       0)                               \
+  OP(Asinh,              "Asinh",              Onnx,   SameShape,     Math,       0)                               \
+  OP(Acosh,              "Acosh",              Onnx,   SameShape,     Math,       0)                               \
+  OP(Atanh,              "Atanh",              Onnx,   SameShape,     Math,       0)                               \
+  OP(Erf,                "Erf",                Onnx,   SameShape,     Math,       0)                               \
+  OP(Softplus,           "Softplus",           Onnx,   SameShape,     Math,       0)                               \
+  OP(Softsign,           "Softsign",           Onnx,   SameShape,     Math,       0)                               \
+  OP(Elu,                "Elu",                Onnx,   SameShape,     Math,       0)                               \
+  OP(Selu,               "Selu",               Onnx,   SameShape,     Math,       0)                               \
+  OP(Celu,               "Celu",               Onnx,   SameShape,     Math,       0)                               \
+  OP(ThresholdedRelu,    "ThresholdedRelu",    Onnx,   SameShape,     Math,       0)                               \
+  OP(Shrink,             "Shrink",             Onnx,   SameShape,     Math,       0)                               \
   OP(Softmax,             "Softmax",            Onnx,   SameShape,     Softmax,    0)                               \
   OP(BatchNormalization,  "BatchNormalization", Onnx,   SameShape,     None,       0)                               \
   OP(Concat,              "Concat",             Onnx,   Concat,        Concat,     kInt8Kernel)                     \
   OP(Slice,               "Slice",              Onnx,   Slice,         Convert,    0)                               \
-  OP(Transpose,           "Transpose",          Onnx,   Transpose,     None,       0)                               \
+  OP(Transpose,           "Transpose",          Onnx,   Transpose,     Layout,     0)                               \
   OP(Pad,                 "Pad",                Onnx,   Pad,           None,       0)                               \
   OP(Resize,              "Resize",             Onnx,   Resize,        Resize,     0)                               \
   OP(Flatten,             "Flatten",            Onnx,   Flatten,       View,       kView)                           \

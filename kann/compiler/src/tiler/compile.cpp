@@ -56,7 +56,8 @@ bool relax(const Compiler &c, Policy &policy) {
       const bool row_split = op.kind == Lowering::Conv || op.kind == Lowering::Pool ||
                              op.kind == Lowering::Concat || op.kind == Lowering::Resize ||
                              ((op.kind == Lowering::Eltwise || op.kind == Lowering::ScaleShift ||
-                               op.kind == Lowering::Activation || op.kind == Lowering::Softmax ||
+                               op.kind == Lowering::Activation || op.kind == Lowering::Math ||
+                               op.kind == Lowering::Softmax ||
                                op.kind == Lowering::Convert) &&
                               op.split == "rows");
       if (row_split && op.chunks < rows) {

@@ -9,6 +9,8 @@ Box Compiler::need_for(const PlannedOp &op, size_t i, const Box &o) const {
   if (o.empty())
     return {};
   const Act &in = acts[op.ins[i]];
+  if (op.strided)
+    return full(in);
   switch (op.kind) {
   case Lowering::Conv:
   case Lowering::Pool:
@@ -45,40 +47,50 @@ Result<Call> Compiler::make_call(const PlannedOp &op, unsigned c, const Box &ob,
   tiles.params_spm = params_spm;
   Call call;
   call.pes_per_cluster = opt.device.pes_per_cluster;
-  switch (op.kind) {
-  case Lowering::None: // never planned
-  case Lowering::View:
-    break;
-  case Lowering::Conv:
-    call_conv(op, tiles, call);
-    break;
-  case Lowering::Pool:
-  case Lowering::GlobalPool:
-    call_pool(op, tiles, call);
-    break;
-  case Lowering::Gemm:
-    call_gemm(op, tiles, call);
-    break;
-  case Lowering::Eltwise:
-    call_eltwise(op, tiles, call);
-    break;
-  case Lowering::ScaleShift:
-    call_scale_shift(op, tiles, call);
-    break;
-  case Lowering::Activation:
-  case Lowering::Softmax:
-  case Lowering::Convert:
-    call_unary(op, tiles, call);
-    break;
-  case Lowering::Shuffle:
-    call_shuffle(op, tiles, call);
-    break;
-  case Lowering::Resize:
-    call_resize(op, tiles, call);
-    break;
-  case Lowering::Concat:
-    call_concat(op, tiles, call);
-    break;
+  if (op.strided) {
+    if (auto r = call_strided(op, tiles, call); !r)
+      return r.error();
+  } else {
+    switch (op.kind) {
+    case Lowering::None: // never planned
+    case Lowering::View:
+      break;
+    case Lowering::Conv:
+      call_conv(op, tiles, call);
+      break;
+    case Lowering::Pool:
+    case Lowering::GlobalPool:
+      call_pool(op, tiles, call);
+      break;
+    case Lowering::Gemm:
+      call_gemm(op, tiles, call);
+      break;
+    case Lowering::Eltwise:
+      call_eltwise(op, tiles, call);
+      break;
+    case Lowering::ScaleShift:
+      call_scale_shift(op, tiles, call);
+      break;
+    case Lowering::Activation:
+    case Lowering::Softmax:
+    case Lowering::Convert:
+      call_unary(op, tiles, call);
+      break;
+    case Lowering::Shuffle:
+      call_shuffle(op, tiles, call);
+      break;
+    case Lowering::Resize:
+      call_resize(op, tiles, call);
+      break;
+    case Lowering::Math:
+      call_math(op, tiles, call);
+      break;
+    case Lowering::Layout: // strided only
+      break;
+    case Lowering::Concat:
+      call_concat(op, tiles, call);
+      break;
+    }
   }
   char msg[256];
   for (const auto &r : call.records)

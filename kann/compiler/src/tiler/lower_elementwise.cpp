@@ -85,6 +85,19 @@ void Compiler::call_unary(const PlannedOp &op, const CallTiles &t, Call &call) c
     passes::activation_of(g, n, a.act);
   a.in_quant = {x.scale, x.zero_point};
   a.out_quant = {y.scale, y.zero_point};
+  if (op.kind == Lowering::Softmax && x.C == 1 && x.W > 1) {
+    // A row-major tensor (one channel): the softmax runs over each row's pixels, which are
+    // contiguous, so the rows are read as pixels whose channels are the row's elements.
+    auto rows_as_pixels = [](mcl_tile t) {
+      t.c = t.w;
+      t.w = 1;
+      t.channel_stride = t.pixel_stride;
+      t.pixel_stride = t.row_stride;
+      return t;
+    };
+    a.input = rows_as_pixels(a.input);
+    a.output = rows_as_pixels(a.output);
+  }
   call.add(op.kind == Lowering::Softmax   ? MCL_NATIVE_FN_SOFTMAX
            : op.kind == Lowering::Convert ? MCL_NATIVE_FN_COPY
                                           : MCL_NATIVE_FN_ACTIVATION,

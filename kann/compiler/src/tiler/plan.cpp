@@ -61,13 +61,16 @@ Result<int> Compiler::act_for(int tensor) {
   const Tensor &t = g.tensors[tensor];
   Act a;
   a.tensor = tensor;
-  if (t.shape.size() == 4) {
+  if (t.shape.size() == 4 && t.shape[0] == 1) { // an image: channel-last in SPM
     a.C = t.shape[1], a.H = t.shape[2], a.W = t.shape[3];
-  } else if (t.shape.size() == 2) {
+  } else if (t.shape.size() == 2 && t.shape[0] == 1) { // a vector: its elements as channels
     a.C = t.shape[1];
   } else {
-    return make_error("tensor '" + t.name + "': rank " + std::to_string(t.shape.size()) +
-                      " activations are not supported (only NCHW and [1,N])");
+    // Any other tensor: rows of its last dimension, one channel, so that the SPM order is
+    // the ONNX (row-major) order (generic_layout()).
+    a.W = t.shape.empty() ? 1 : t.shape.back();
+    a.H = a.W > 0 ? t.elements() / a.W : 0;
+    a.C = 1;
   }
   a.scale = t.scale;
   a.zero_point = t.zero_point;
@@ -154,15 +157,35 @@ Result<void> Compiler::plan() {
       continue;
     const Lowering lowering = ir::op_info(n.op).lowering;
     // Views: Flatten / Reshape share their input's storage.
-    if (lowering == Lowering::View) {
+    const bool input_storage = [&] {
+      for (int t : g.inputs)
+        if (act_of.count(n.inputs[0]) && act_of.count(t) && act_of[t] == act_of[n.inputs[0]])
+          return true;
+      return false;
+    }();
+    // A network output that is a network input reshaped: copied (lower_layout.cpp).
+    const bool copy_view = lowering == Lowering::View && g.is_output(n.outputs[0]) &&
+                           input_storage;
+    if (lowering == Lowering::View && !copy_view) {
       auto src = act_for(n.inputs[0]);
       if (!src)
         return src.error();
       const Tensor &y = g.tensors[n.outputs[0]];
       const Act &s = acts[src.value()];
       const bool same_order = (s.H * s.W == 1) || (s.C == 1);
-      if (y.shape.size() != 2 && !(y.shape.size() == 4 && same_order))
-        return make_error(where(n) + ": only reshapes to [1,N] are supported");
+      // Row-major storage (one channel, or one pixel) is the ONNX order: any reshape of it
+      // is a view. An image keeps its channel-last geometry: a following image operator
+      // reads the Act's, so an image view must have the same one.
+      const bool to_vector = y.shape.size() == 2 && y.shape[0] == 1;
+      const bool to_image = y.shape.size() == 4 && y.shape[0] == 1;
+      const bool image_fits = to_image && y.shape[1] == s.C && y.shape[2] == s.H &&
+                              y.shape[3] == s.W;
+      const bool y_row_major =
+          !to_image || y.shape[1] == 1 || (y.shape[2] == 1 && y.shape[3] == 1);
+      if (!to_vector && !image_fits && !(same_order && y_row_major && !to_image))
+        return make_error(where(n) + ": only reshapes to [1,N] and of row-major (one-channel) "
+                                     "tensors are supported (an image's channel-last order "
+                                     "would need a transpose)");
       if (g.is_output(n.outputs[0]) && g.is_output(n.inputs[0]))
         return make_error(where(n) + ": a network output viewed as another output");
       act_of[n.outputs[0]] = src.value();
@@ -174,15 +197,13 @@ Result<void> Compiler::plan() {
     }
     PlannedOp op;
     op.node = int(ni);
-    op.kind = lowering;
+    op.kind = copy_view ? Lowering::Layout : lowering;
+    op.strided = op.kind == Lowering::Layout;
     op.transposed = n.op == Op::ConvTranspose;
     if (n.op == Op::Slice)
       op.in_c0 = n.attrs("channels").at(0);
     if (n.op == Op::ChannelShuffle)
       op.shuffle_groups = n.attrs("group").at(0);
-    if (n.op == Op::Transpose)
-      return make_error(where(n) + ": only channel shuffles (Reshape [1,G,C/G,H,W], Transpose "
-                                   "perm [0,2,1,3,4], Reshape back) are supported");
     // An identity passes::remove_identities kept is a plain copy, unless it changes the type.
     const Tensor &x0 = g.tensors[n.inputs[0]], &y0 = g.tensors[n.outputs[0]];
     const bool same_type =
@@ -207,6 +228,12 @@ Result<void> Compiler::plan() {
     }
     std::vector<int> act_inputs;
     if (op.kind == Lowering::Eltwise || op.kind == Lowering::Concat) {
+    // Concat along another axis than an image's channels: strided.
+    if (op.kind == Lowering::Concat) {
+      const Tensor &yt = g.tensors[n.outputs[0]];
+      const int64_t axis = n.attr("axis", 1);
+      op.strided = !(yt.shape.size() == 4 && yt.shape[0] == 1 && (axis == 1 || axis == -3));
+    }
       for (int i : n.inputs) {
         if (g.tensors[i].is_const)
           return make_error(where(n) + ": constant operands must be per-channel (folded into a "
@@ -243,6 +270,10 @@ Result<void> Compiler::plan() {
     if (!act_of.count(t))
       return make_error("output '" + g.tensors[t].name + "' is not computed");
     for (int i : g.inputs)
+    // Network arguments are float32 (the kbin's tensor descriptors).
+    if (g.tensors[t].dtype == ir::DType::S8 || g.tensors[t].dtype == ir::DType::U8)
+      return make_error("output '" + g.tensors[t].name +
+                        "' is INT8 (a QuantizeLinear's): network outputs are float");
       if (act_of.count(i) && act_of[i] == act_of[t])
         return make_error("output '" + g.tensors[t].name + "' is input '" + g.tensors[i].name +
                           "' reshaped: nothing to compute (not supported)");
@@ -293,10 +324,28 @@ Result<void> Compiler::plan_op(PlannedOp &op, const Node &n) {
   Act &y = acts[op.out];
   const int64_t yc = out_c(op);
   const bool aliased = chan_offset.count(n.outputs[0]) != 0; // writes into a concat
-  switch (op.kind) {
-  case Lowering::None: // rejected by plan()
+  // Eltwise operands that broadcast in other ways than per channel or per pixel: strided.
+  if (op.kind == Lowering::Eltwise)
+    for (int i : op.ins) {
+      const Act &a = acts[i];
+      const bool same_pixels = a.H == y.H && a.W == y.W, one_pixel = a.H == 1 && a.W == 1;
+      const bool same_channels = a.C == yc, one_channel = a.C == 1;
+      if (!(same_pixels || one_pixel) || !(same_channels || one_channel))
+        op.strided = true;
+    }
+  if (op.strided && aliased)
+    return make_error(where(n) + ": internal error: a strided operator writes into a concat");
+  if (op.strided) { // one cluster computes the whole tensor
+    op.split = "single";
+    op.out_box.assign(K, Box{});
+    op.out_box[0] = full(y);
+    op.chunks = 1;
+  }
+  switch (op.strided ? Lowering::None : op.kind) {
+  case Lowering::None: // rejected by plan(), or strided
   case Lowering::View: // no operator: shares its input's storage
     break;
+  case Lowering::Layout:
   case Lowering::Conv:
   case Lowering::Pool: {
     auto k = n.attrs("kernel_shape"), s = n.attrs("strides"), d = n.attrs("dilations"),
@@ -328,19 +377,7 @@ Result<void> Compiler::plan_op(PlannedOp &op, const Node &n) {
   case Lowering::ScaleShift:
   case Lowering::Activation:
   case Lowering::Convert:
-    if (op.kind == Lowering::Eltwise)
-      for (int i : op.ins) {
-        const Act &a = acts[i];
-        const bool same_pixels = a.H == y.H && a.W == y.W, one_pixel = a.H == 1 && a.W == 1;
-        const bool same_channels = a.C == yc, one_channel = a.C == 1;
-        if (!(same_pixels || one_pixel) || !(same_channels || one_channel))
-          return make_error(where(n) + ": operand [" + std::to_string(a.C) + "," +
-                            std::to_string(a.H) + "," + std::to_string(a.W) +
-                            "] does not broadcast to the output [" + std::to_string(yc) + "," +
-                            std::to_string(y.H) + "," + std::to_string(y.W) +
-                            "]: only per-channel [C,1,1], per-pixel [1,H,W] and scalar "
-                            "operands broadcast between activations");
-      }
+  case Lowering::Math:
     if (y.H > 1 || aliased) {
       op.out_box = split_rows(y.H, yc);
     } else {
@@ -479,7 +516,7 @@ std::vector<int> Compiler::plan_in_place() const {
     const Act &y = acts[op.out];
     const int yt = g.nodes[op.node].outputs[0];
     if ((op.kind != Lowering::Eltwise && op.kind != Lowering::ScaleShift &&
-         op.kind != Lowering::Activation) ||
+         op.kind != Lowering::Activation && op.kind != Lowering::Math) ||
         y.in_ddr || y.first != step || chan_offset.count(yt) || act_of.at(yt) != op.out ||
         is_io(op.out) || (y.dtype != MCL_DTYPE_F32 && y.dtype != MCL_DTYPE_F16))
       continue;

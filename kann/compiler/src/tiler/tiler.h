@@ -346,6 +346,15 @@ struct Compiler {
   // lower_resize.cpp
   Box need_resize(const PlannedOp &op, const Act &in, const Box &o) const;
   void call_resize(const PlannedOp &op, const CallTiles &t, Call &call) const;
+  // lower_math.cpp
+  void call_math(const PlannedOp &op, const CallTiles &t, Call &call) const;
+  // lower_layout.cpp: whole tensors of any rank through per-dimension strides
+  std::vector<int64_t> spm_strides(const Act &a, const Tensor &t, const mcl_tile &tile) const;
+  void strided_calls(std::vector<int64_t> dims, std::vector<std::vector<int64_t>> strides,
+                     const std::vector<mcl_tile> &bases,
+                     const std::function<void(std::vector<mcl_tile> &)> &make) const;
+  static uint32_t dtype_bytes(uint32_t dtype);
+  Result<void> call_strided(const PlannedOp &op, const CallTiles &t, Call &call) const;
 
   // ---- record emission (emit.cpp) ----
   Result<CompileOutput> finish();

@@ -35,7 +35,8 @@ enum mcl_native_fn_id {
   MCL_NATIVE_FN_RESIZE = 10,          /* mcl_resize_args: nearest / bilinear */
   MCL_NATIVE_FN_COPY = 11,            /* mcl_unary_args: slice / concat copy, type conversion */
   MCL_NATIVE_FN_PAD = 12,             /* mcl_pad_args: constant padding */
-  MCL_NATIVE_FN_COUNT_ = 13
+  MCL_NATIVE_FN_MATH = 13,            /* mcl_math_args: element-wise math (exp, sin, elu...) */
+  MCL_NATIVE_FN_COUNT_ = 14
 };
 
 /* ---- element types ---- */
@@ -257,3 +258,46 @@ typedef struct mcl_pad_args {
 }
 #endif
 #endif
+/* ---- element-wise math (MCL_NATIVE_FN_MATH), F32 or F16 (input and output the same) ----
+ * out = f(in) per element; input and output have the same h, w, c (the input may broadcast
+ * with 0 strides). alpha / beta parameterize the functions that have them. */
+enum mcl_math_op {
+  MCL_MATH_ABS = 0,
+  MCL_MATH_NEG = 1,
+  MCL_MATH_EXP = 2,
+  MCL_MATH_LOG = 3,
+  MCL_MATH_SQRT = 4,
+  MCL_MATH_RECIPROCAL = 5,
+  MCL_MATH_FLOOR = 6,
+  MCL_MATH_CEIL = 7,
+  MCL_MATH_ROUND = 8, /* halves to even */
+  MCL_MATH_SIGN = 9,
+  MCL_MATH_SIN = 10,
+  MCL_MATH_COS = 11,
+  MCL_MATH_TAN = 12,
+  MCL_MATH_ASIN = 13,
+  MCL_MATH_ACOS = 14,
+  MCL_MATH_ATAN = 15,
+  MCL_MATH_SINH = 16,
+  MCL_MATH_COSH = 17,
+  MCL_MATH_ASINH = 18,
+  MCL_MATH_ACOSH = 19,
+  MCL_MATH_ATANH = 20,
+  MCL_MATH_ERF = 21,
+  MCL_MATH_SOFTPLUS = 22,         /* log(1 + e^x) */
+  MCL_MATH_SOFTSIGN = 23,         /* x / (1 + |x|) */
+  MCL_MATH_ELU = 24,              /* x < 0 ? alpha*(e^x - 1) : x */
+  MCL_MATH_SELU = 25,             /* beta * (x > 0 ? x : alpha*(e^x - 1)) (beta = gamma) */
+  MCL_MATH_CELU = 26,             /* max(0,x) + min(0, alpha*(e^(x/alpha) - 1)) */
+  MCL_MATH_THRESHOLDED_RELU = 27, /* x > alpha ? x : 0 */
+  MCL_MATH_SHRINK = 28,           /* x < -alpha ? x + beta : x > alpha ? x - beta : 0 */
+  MCL_MATH_COUNT_ = 29
+};
+
+typedef struct mcl_math_args {
+  mcl_tile input, output;
+  uint32_t op; /* mcl_math_op */
+  float alpha, beta;
+  uint32_t reserved0;
+} mcl_math_args;
+

@@ -155,6 +155,14 @@ std::string CompileOutput::report_html() const {
         << (c.error.empty() ? std::to_string(c.cycles) + " cycles" : escape(c.error)) << ";";
     o << " the operators below are one image's schedule</p>";
   }
+  if (!schedule_choice.chosen.empty())
+    o << "<p>schedule " << escape(schedule_choice.chosen) << " (" << escape(schedule_choice.why)
+      << ")</p>";
+  if (total_cycles)
+    o << "<p>modeled time per cluster (mean): compute " << time.compute * 100 / total_cycles
+      << " %, DMA waits " << time.dma_wait * 100 / total_cycles << " %, barriers "
+      << time.barrier_wait * 100 / total_cycles << " %, signal waits "
+      << time.signal_wait * 100 / total_cycles << " %</p>";
   // Timeline: one row per cluster, one rectangle per operator step (compute part darker).
   const double width = 1000.0;
   const double scale = total_cycles ? width / double(total_cycles) : 1.0;

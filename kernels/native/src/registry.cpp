@@ -189,10 +189,10 @@ const size_t kArgsSize[MCL_NATIVE_FN_COUNT_] = {
     sizeof(mcl_resize_args),
     sizeof(mcl_unary_args),
     sizeof(mcl_pad_args),
+    sizeof(mcl_math_args),
 };
 
 const char *const kNames[MCL_NATIVE_FN_COUNT_] = {
-    sizeof(mcl_math_args),
     "invalid", "conv2d",  "conv_transpose2d", "gemm",   "matmul", "pool2d", "eltwise",
     "scale_shift", "activation", "softmax", "resize", "copy", "pad", "math"};
 
@@ -309,9 +309,6 @@ Status validate(uint32_t fn, const void *args, size_t size, uint64_t spm_size) {
     ck.quant("output", a.out_quant, a.output.dtype);
     break;
   }
-  case MCL_NATIVE_FN_RESIZE: {
-    const auto a = load_block<mcl_resize_args>(args);
-    ck.tile("input", a.input, Role::Broadcast);
   case MCL_NATIVE_FN_MATH: {
     const auto a = load_block<mcl_math_args>(args);
     ck.tile("input", a.input, Role::Broadcast);
@@ -326,6 +323,9 @@ Status validate(uint32_t fn, const void *args, size_t size, uint64_t spm_size) {
     ck.require(a.reserved0 == 0, "math: reserved field must be 0");
     break;
   }
+  case MCL_NATIVE_FN_RESIZE: {
+    const auto a = load_block<mcl_resize_args>(args);
+    ck.tile("input", a.input, Role::Broadcast);
     ck.tile("output", a.output, Role::Output);
     if (!ck.ok())
       break;
@@ -440,12 +440,12 @@ int mcl_native_cost_detail(uint32_t fn, const void *args, uint32_t pes,
   case MCL_NATIVE_FN_PAD:
     c = cost::pad_cost(load_block<mcl_pad_args>(args), pes);
     break;
-  default:
-    return MCL_NATIVE_ERR_UNKNOWN_FUNCTION;
-  }
   case MCL_NATIVE_FN_MATH:
     c = cost::math_cost(load_block<mcl_math_args>(args), pes);
     break;
+  default:
+    return MCL_NATIVE_ERR_UNKNOWN_FUNCTION;
+  }
   *out = {c.total, c.matrix, c.load_store, c.vliw, c.overhead, c.macs, c.padded_macs, c.bound, 0};
   return MCL_NATIVE_OK;
 }
@@ -500,12 +500,12 @@ int mcl_native_run(const mcl_native_exec *exec, uint32_t fn, const void *args, s
     case MCL_NATIVE_FN_PAD:
       s = run_pad(*exec, load_block<mcl_pad_args>(args));
       break;
-    default:
-      break;
-    }
     case MCL_NATIVE_FN_MATH:
       s = run_math(*exec, load_block<mcl_math_args>(args));
       break;
+    default:
+      break;
+    }
   }
   write_message(s, msg, cap);
   return s.code;

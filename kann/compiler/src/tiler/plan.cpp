@@ -172,10 +172,10 @@ Result<void> Compiler::plan() {
         return src.error();
       const Tensor &y = g.tensors[n.outputs[0]];
       const Act &s = acts[src.value()];
-      const bool same_order = (s.H * s.W == 1) || (s.C == 1);
       // Row-major storage (one channel, or one pixel) is the ONNX order: any reshape of it
       // is a view. An image keeps its channel-last geometry: a following image operator
       // reads the Act's, so an image view must have the same one.
+      const bool same_order = (s.H * s.W == 1) || (s.C == 1);
       const bool to_vector = y.shape.size() == 2 && y.shape[0] == 1;
       const bool to_image = y.shape.size() == 4 && y.shape[0] == 1;
       const bool image_fits = to_image && y.shape[1] == s.C && y.shape[2] == s.H &&
@@ -227,13 +227,13 @@ Result<void> Compiler::plan() {
       view_src_shape[n.outputs[0]] = view_src_shape[n.inputs[0]];
     }
     std::vector<int> act_inputs;
-    if (op.kind == Lowering::Eltwise || op.kind == Lowering::Concat) {
     // Concat along another axis than an image's channels: strided.
     if (op.kind == Lowering::Concat) {
       const Tensor &yt = g.tensors[n.outputs[0]];
       const int64_t axis = n.attr("axis", 1);
       op.strided = !(yt.shape.size() == 4 && yt.shape[0] == 1 && (axis == 1 || axis == -3));
     }
+    if (op.kind == Lowering::Eltwise || op.kind == Lowering::Concat) {
       for (int i : n.inputs) {
         if (g.tensors[i].is_const)
           return make_error(where(n) + ": constant operands must be per-channel (folded into a "
@@ -269,11 +269,11 @@ Result<void> Compiler::plan() {
   for (int t : g.outputs) {
     if (!act_of.count(t))
       return make_error("output '" + g.tensors[t].name + "' is not computed");
-    for (int i : g.inputs)
     // Network arguments are float32 (the kbin's tensor descriptors).
     if (g.tensors[t].dtype == ir::DType::S8 || g.tensors[t].dtype == ir::DType::U8)
       return make_error("output '" + g.tensors[t].name +
                         "' is INT8 (a QuantizeLinear's): network outputs are float");
+    for (int i : g.inputs)
       if (act_of.count(i) && act_of[i] == act_of[t])
         return make_error("output '" + g.tensors[t].name + "' is input '" + g.tensors[i].name +
                           "' reshaped: nothing to compute (not supported)");
@@ -344,8 +344,8 @@ Result<void> Compiler::plan_op(PlannedOp &op, const Node &n) {
   switch (op.strided ? Lowering::None : op.kind) {
   case Lowering::None: // rejected by plan(), or strided
   case Lowering::View: // no operator: shares its input's storage
-    break;
   case Lowering::Layout:
+    break;
   case Lowering::Conv:
   case Lowering::Pool: {
     auto k = n.attrs("kernel_shape"), s = n.attrs("strides"), d = n.attrs("dilations"),
@@ -376,8 +376,8 @@ Result<void> Compiler::plan_op(PlannedOp &op, const Node &n) {
   case Lowering::Eltwise:
   case Lowering::ScaleShift:
   case Lowering::Activation:
-  case Lowering::Convert:
   case Lowering::Math:
+  case Lowering::Convert:
     if (y.H > 1 || aliased) {
       op.out_box = split_rows(y.H, yc);
     } else {

@@ -254,10 +254,6 @@ typedef struct mcl_pad_args {
   mcl_quant quant;
 } mcl_pad_args;
 
-#ifdef __cplusplus
-}
-#endif
-#endif
 /* ---- element-wise math (MCL_NATIVE_FN_MATH), F32 or F16 (input and output the same) ----
  * out = f(in) per element; input and output have the same h, w, c (the input may broadcast
  * with 0 strides). alpha / beta parameterize the functions that have them. */
@@ -301,3 +297,7 @@ typedef struct mcl_math_args {
   uint32_t reserved0;
 } mcl_math_args;
 
+#ifdef __cplusplus
+}
+#endif
+#endif

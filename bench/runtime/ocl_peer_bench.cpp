@@ -5,7 +5,8 @@
 //
 //   ocl_peer_bench [--repeats N] [--quick] [--only GROUP[,GROUP...]]
 //
-// GROUP is one of latency (null kernel and 10,000 kernels), vadd, sgemm, reduce, build.
+// GROUP is one of latency (null kernel and 10,000 kernels), vadd, sgemm, reduce, compute
+// (clpeak-style chains of multiply-adds in int, int4, int16 and float16), build.
 #include <CL/cl.h>
 
 #include <algorithm>
@@ -88,6 +89,28 @@ kernel void reduce(global const float *in, global float *out, local float *scrat
   if (l == 0)
     out[get_group_id(0)] = scratch[0];
 }
+)CLC";
+
+// Compute throughput in the manner of clpeak: each work-item runs a dependent chain of
+// multiply-adds on two values of the element type (32 rounds of 64 multiply-adds, 2 operations per
+// element and step) and writes one value so that nothing is dead. Only the type differs.
+const char *kComputeKernels = R"CLC(
+#define STEP(a, b) a = b * a + b; b = a * b + a;
+#define STEP8(a, b) STEP(a, b) STEP(a, b) STEP(a, b) STEP(a, b)
+#define STEP64(a, b) STEP8(a, b) STEP8(a, b) STEP8(a, b) STEP8(a, b) \
+                     STEP8(a, b) STEP8(a, b) STEP8(a, b) STEP8(a, b)
+#define COMPUTE(name, T, S, fold)                                   \
+  kernel void name(global S *out, S seed) {                         \
+    T a = (T)seed, b = (T)((S)get_local_id(0));                     \
+    for (int round = 0; round < 32; ++round) { STEP64(a, b) }       \
+    T v = b; out[get_global_id(0)] = fold;                          \
+  }
+COMPUTE(mad_int, int, int, v)
+COMPUTE(mad_int4, int4, int, v.s0 + v.s1 + v.s2 + v.s3)
+COMPUTE(mad_int16, int16, int, v.s0 + v.s1 + v.s2 + v.s3 + v.s4 + v.s5 + v.s6 + v.s7 + \
+        v.s8 + v.s9 + v.sa + v.sb + v.sc + v.sd + v.se + v.sf)
+COMPUTE(mad_float16, float16, float, v.s0 + v.s1 + v.s2 + v.s3 + v.s4 + v.s5 + v.s6 + v.s7 + \
+        v.s8 + v.s9 + v.sa + v.sb + v.sc + v.sd + v.se + v.sf)
 )CLC";
 
 // A "medium" kernel for build timing: a few helper functions, loops and math builtins.
@@ -173,7 +196,8 @@ int main(int argc, char **argv) {
       only = argv[++i];
     else {
       std::fprintf(stderr,
-                   "usage: %s [--repeats N] [--quick] [--only latency,vadd,sgemm,reduce,build]\n",
+                   "usage: %s [--repeats N] [--quick] [--only "
+                   "latency,vadd,sgemm,reduce,compute,build]\n",
                    argv[0]);
       return 1;
     }
@@ -376,6 +400,79 @@ int main(int argc, char **argv) {
       clReleaseKernel(k);
       clReleaseMemObject(in);
       clReleaseMemObject(out);
+    }
+
+    // Compute throughput: int, int4, int16, float16 multiply-add chains, groups of 256.
+    if (selected("compute")) {
+      cl_program compute = build(p, kComputeKernels, "");
+      struct Kind {
+        const char *kernel, *label;
+        int width;
+        bool is_float;
+      };
+      for (Kind kind :
+           {Kind{"mad_int", "int", 1, false}, Kind{"mad_int4", "int4", 4, false},
+            Kind{"mad_int16", "int16", 16, false}, Kind{"mad_float16", "float16", 16, true}}) {
+        // About 2^32 operations per launch at full size (fewer elements for wider types).
+        size_t items = (quick ? (1u << 16) : (1u << 19)) / size_t(kind.width), local = 256;
+        cl_int err;
+        cl_kernel k = clCreateKernel(compute, kind.kernel, &err);
+        CHECK(err);
+        cl_mem out = buffer(p, items * 4);
+        int seed_i = 3;
+        float seed_f = 1.0f;
+        CHECK(clSetKernelArg(k, 0, sizeof(cl_mem), &out));
+        if (kind.is_float)
+          CHECK(clSetKernelArg(k, 1, sizeof(float), &seed_f));
+        else
+          CHECK(clSetKernelArg(k, 1, sizeof(int), &seed_i));
+        std::vector<double> t;
+        for (int r = 0; r <= repeats; ++r) {
+          auto start = Clock::now();
+          CHECK(
+              clEnqueueNDRangeKernel(p.queue, k, 1, nullptr, &items, &local, 0, nullptr, nullptr));
+          CHECK(clFinish(p.queue));
+          if (r > 0)
+            t.push_back(seconds_since(start));
+        }
+        // Verify a few work-items on the host: the same chain, same wrap-around (int) or
+        // float arithmetic (compared loosely: the device may contract to fma).
+        std::vector<int> got(items);
+        CHECK(clEnqueueReadBuffer(p.queue, out, CL_TRUE, 0, items * 4, got.data(), 0, nullptr,
+                                  nullptr));
+        for (size_t i = 0; i < items; i += 4099) {
+          uint32_t lid = uint32_t(i % local);
+          if (kind.is_float) {
+            float a = seed_f, b = float(lid);
+            for (int s = 0; s < 32 * 32; ++s) { // 32 rounds of 32 steps
+              a = b * a + b;
+              b = a * b + a;
+            }
+            float want = b * float(kind.width), have;
+            std::memcpy(&have, &got[i], 4);
+            bool same_class = std::isfinite(want) == std::isfinite(have);
+            if (!same_class ||
+                (std::isfinite(want) && std::fabs(have - want) > 1e-3f * std::fabs(want) + 1e-3f))
+              fail_verify(p.name, kind.kernel);
+          } else {
+            uint32_t a = uint32_t(seed_i), b = lid;
+            for (int s = 0; s < 32 * 32; ++s) { // 32 rounds of 32 steps
+              a = b * a + b;
+              b = a * b + a;
+            }
+            if (uint32_t(got[i]) != b * uint32_t(kind.width))
+              fail_verify(p.name, kind.kernel);
+          }
+        }
+        double ops = double(items) * 32 * 64 * 2 * 2 * kind.width;
+        row(std::string(kind.is_float ? "compute " : "integer compute ") + kind.label +
+                ", multiply-add chains",
+            kind.is_float ? "GFLOP/s" : "GIOP/s", false)
+            .value[p.name] = ops / median(t) / 1e9;
+        clReleaseKernel(k);
+        clReleaseMemObject(out);
+      }
+      clReleaseProgram(compute);
     }
 
     // Build time of a medium kernel: first (a salt no cache has seen) and cached (same

@@ -613,7 +613,8 @@ cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, con
   if (state->launch.localMemSize() > device->config().local_mem_bytes())
     return CL_OUT_OF_RESOURCES;
   state->mode = device->config().mode;
-  state->pe_team = info_.uses_barriers && info_.cost == compiler::KernelInfo::Cost::None;
+  state->pe_team =
+      info_.uses_barriers && !info_.loop_barriers && info_.cost == compiler::KernelInfo::Cost::None;
   state->total_groups = 1;
   for (int d = 0; d < 3; ++d) {
     state->groups[d] = range.numGroups(d);

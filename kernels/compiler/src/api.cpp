@@ -117,6 +117,8 @@ BuildResult build(std::string_view source, std::string_view options, const Devic
         std::string opts(options);
         if (const char *m = std::getenv("MANYCL_WG_METHOD"))
           opts += std::string("\n#wg-method=") + m;
+        if (const char *m = std::getenv("MANYCL_LOOP_BARRIERS"))
+          opts += std::string("\n#loop-barriers=") + m;
         key = cacheKey(text, opts, dev);
         Container c;
         // Whether an mppa_native function resolves depends on the libraries registered in

@@ -6,7 +6,7 @@
 namespace manycl::compiler::detail {
 
 static const char kMagic[8] = {'M', 'A', 'N', 'Y', 'C', 'L', 'B', '\0'};
-static const uint32_t kFormatVersion = 3;
+static const uint32_t kFormatVersion = 4;
 static const size_t kHeaderSize = 32;
 
 uint64_t fnv1a64(const void *data, size_t n, uint64_t h) {
@@ -117,6 +117,7 @@ std::vector<uint8_t> writeContainer(const Container &c) {
     w.u64(k.frame_size);
     w.u64(k.uniform_frame_size);
     w.u8(static_cast<uint8_t>(k.cost));
+    w.u8(k.loop_barriers ? 1 : 0);
   }
   w.str(c.bitcode);
 
@@ -210,6 +211,7 @@ Status readContainer(std::span<const uint8_t> bytes, Container &out) {
     if (cost > static_cast<uint8_t>(KernelInfo::Cost::Uniform))
       return bad("bad cost kind");
     k.cost = static_cast<KernelInfo::Cost>(cost);
+    k.loop_barriers = r.u8() != 0;
     if (k.static_local_size > (1ull << 40) || k.private_size > (1ull << 40))
       return bad("bad sizes");
     c.kernels.push_back(std::move(k));

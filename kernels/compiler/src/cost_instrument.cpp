@@ -176,8 +176,30 @@ private:
     return lanes(rt) * (kSlot + cycles(fp64(rt) ? kFp64MathCycles : kFp32MathCycles));
   }
 
+  // A context-array access of a loop-barrier kernel: the host keeps a loop-carried value
+  // there between the trips it runs as regions; the PE keeps it in a register.
+  static bool loopFrameAccess(const Instruction &I) {
+    const MDNode *scopes = I.getMetadata(LLVMContext::MD_alias_scope);
+    if (!scopes || !I.mayReadOrWriteMemory())
+      return false;
+    for (const MDOperand &op : scopes->operands()) {
+      auto *scope = dyn_cast<MDNode>(op.get());
+      if (!scope || scope->getNumOperands() < 2)
+        continue;
+      auto *domain = dyn_cast<MDNode>(scope->getOperand(1).get());
+      if (!domain || domain->getNumOperands() < 2)
+        continue;
+      if (auto *name = dyn_cast<MDString>(domain->getOperand(1).get());
+          name && name->getString() == kLoopFrameDomain)
+        return true;
+    }
+    return false;
+  }
+
   uint64_t inst(const Instruction &I) const {
     const Type *t = I.getType();
+    if (loopFrameAccess(I))
+      return 0;
     switch (I.getOpcode()) {
     case Instruction::PHI:
     case Instruction::BitCast:
@@ -243,6 +265,9 @@ private:
 // deeper).
 // Divergent: a block of the work-item loops that only some work-items run (below).
 enum CostClass : unsigned { PerCall = 0, PerRow = 1, PerItem = 2, Divergent = 3 };
+/// Issue slots of one trip of a loop on the PE (counter, compare, branch): what a loop-barrier
+/// kernel's region call costs each PE besides its items.
+constexpr uint64_t kLoopTripSlots = 3;
 CostClass classOf(const LoopInfo &LI, const BasicBlock *BB,
                   const SmallPtrSetImpl<const BasicBlock *> &divergent) {
   if (divergent.contains(BB))
@@ -552,6 +577,19 @@ void instrumentCost(Module &M, std::vector<KernelInfo> &kernels) {
     }
     for (Loop *L : tripOrder)
       adds.push_back({L->getHeader(), classOf(LI, L->getHeader(), divergent), perTrip[L]});
+    // Loop-barrier kernels run each trip of a uniform loop as one call over the group: what a
+    // call does outside its work-item loop (dispatch, the uniform slots, the loop's counter
+    // and code hoisted out of the work-item loop) is the host's bookkeeping of the exchanged
+    // loops. On the PE each work-item runs the trip with its loop overhead (counter, compare,
+    // branch): charged per item of the call, with the items' own code.
+    if (k.loop_barriers) {
+      std::erase_if(adds, [](const TickAdd &a) { return a.cls == PerCall; });
+      Value *x0 = F->getArg(3), *x1 = F->getArg(4), *r0 = F->getArg(5), *r1 = F->getArg(6);
+      Value *cols = E.CreateSelect(E.CreateICmpULT(x0, x1), E.CreateSub(x1, x0), E.getInt64(0));
+      Value *rows = E.CreateSelect(E.CreateICmpULT(r0, r1), E.CreateSub(r1, r0), E.getInt64(0));
+      E.CreateStore(E.CreateMul(E.CreateMul(cols, rows), E.getInt64(kLoopTripSlots * kSlot)),
+                    acc[PerItem]);
+    }
     addTicks(*F, LI, DT, adds, acc);
     // The sums at each return, read before the accumulators become SSA values (the handles
     // follow the loads' replacement).

@@ -603,7 +603,7 @@ Status runRegionsCosted(const KernelImpl &k, void **slots, WiCtx &ctx, uint64_t 
   }
   if (inCall)
     cycles = ctx.slot[SlotIntervalCycles];
-  if (P > 1 && intervals > 1)
+  if (P > 1 && intervals > 1 && !k.info_.loop_barriers)
     cycles += (intervals - 1) * cost::kPeBarrierCycles;
   cost.cycles = cycles;
   return Status::success();

@@ -9,8 +9,11 @@
 #include "frontend.h"
 
 #include <llvm/ADT/SmallPtrSet.h>
+#include <llvm/Analysis/AssumptionCache.h>
 #include <llvm/Analysis/LoopInfo.h>
 #include <llvm/Analysis/PostDominators.h>
+#include <llvm/Analysis/ScalarEvolution.h>
+#include <llvm/Analysis/TargetLibraryInfo.h>
 #include <llvm/Analysis/ValueTracking.h>
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/IR/Constants.h>
@@ -21,6 +24,7 @@
 #include <llvm/IR/Instructions.h>
 #include <llvm/IR/IntrinsicInst.h>
 #include <llvm/IR/LegacyPassManager.h>
+#include <llvm/IR/MDBuilder.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Linker/Linker.h>
 #include <llvm/MC/TargetRegistry.h>
@@ -30,6 +34,7 @@
 #include <llvm/Target/TargetMachine.h>
 #include <llvm/Target/TargetOptions.h>
 #include <llvm/TargetParser/Host.h>
+#include <llvm/TargetParser/Triple.h>
 #include <llvm/Transforms/Scalar/SROA.h>
 #include <llvm/Transforms/Scalar/SimplifyCFG.h>
 #include <llvm/Transforms/Utils/BasicBlockUtils.h>
@@ -506,15 +511,19 @@ public:
             continue;
           for (PHINode &phi : b->phis())
             mark(&phi);
-          if (b != join)
+          if (b != join) {
+            divergent_.insert(b);
             for (BasicBlock *sb : successors(b))
               stack.push_back(sb);
+          }
         }
         for (Loop *L = LI.getLoopFor(&BB); L; L = L->getParentLoop())
           if (L->isLoopExiting(&BB))
-            for (BasicBlock *b : L->blocks())
+            for (BasicBlock *b : L->blocks()) {
+              divergent_.insert(b);
               for (Instruction &I : *b)
                 mark(&I);
+            }
       }
       if (!more)
         break;
@@ -523,6 +532,9 @@ public:
   bool varying(const Value *v) const { return varying_.contains(v); }
   // Every branch depends only on uniform values: all work-items take the same path.
   bool uniformControl() const { return uniformControl_; }
+  // Some work-items may run this block and others not (it depends on a varying branch, or is
+  // in a loop that a varying branch leaves).
+  bool divergent(const BasicBlock *b) const { return divergent_.contains(b); }
 
 private:
   void mark(const Value *v) {
@@ -537,6 +549,7 @@ private:
     return isa<IndirectBrInst>(T) || isa<CallBrInst>(T) || isa<InvokeInst>(T);
   }
   SmallPtrSet<const Value *, 32> varying_;
+  SmallPtrSet<const BasicBlock *, 16> divergent_;
   std::vector<const Value *> work_;
   bool uniformControl_ = true;
 };
@@ -608,7 +621,7 @@ static Value *rematerialize(Value *v, Instruction *before, DenseMap<Value *, Val
 /// leaves the module unchanged apart from `wi`) when the shape is not
 /// supported; the caller then falls back to fibers.
 static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t &frameSize,
-                         uint64_t &uniformSize, std::string &why) {
+                         uint64_t &uniformSize, std::string &why, bool loopBarriers = false) {
   LLVMContext &C = M.getContext();
   const DataLayout &DL = M.getDataLayout();
   const unsigned nargs = static_cast<unsigned>(k.args.size());
@@ -771,7 +784,31 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
   uniformSize = (uoff + 63) / 64 * 64;
   uint64_t off = 0;
   Type *i64 = Type::getInt64Ty(C);
-  for (AllocaInst *a : allocas) {
+  // Loop-barrier kernels (addLoopBarriers): each context array is its own alias scope. The
+  // arrays are disjoint, but their addresses (frame + L*offset + lin*size, L known only at run
+  // time) do not show it, so without the scopes a store to one value's array keeps the loads
+  // of every other from being forwarded or moved (vector-typed values then go through memory
+  // element by element). The domain's name also tells the cost instrumentation that these
+  // accesses exist only on the host (kLoopFrameDomain). Kernels with barriers of their own keep
+  // their code as it was (and so their modeled cycles).
+  MDBuilder mdb(C);
+  std::vector<MDNode *> scopes;
+  if (loopBarriers && allocas.size() <= 64) {
+    MDNode *domain = mdb.createAnonymousAliasScopeDomain(kLoopFrameDomain);
+    for (size_t i = 0; i < allocas.size(); ++i)
+      scopes.push_back(mdb.createAnonymousAliasScope(domain));
+  }
+  for (size_t ai = 0; ai < allocas.size(); ++ai) {
+    AllocaInst *a = allocas[ai];
+    MDNode *scope = nullptr, *others = nullptr;
+    if (!scopes.empty()) {
+      scope = MDNode::get(C, {scopes[ai]});
+      SmallVector<Metadata *, 16> rest;
+      for (size_t j = 0; j < scopes.size(); ++j)
+        if (j != ai)
+          rest.push_back(scopes[j]);
+      others = MDNode::get(C, rest);
+    }
     auto bits = a->getAllocationSizeInBits(DL);
     if (!bits) {
       why = "dynamic alloca";
@@ -806,6 +843,10 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
       Value *byteOff = B.CreateAdd(B.CreateMul(L, ConstantInt::get(i64, myOff)),
                                    B.CreateMul(lin, ConstantInt::get(i64, slot)));
       u->set(B.CreateInBoundsGEP(B.getInt8Ty(), frame, byteOff));
+      if (scope && (isa<LoadInst>(user) || (isa<StoreInst>(user) && u->getOperandNo() == 1))) {
+        user->setMetadata(LLVMContext::MD_alias_scope, scope);
+        user->setMetadata(LLVMContext::MD_noalias, others);
+      }
     }
     if (a->use_empty())
       a->eraseFromParent();
@@ -1004,6 +1045,78 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
 /// Private memory above this (per work-item, barrier-free kernels) moves
 /// from the host stack to a per-PE heap scratch.
 static constexpr uint64_t kMaxStackPrivate = 16 << 10;
+
+// ------------------------------------------------------- loop barriers
+// A work-item loop vectorizes only when the work-item body has no loop of its own: LLVM's loop
+// vectorizer takes innermost loops, so `for (i = 0; i < 128; ++i) x = mad(y, x, x)` around
+// the body keeps each work-item a scalar dependent chain. A loop whose trips are the same for
+// every work-item (entered by all of them, left on uniform conditions) can take a barrier at
+// the end of each trip without changing what the kernel computes (all items reach it, and
+// nothing orders the items between two barriers anyway). The region builder then runs each
+// trip as one work-item loop over the group: the loop-carried values live in per-item context
+// arrays, the trip counter in one uniform slot, and the body vectorizes across work-items
+// (the order of the two loops is exchanged). Loops that the optimizer will unroll completely
+// (a small constant trip count) are left alone, as are loops in code that only some
+// work-items run, loops that already hold a barrier, and kernels with printf (items' output
+// would interleave by trip).
+
+/// Loops of at most this many instructions times trips are expected to be fully unrolled.
+static constexpr uint64_t kUnrolledLoopSize = 256;
+/// Private memory per work-item above which a kernel keeps its loops (the region frame
+/// would hold it once per work-item of the group).
+static constexpr uint64_t kMaxLoopBarrierPrivate = 256;
+
+// Default: on when the cost instrumentation is off (MANYCL_COST=0). With the instrumentation,
+// the modeled cycles of a kernel whose loops were exchanged would differ from those of its
+// plain work-group function (the instrumentation costs the code that runs: the exchanged
+// loops' bookkeeping, their unrolling and overhead differ), so they stay off unless
+// MANYCL_LOOP_BARRIERS=1 asks for them (the model then charges each work-item a trip's loop
+// overhead per region call and nothing for the context arrays: close, not equal).
+static bool loopBarriersEnabled() {
+  const char *v = std::getenv("MANYCL_LOOP_BARRIERS");
+  if (v && *v)
+    return std::string(v) != "0";
+  return !costInstrumentation();
+}
+
+/// Puts a barrier at the end of each trip of the uniform loops of `wi` (clean SSA, barrier
+/// calls already lowered). Returns how many loops got one.
+static unsigned addLoopBarriers(Function &wi, unsigned nargs, FunctionCallee barrierFn) {
+  if (allocaBytes(wi) > kMaxLoopBarrierPrivate)
+    return 0;
+  DominatorTree DT(wi);
+  LoopInfo LI(DT);
+  if (LI.empty())
+    return 0;
+  TargetLibraryInfoImpl tlii(Triple(wi.getParent()->getTargetTriple()));
+  TargetLibraryInfo tli(tlii);
+  AssumptionCache AC(wi);
+  ScalarEvolution SE(wi, tli, AC, DT, LI);
+  const ItemUniformity uni(wi, {wi.getArg(nargs + 1), wi.getArg(nargs + 2), wi.getArg(nargs + 3)});
+  std::vector<BasicBlock *> latches;
+  for (Loop *L : LI.getLoopsInPreorder()) {
+    BasicBlock *latch = L->getLoopLatch();
+    if (!latch || uni.divergent(L->getHeader()) || !isa<BranchInst>(latch->getTerminator()))
+      continue;
+    uint64_t size = 0;
+    bool keep = false;
+    for (BasicBlock *b : L->blocks())
+      for (Instruction &I : *b) {
+        ++size;
+        if (isBarrierCall(I))
+          keep = true;
+      }
+    if (keep)
+      continue;
+    if (unsigned trips = SE.getSmallConstantTripCount(L);
+        trips && trips * size <= kUnrolledLoopSize)
+      continue;
+    latches.push_back(latch);
+  }
+  for (BasicBlock *latch : latches)
+    CallInst::Create(barrierFn, {wi.getArg(nargs)}, "", latch->getTerminator());
+  return static_cast<unsigned>(latches.size());
+}
 
 static const std::set<std::string> &knownRuntimeSymbols() {
   static const std::set<std::string> s = {"__manycl_barrier"};
@@ -1276,6 +1389,24 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
       cleanSsa(*copy);
       if (uniformItems(*copy, nargs))
         k.cost = KernelInfo::Cost::Uniform;
+      // Uniform loops: a barrier per trip, so that the work-item loop goes inside them and
+      // vectorizes (see addLoopBarriers). Any failure keeps the plain work-group function.
+      if (!po.opt_disable && !k.uses_printf && loopBarriersEnabled() &&
+          !(method && std::string(method) == "fibers") &&
+          addLoopBarriers(*copy, nargs, barrierFn) > 0) {
+        std::string why;
+        uint64_t frame = 0, uniformFrame = 0;
+        if (buildRegions(M, copy, k, frame, uniformFrame, why, /*loopBarriers=*/true)) {
+          k.uses_barriers = true;
+          k.loop_barriers = true;
+          k.region_based = true;
+          k.uniform_frame_size = uniformFrame;
+          k.frame_size = frame;
+          k.private_size = frame;
+          copy->eraseFromParent();
+          continue;
+        }
+      }
       copy->eraseFromParent();
     }
     if (k.uses_barriers && !(method && std::string(method) == "fibers")) {

@@ -121,6 +121,10 @@ struct KernelInfo {
   /// that ran (not turned into masked operations) is charged to the slowest PE.
   enum class Cost : uint8_t { None = 0, Divergent = 1, Uniform = 2 };
   Cost cost = Cost::None;
+  /// The source has no barrier: the regions come from the compiler's barriers at the end of
+  /// the trips of uniform loops (so that work-item loops vectorize); they synchronize nothing
+  /// on the modeled device (no PE barrier cycles) and need no PE team.
+  bool loop_barriers = false;
 };
 
 enum class BinaryKind : uint8_t { None = 0, Executable = 1, Object = 2, Library = 3 };

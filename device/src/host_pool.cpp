@@ -109,7 +109,19 @@ struct HostPool::Worker {
   const void *stack_bottom = nullptr;
   size_t stack_size = 0;
 #endif
+  // Where the worker's time went (MANYCL_HOST_POOL_STATS): running fibers, running tasks of
+  // batches, watching for work, sleeping. Written by the worker, read at exit.
+  std::atomic<uint64_t> ns_fibers{0}, ns_tasks{0}, ns_watching{0}, ns_sleeping{0}, sleeps{0};
 };
+
+namespace {
+
+uint64_t ns_since(Clock::time_point t0) {
+  return static_cast<uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(Clock::now() - t0).count());
+}
+
+} // namespace
 
 namespace {
 
@@ -169,12 +181,26 @@ HostPool::~HostPool() {
 
 HostPool &HostPool::shared() {
   // Never destroyed: clusters of devices that outlive static destruction may still use it.
-  static HostPool *pool = new HostPool([] {
+  static HostPool *pool = [] {
     const long forced = env::number("MANYCL_HOST_THREADS", 0);
-    return forced > 0 ? static_cast<unsigned>(forced)
-                      : std::max(1u, HostPlacement::host().host_pus());
-  }());
+    auto *created = new HostPool(forced > 0 ? static_cast<unsigned>(forced)
+                                            : std::max(1u, HostPlacement::host().host_pus()));
+    if (env::flag("MANYCL_HOST_POOL_STATS"))
+      std::atexit([] { pool->print_stats(stderr); });
+    return created;
+  }();
   return *pool;
+}
+
+void HostPool::print_stats(std::FILE *out) const {
+  for (const auto &w : workers_) {
+    auto ms = [](const std::atomic<uint64_t> &ns) { return double(ns.load()) * 1e-6; };
+    std::fprintf(out,
+                 "manycl host pool: worker %u: fibers %.1f ms, tasks %.1f ms, watching %.1f ms, "
+                 "sleeping %.1f ms (%llu sleeps)\n",
+                 w->index, ms(w->ns_fibers), ms(w->ns_tasks), ms(w->ns_watching),
+                 ms(w->ns_sleeping), static_cast<unsigned long long>(w->sleeps.load()));
+  }
 }
 
 bool HostPool::inside_task() {
@@ -411,6 +437,7 @@ void HostPool::worker_loop(Worker &worker) {
       }
       t_fiber = &fiber;
       swap_fiber_locals(fiber.locals);
+      const auto ran_from = Clock::now();
 #ifdef MANYCL_ASAN_FIBERS
       void *fake = nullptr;
       switch_context(&worker.scheduler, &fiber.context, &fake,
@@ -422,6 +449,7 @@ void HostPool::worker_loop(Worker &worker) {
       switch_context(&worker.scheduler, &fiber.context, nullptr, nullptr, 0, nullptr);
 #endif
       // The fiber parked or returned.
+      worker.ns_fibers.fetch_add(ns_since(ran_from), std::memory_order_relaxed);
       swap_fiber_locals(fiber.locals);
       t_fiber = nullptr;
       lock.lock();
@@ -444,7 +472,9 @@ void HostPool::worker_loop(Worker &worker) {
       ++batch.users;
       watched = false;
       lock.unlock();
+      const auto drained_from = Clock::now();
       drain(batch);
+      worker.ns_tasks.fetch_add(ns_since(drained_from), std::memory_order_relaxed);
       lock.lock();
       if (--batch.users == 0) {
         if (batch.waiter)
@@ -471,12 +501,14 @@ void HostPool::worker_loop(Worker &worker) {
     if (!stopping_ && !watched) {
       const uint64_t seen = work_epoch_.load(std::memory_order_acquire);
       lock.unlock();
-      const auto spin_end = Clock::now() + kSpinBeforeSleep;
+      const auto watched_from = Clock::now();
+      const auto spin_end = watched_from + kSpinBeforeSleep;
       for (unsigned i = 1; work_epoch_.load(std::memory_order_acquire) == seen; ++i) {
         if ((i & 63) == 0 && Clock::now() >= spin_end)
           break;
         cpu_relax();
       }
+      worker.ns_watching.fetch_add(ns_since(watched_from), std::memory_order_relaxed);
       lock.lock();
       watched = true;
       continue;
@@ -487,10 +519,13 @@ void HostPool::worker_loop(Worker &worker) {
     for (Fiber *f : worker.parked)
       next_deadline = std::min(next_deadline, f->deadline);
     worker.idle = true;
+    const auto slept_from = Clock::now();
     if (next_deadline == Clock::time_point::max())
       worker.wake.wait(lock);
     else
       worker.wake.wait_until(lock, next_deadline);
+    worker.ns_sleeping.fetch_add(ns_since(slept_from), std::memory_order_relaxed);
+    worker.sleeps.fetch_add(1, std::memory_order_relaxed);
     worker.idle = false;
     const auto now = Clock::now();
     for (size_t i = 0; i < worker.parked.size();) {

@@ -22,6 +22,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <cstdio>
 #include <deque>
 #include <functional>
 #include <memory>
@@ -63,6 +64,10 @@ public:
   static bool inside_fiber();
 
   struct Worker; // one host thread and the fibers pinned to it (host_pool.cpp)
+
+  // Where each worker's time went: running fibers, running tasks, watching for work,
+  // sleeping (printed at exit when MANYCL_HOST_POOL_STATS is set).
+  void print_stats(std::FILE *out) const;
 
 private:
   friend class CoopCondition;

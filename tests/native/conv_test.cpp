@@ -581,8 +581,9 @@ INSTANTIATE_TEST_SUITE_P(Isa, ConvRandom, ::testing::Values("generic", "avx2", "
                          [](const auto &info) { return info.param; });
 
 // GEMM through the registry: FP32 / FP16 / INT8, transposed and plain B.
+// weight_zp != 0: INT8 weights with a zero point kept in the block (MCL_CONV_WEIGHT_ZERO_POINTS).
 void run_gemm(uint32_t dtype, uint32_t out_dtype, uint32_t M, uint32_t K, uint32_t N, bool trans_b,
-              uint32_t seed) {
+              uint32_t seed, int32_t weight_zp = 0) {
   SCOPED_TRACE("gemm M" + std::to_string(M) + " K" + std::to_string(K) + " N" + std::to_string(N) +
                " dtype" + std::to_string(dtype) + " transB" + std::to_string(trans_b));
   std::mt19937 rng(seed);
@@ -610,16 +611,17 @@ void run_gemm(uint32_t dtype, uint32_t out_dtype, uint32_t M, uint32_t K, uint32
   }
   auto bval = [&](uint32_t k, uint32_t n) -> double {
     const size_t i = trans_b ? (size_t)n * K + k : (size_t)k * N + n;
-    return int8 ? B8[i] : Bf[i];
+    return int8 ? (double)B8[i] - weight_zp : Bf[i];
   };
   const float xs = 0.01f, ys = 0.4f, ws = 0.03f;
   g.input_zero_point = int8 ? 3 : 0;
   g.output_zero_point = int8 ? -7 + (out_dtype == MCL_DTYPE_U8 ? 130 : 0) : 0;
   g.output_min = out_dtype == MCL_DTYPE_U8 ? 0 : -128;
   g.output_max = out_dtype == MCL_DTYPE_U8 ? 255 : 127;
+  g.flags = weight_zp ? MCL_CONV_WEIGHT_ZERO_POINTS : 0;
   const size_t psize = mcl_native_gemm_params_size(&g);
   g.params_offset = spm.alloc(psize);
-  mcl_weight_quant q{xs, ys, &ws, nullptr, 1};
+  mcl_weight_quant q{xs, ys, &ws, &weight_zp, 1};
   const void *b = int8 ? (const void *)B8.data() : dtype == MCL_DTYPE_F16 ? (const void *)Bh.data() : (const void *)Bf.data();
   ASSERT_EQ(mcl_native_pack_gemm(&g, b, trans_b, nullptr, int8 ? &q : nullptr, spm.base() + g.params_offset, psize),
             MCL_NATIVE_OK);
@@ -653,6 +655,8 @@ TEST(NativeGemm, AllPrecisions) {
     run_gemm(MCL_DTYPE_F16, MCL_DTYPE_F16, 13, 29, 33, true, 3);
     run_gemm(MCL_DTYPE_U8, MCL_DTYPE_U8, 19, 77, 35, false, 4);
     run_gemm(MCL_DTYPE_S8, MCL_DTYPE_S8, 7, 16, 16, true, 5);
+    run_gemm(MCL_DTYPE_U8, MCL_DTYPE_S8, 23, 45, 37, true, 6, 114); // QLinearMatMul-style
+    run_gemm(MCL_DTYPE_S8, MCL_DTYPE_U8, 5, 300, 20, false, 7, -90);
   }
 }
 

@@ -95,6 +95,8 @@ TEST(NativeValidator, RejectsMalformedConvFields) {
       {"zero kernel", [](mcl_conv_args &a) { a.kernel_h = 0; }, MCL_NATIVE_ERR_BAD_ARGS},
       {"zero dilation", [](mcl_conv_args &a) { a.dilation_h = 0; }, MCL_NATIVE_ERR_BAD_ARGS},
       {"unknown flag", [](mcl_conv_args &a) { a.flags = 0x80; }, MCL_NATIVE_ERR_BAD_ARGS},
+      {"weight zero points on a float conv",
+       [](mcl_conv_args &a) { a.flags = MCL_CONV_WEIGHT_ZERO_POINTS; }, MCL_NATIVE_ERR_BAD_ARGS},
       {"reserved set", [](mcl_conv_args &a) { a.reserved0 = 1; }, MCL_NATIVE_ERR_BAD_ARGS},
       {"unknown activation", [](mcl_conv_args &a) { a.act.kind = 99; }, MCL_NATIVE_ERR_BAD_ARGS},
       {"clip min > max", [](mcl_conv_args &a) { a.act = {MCL_ACT_CLIP, 1.0f, 0.0f}; }, MCL_NATIVE_ERR_BAD_ARGS},
@@ -209,6 +211,16 @@ TEST(NativeValidator, RejectsMalformedOtherBlocks) {
   g.output = tile(256, 1, 4, 6);
   g.params_offset = 1024;
   EXPECT_EQ(check(MCL_NATIVE_FN_GEMM, g), MCL_NATIVE_OK);
+  g.flags = MCL_CONV_WEIGHT_ZERO_POINTS; // INT8 only
+  EXPECT_EQ(check(MCL_NATIVE_FN_GEMM, g), MCL_NATIVE_ERR_BAD_ARGS);
+  g.input.dtype = g.output.dtype = MCL_DTYPE_U8;
+  g.output_max = 255;
+  EXPECT_EQ(check(MCL_NATIVE_FN_GEMM, g), MCL_NATIVE_OK);
+  g.flags = 0x10;
+  EXPECT_EQ(check(MCL_NATIVE_FN_GEMM, g), MCL_NATIVE_ERR_BAD_ARGS);
+  g.flags = 0;
+  g.input.dtype = g.output.dtype = MCL_DTYPE_F32;
+  g.output_max = 0;
   g.output.w = 3;
   EXPECT_EQ(check(MCL_NATIVE_FN_GEMM, g), MCL_NATIVE_ERR_BAD_ARGS);
 }

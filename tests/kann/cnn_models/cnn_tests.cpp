@@ -140,8 +140,7 @@ std::map<std::string, uint64_t> predicted_cycles;
 
 // `schedule`: kann::CompileOptions::schedule (the default, "auto", keeps the key short).
 std::string kbin_key(const std::string &model, const std::string &preset,
-                     const std::string &precision, unsigned clusters,
-                     const std::string &schedule) {
+                     const std::string &precision, unsigned clusters, const std::string &schedule) {
   return model + "/" + preset + "/" + precision + "/" + std::to_string(clusters) +
          (schedule == "auto" ? "" : "/" + schedule);
 }

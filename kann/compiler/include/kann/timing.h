@@ -17,12 +17,12 @@
 namespace kann {
 
 struct ProgramTiming {
-  uint64_t total_cycles = 0;                    // command start to the last cluster's end
-  std::vector<uint64_t> compute_cycles;         // per cluster: native compute accounted
+  uint64_t total_cycles = 0;            // command start to the last cluster's end
+  std::vector<uint64_t> compute_cycles; // per cluster: native compute accounted
   // Where each cluster's clock went besides compute (per cluster; compute + these = its end):
-  std::vector<uint64_t> dma_wait_cycles;     // WAIT_DMA and the final drain of transfers
-  std::vector<uint64_t> barrier_wait_cycles; // at barriers: the later clusters + the latency
-  std::vector<uint64_t> signal_wait_cycles;  // WAIT_SIGNAL
+  std::vector<uint64_t> dma_wait_cycles;         // WAIT_DMA and the final drain of transfers
+  std::vector<uint64_t> barrier_wait_cycles;     // at barriers: the later clusters + the latency
+  std::vector<uint64_t> signal_wait_cycles;      // WAIT_SIGNAL
   std::vector<std::vector<uint64_t>> time_after; // per cluster, per record: its clock after it
 };
 

@@ -268,8 +268,8 @@ Result<CompileOutput> compile_image(const Graph &graph, const CompileOptions &op
   p.schedule_choice.layer_cycles = l.total_cycles;
   p.schedule_choice.pipeline_cycles = p.total_cycles;
   l.schedule_choice.pipeline_cycles = p.total_cycles;
-  const std::string figures = "predicted " + std::to_string(p.total_cycles) +
-                              " cycles pipeline, " + std::to_string(l.total_cycles) + " layer";
+  const std::string figures = "predicted " + std::to_string(p.total_cycles) + " cycles pipeline, " +
+                              std::to_string(l.total_cycles) + " layer";
   CompileOutput &chosen = want == "pipeline" || p.total_cycles < l.total_cycles ? p : l;
   chosen.schedule_choice.why =
       (want == "pipeline" ? "--schedule pipeline: " : "auto, the fewer cycles: ") + figures;

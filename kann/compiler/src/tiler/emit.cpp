@@ -112,8 +112,7 @@ uint64_t Compiler::dma_cycles(uint64_t bytes, bool ddr) const {
 // parameters; the issuing cluster rotates between operators to spread the RDMA work) or
 // one load per cluster. With `notify`, each destination's weight signal counts the arrival.
 void Compiler::emit_slice_load(size_t s, size_t j, uint64_t spm, bool notify,
-                               std::vector<uint64_t> &ddr, uint32_t f0, uint32_t f1,
-                               int issuer) {
+                               std::vector<uint64_t> &ddr, uint32_t f0, uint32_t f1, int issuer) {
   const PlannedOp &op = ops[s];
   const ParamBlock &pb = op.params;
   auto load = [&](unsigned from, const ParamSlice &ps, uint32_t mask) {

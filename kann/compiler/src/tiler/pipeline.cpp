@@ -152,10 +152,9 @@ bool Compiler::channel_split_pays(const PlannedOp &op) const {
   const double band = std::ceil(double(y.H) / k);
   const double in_rows = std::min<double>(x.H, (band - 1) * op.sh + (op.kh - 1) * op.dh + 1);
   const double halo = std::max(0.0, in_rows - double(x.H) / k) * row_bytes;
-  const double spatial =
-      band * macs_per_row / rate +
-      (by_channels ? (k - 1) * lat + in_rows * row_bytes * (k - 1) / k / link
-                   : (halo > 0 ? 2 * lat + halo / link : 0.0));
+  const double spatial = band * macs_per_row / rate +
+                         (by_channels ? (k - 1) * lat + in_rows * row_bytes * (k - 1) / k / link
+                                      : (halo > 0 ? 2 * lat + halo / link : 0.0));
   // Channels: the largest slice, the input gathered (a depthwise convolution on channel
   // slices already has its own), the output handed back by rows.
   // The largest slice as split_channels cuts it (whole 16-channel panels: 256 channels on 5
@@ -165,11 +164,10 @@ bool Compiler::channel_split_pays(const PlannedOp &op) const {
     widest = std::max(widest, b.chans());
   const double slice = double(widest) / double(yc);
   const double gathered =
-      depthwise && by_channels ? 0.0
-                               : double(x.bytes()) * (depthwise ? slice : 1.0) * (k - 1) / k;
+      depthwise && by_channels ? 0.0 : double(x.bytes()) * (depthwise ? slice : 1.0) * (k - 1) / k;
   const double handed = double(y.bytes()) * slice * (k - 1) / k;
-  const double channel = double(y.H) * macs_per_row * slice / rate + 2 * (k - 1) * lat +
-                         (gathered + handed) / link;
+  const double channel =
+      double(y.H) * macs_per_row * slice / rate + 2 * (k - 1) * lat + (gathered + handed) / link;
   return channel < spatial;
 }
 

@@ -48,7 +48,7 @@ uint64_t piece_bound(uint64_t bytes, uint32_t f);
 
 // A piece of an operator's first parameter slice loaded during one step ("pipeline").
 struct ParamPiece {
-  int op = -1;                     // the operator whose parameters it holds
+  int op = -1;                       // the operator whose parameters it holds
   uint32_t f0 = 0, f1 = kPieceUnits; // bytes [f0, f1) of each slot, in kPieceUnits
 };
 

@@ -69,7 +69,7 @@ std::set<std::string> documented_operators() {
   const size_t end = doc.find("\n\n", start);
   std::istringstream rows(doc.substr(start, end - start));
   std::set<std::string> names;
-  const std::regex name("`([A-Z][A-Za-z]+)`");
+  const std::regex name("`([A-Z][A-Za-z0-9]+)`");
   for (std::string row; std::getline(rows, row);) {
     row.erase(0, row.find_first_not_of(' ')); // the table is indented in a list item
     if (row.rfind("| `", 0) != 0)

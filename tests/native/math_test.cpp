@@ -124,8 +124,8 @@ TEST(Math, EveryFunctionMatchesItsDefinitionOnStridedTiles) {
               continue;
             }
             ASSERT_NEAR(get(spm, a.output, y, x, c), want, tol)
-                << "function " << op << " dtype " << dtype << " at " << y << "," << x << ","
-                << c << " input " << in;
+                << "function " << op << " dtype " << dtype << " at " << y << "," << x << "," << c
+                << " input " << in;
           }
     }
 }
@@ -157,6 +157,66 @@ TEST(Math, ValidatorRefusesUnknownFunctionsMixedTypesAndInt8) {
   cheap.op = MCL_MATH_ABS;
   EXPECT_LE(mcl_native_cost(MCL_NATIVE_FN_MATH, &cheap, 16),
             mcl_native_cost(MCL_NATIVE_FN_MATH, &a, 16));
+}
+
+} // namespace
+
+namespace {
+
+// MCL_NATIVE_FN_REDUCE: a [4][3][5] tensor reduced over its first and last dimensions
+// (strided: the tile's rows and pixels), each kept channel against the definition.
+TEST(Reduce, EveryReductionOverTwoStridedDimensions) {
+  for (uint32_t dtype : {MCL_DTYPE_F32, MCL_DTYPE_F16})
+    for (uint32_t op = 0; op < MCL_REDUCE_COUNT_; ++op) {
+      Spm spm;
+      const uint32_t A = 4, B = 3, D = 5; // reduce over A and D, keep B
+      mcl_reduce_args a{};
+      a.input = place_tile(spm, A, B, D, dtype, 0, 0, 0); // [A][B][D] row-major
+      std::vector<double> v(A * B * D);
+      for (uint32_t i = 0; i < v.size(); ++i) {
+        v[i] = 0.25 + 0.1 * double((i * 7) % 11); // positive: LOG_SUM and PROD defined
+        set(spm, a.input, i / (B * D), (i / D) % B, i % D, v[i]);
+        v[i] = get(spm, a.input, i / (B * D), (i / D) % B, i % D); // as stored
+      }
+      const mcl_tile x = a.input;
+      a.input.h = A, a.input.w = D, a.input.c = B;
+      a.input.row_stride = x.row_stride, a.input.pixel_stride = 1,
+      a.input.channel_stride = x.pixel_stride;
+      a.output = place_tile(spm, 1, 1, B, dtype, 0, 0, 0);
+      a.op = op;
+      spm.run(MCL_NATIVE_FN_REDUCE, a);
+      for (uint32_t b = 0; b < B; ++b) {
+        double sum = 0, mx = -INFINITY, mn = INFINITY, prod = 1, l1 = 0, sq = 0, se = 0;
+        for (uint32_t i = 0; i < A; ++i)
+          for (uint32_t d = 0; d < D; ++d) {
+            const double e = v[(i * B + b) * D + d];
+            sum += e, mx = std::max(mx, e), mn = std::min(mn, e), prod *= e;
+            l1 += std::fabs(e), sq += e * e, se += std::exp(e);
+          }
+        const double want[] = {sum, sum / (A * D), mx,          mn, prod, l1, std::sqrt(sq),
+                               sq,  std::log(sum), std::log(se)};
+        const double tol = (dtype == MCL_DTYPE_F16 ? 2e-3 : 2e-6) * (1 + std::fabs(want[op]));
+        EXPECT_NEAR(get(spm, a.output, 0, 0, b), want[op], tol)
+            << "reduction " << op << " dtype " << dtype << " channel " << b;
+      }
+    }
+}
+
+TEST(Reduce, ValidatorRefusesAnOutputThatIsNotOnePixel) {
+  Spm spm;
+  mcl_reduce_args a{};
+  a.input = place_tile(spm, 2, 3, 4, MCL_DTYPE_F32, 0, 0, 0);
+  a.output = place_tile(spm, 1, 1, 4, MCL_DTYPE_F32, 0, 0, 0);
+  char msg[256];
+  auto check = [&] {
+    return mcl_native_validate(MCL_NATIVE_FN_REDUCE, &a, sizeof a, spm.size(), msg, sizeof msg);
+  };
+  EXPECT_EQ(check(), MCL_NATIVE_OK);
+  a.output.w = 2;
+  EXPECT_EQ(check(), MCL_NATIVE_ERR_BAD_ARGS);
+  a.output.w = 1;
+  a.op = MCL_REDUCE_COUNT_;
+  EXPECT_EQ(check(), MCL_NATIVE_ERR_BAD_ARGS);
 }
 
 } // namespace

@@ -265,6 +265,14 @@ int64_t first_opset(Op op) {
   case Op::Constant:
   case Op::ReduceMean:
   case Op::ReduceMax:
+  case Op::ReduceMin:
+  case Op::ReduceSum:
+  case Op::ReduceProd:
+  case Op::ReduceL1:
+  case Op::ReduceL2:
+  case Op::ReduceSumSquare:
+  case Op::ReduceLogSum:
+  case Op::ReduceLogSumExp:
   case Op::Softmax: // the coerced-2-D definition before 13 is handled (infer_node)
   case Op::Softplus:
   case Op::Softsign:
@@ -843,15 +851,44 @@ Result<void> infer_node(Graph &g, Node &n) {
         return make_error(where(n) + ": axes must be constant");
       axes = in(1).idata;
     }
-    for (auto &a : axes)
+    for (auto &a : axes) {
       a = norm_axis(a, x.size());
+      if (a < 0 || a >= int64_t(x.size()))
+        return make_error(where(n) + ": axis out of range");
+    }
     std::sort(axes.begin(), axes.end());
-    if (x.size() != 4 || axes != std::vector<int64_t>{2, 3})
-      return make_error(where(n) + ": only reductions over H and W of NCHW are supported");
+    axes.erase(std::unique(axes.begin(), axes.end()), axes.end());
     const bool keep = n.attr("keepdims", 1) != 0;
-    n.op = n.op == Op::ReduceMean ? Op::GlobalAveragePool : Op::GlobalMaxPool;
     n.inputs.resize(1);
-    y.shape = keep ? std::vector<int64_t>{1, x[1], 1, 1} : std::vector<int64_t>{1, x[1]};
+    if (axes.empty() && n.attr("noop_with_empty_axes", 0) != 0) { // opset 13/18: identity
+      n.op = Op::Identity;
+      y.shape = x;
+      return {};
+    }
+    if (axes.empty()) // all of them
+      for (size_t d = 0; d < x.size(); ++d)
+        axes.push_back(int64_t(d));
+    if (auto r = batch_axis_guard(g, n, axes); !r)
+      return r;
+    // Mean / max over H and W of an image: global pooling ([1,C,1,1], or [1,C] without
+    // keepdims, the same storage), split over the clusters.
+    if (x.size() == 4 && x[0] == 1 && axes == std::vector<int64_t>{2, 3} &&
+        (n.op == Op::ReduceMean || n.op == Op::ReduceMax)) {
+      n.op = n.op == Op::ReduceMean ? Op::GlobalAveragePool : Op::GlobalMaxPool;
+      y.shape = keep ? std::vector<int64_t>{1, x[1], 1, 1} : std::vector<int64_t>{1, x[1]};
+      return {};
+    }
+    // Any other axes: a strided reduction of the whole tensor (tiler/lower_layout.cpp).
+    y.shape.clear();
+    for (size_t d = 0; d < x.size(); ++d) {
+      const bool reduced = std::binary_search(axes.begin(), axes.end(), int64_t(d));
+      if (!reduced)
+        y.shape.push_back(x[d]);
+      else if (keep)
+        y.shape.push_back(1);
+    }
+    n.ints["axes"] = axes;
+    n.ints["keepdims"] = {keep ? 1 : 0};
     return {};
   }
   case ShapeRule::GlobalPool: {

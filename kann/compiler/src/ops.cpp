@@ -70,6 +70,8 @@ const char *lowering_name(Lowering lowering) {
     return "math";
   case Lowering::Layout:
     return "layout";
+  case Lowering::Reduce:
+    return "reduce";
   }
   return "?";
 }

@@ -89,6 +89,68 @@ inline void store(half_bits *p, float v) {
   p->bits = float_to_half(v);
 }
 
+template <class T> void reduce_typed(const mcl_native_exec &exec, const mcl_reduce_args &a) {
+  uint8_t *spm = exec.spm_base;
+  const uint32_t C = a.input.c;
+  const uint32_t chunks = std::min<uint32_t>(C, std::max<uint32_t>(1, exec.pe_count) * 2);
+  parallel_for(exec, chunks, [&](uint32_t i) {
+    for (uint32_t c = uint32_t(uint64_t(C) * i / chunks); c < uint64_t(C) * (i + 1) / chunks; ++c) {
+      auto value = [&](uint32_t y, uint32_t x) {
+        return load(reinterpret_cast<const T *>(tile_ptr(spm, a.input, y, x, c)));
+      };
+      float shift = 0.0f; // LOG_SUM_EXP: the maximum, so no exp overflows
+      if (a.op == MCL_REDUCE_LOG_SUM_EXP) {
+        shift = -INFINITY;
+        for (uint32_t y = 0; y < a.input.h; ++y)
+          for (uint32_t x = 0; x < a.input.w; ++x)
+            shift = std::max(shift, value(y, x));
+        if (!std::isfinite(shift))
+          shift = 0.0f;
+      }
+      float acc = a.op == MCL_REDUCE_MAX    ? -INFINITY
+                  : a.op == MCL_REDUCE_MIN  ? INFINITY
+                  : a.op == MCL_REDUCE_PROD ? 1.0f
+                                            : 0.0f;
+      for (uint32_t y = 0; y < a.input.h; ++y)
+        for (uint32_t x = 0; x < a.input.w; ++x) {
+          const float v = value(y, x);
+          switch (a.op) {
+          case MCL_REDUCE_MAX:
+            acc = std::max(acc, v);
+            break;
+          case MCL_REDUCE_MIN:
+            acc = std::min(acc, v);
+            break;
+          case MCL_REDUCE_PROD:
+            acc *= v;
+            break;
+          case MCL_REDUCE_L1:
+            acc += std::fabs(v);
+            break;
+          case MCL_REDUCE_L2:
+          case MCL_REDUCE_SUM_SQUARE:
+            acc += v * v;
+            break;
+          case MCL_REDUCE_LOG_SUM_EXP:
+            acc += std::exp(v - shift);
+            break;
+          default: // SUM, MEAN, LOG_SUM
+            acc += v;
+          }
+        }
+      if (a.op == MCL_REDUCE_MEAN)
+        acc /= float(uint64_t(a.input.h) * a.input.w);
+      else if (a.op == MCL_REDUCE_L2)
+        acc = std::sqrt(acc);
+      else if (a.op == MCL_REDUCE_LOG_SUM)
+        acc = std::log(acc);
+      else if (a.op == MCL_REDUCE_LOG_SUM_EXP)
+        acc = std::log(acc) + shift;
+      store(reinterpret_cast<T *>(tile_ptr(spm, a.output, 0, 0, c)), acc);
+    }
+  });
+}
+
 template <class T> void math_typed(const mcl_native_exec &exec, const mcl_math_args &a) {
   uint8_t *spm = exec.spm_base;
   const uint32_t rows = a.output.h;
@@ -115,7 +177,22 @@ Status run_math(const mcl_native_exec &exec, const mcl_math_args &a) {
   return Status::Ok();
 }
 
+Status run_reduce(const mcl_native_exec &exec, const mcl_reduce_args &a) {
+  if (a.output.dtype == MCL_DTYPE_F16)
+    reduce_typed<half_bits>(exec, a);
+  else
+    reduce_typed<float>(exec, a);
+  return Status::Ok();
+}
+
 namespace cost {
+
+// A streaming pass over the input (two for LOG_SUM_EXP), a few operations per element.
+Cost reduce_cost(const mcl_reduce_args &a, uint32_t pes) {
+  const double passes = a.op == MCL_REDUCE_LOG_SUM_EXP ? 2.0 : 1.0;
+  const double ops = a.op == MCL_REDUCE_LOG_SUM_EXP ? 26.0 : 2.0;
+  return stream(elements(a.input), passes * dtype_size(a.input.dtype), ops, a.input.dtype, pes);
+}
 
 // VLIW operations per element: transcendental functions as a polynomial evaluation plus
 // range reduction (assumption, docs/device-model.md), the others a few operations.

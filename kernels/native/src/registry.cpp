@@ -190,11 +190,12 @@ const size_t kArgsSize[MCL_NATIVE_FN_COUNT_] = {
     sizeof(mcl_unary_args),
     sizeof(mcl_pad_args),
     sizeof(mcl_math_args),
+    sizeof(mcl_reduce_args),
 };
 
 const char *const kNames[MCL_NATIVE_FN_COUNT_] = {
     "invalid", "conv2d",  "conv_transpose2d", "gemm",   "matmul", "pool2d", "eltwise",
-    "scale_shift", "activation", "softmax", "resize", "copy", "pad", "math"};
+    "scale_shift", "activation", "softmax", "resize", "copy", "pad", "math", "reduce"};
 
 // Copies the block so it is aligned and cannot change while being checked.
 template <class T> T load_block(const void *p) {
@@ -323,6 +324,22 @@ Status validate(uint32_t fn, const void *args, size_t size, uint64_t spm_size) {
     ck.require(a.reserved0 == 0, "math: reserved field must be 0");
     break;
   }
+  case MCL_NATIVE_FN_REDUCE: {
+    const auto a = load_block<mcl_reduce_args>(args);
+    ck.tile("input", a.input, Role::Broadcast);
+    ck.tile("output", a.output, Role::StridedOutput);
+    if (!ck.ok())
+      break;
+    ck.require(a.output.h == 1 && a.output.w == 1 && a.output.c == a.input.c,
+               "reduce: the output must be 1 x 1 x input.c");
+    ck.require(a.input.h >= 1 && a.input.w >= 1, "reduce: nothing to reduce");
+    ck.require(a.input.dtype == a.output.dtype &&
+                   (a.input.dtype == MCL_DTYPE_F32 || a.input.dtype == MCL_DTYPE_F16),
+               "reduce: input and output must both be F32 or both F16");
+    ck.require(a.op < MCL_REDUCE_COUNT_, "reduce: unknown reduction");
+    ck.require(a.reserved0 == 0, "reduce: reserved field must be 0");
+    break;
+  }
   case MCL_NATIVE_FN_RESIZE: {
     const auto a = load_block<mcl_resize_args>(args);
     ck.tile("input", a.input, Role::Broadcast);
@@ -443,6 +460,9 @@ int mcl_native_cost_detail(uint32_t fn, const void *args, uint32_t pes,
   case MCL_NATIVE_FN_MATH:
     c = cost::math_cost(load_block<mcl_math_args>(args), pes);
     break;
+  case MCL_NATIVE_FN_REDUCE:
+    c = cost::reduce_cost(load_block<mcl_reduce_args>(args), pes);
+    break;
   default:
     return MCL_NATIVE_ERR_UNKNOWN_FUNCTION;
   }
@@ -502,6 +522,9 @@ int mcl_native_run(const mcl_native_exec *exec, uint32_t fn, const void *args, s
       break;
     case MCL_NATIVE_FN_MATH:
       s = run_math(*exec, load_block<mcl_math_args>(args));
+      break;
+    case MCL_NATIVE_FN_REDUCE:
+      s = run_reduce(*exec, load_block<mcl_reduce_args>(args));
       break;
     default:
       break;

@@ -26,7 +26,7 @@ enum class ShapeRule : uint8_t {
   ConvTranspose, // transposed window
   Pad,           // constant pads of H and W
   Window,        // pooling window
-  Reduce,        // reduction over H and W (becomes global pooling)
+  Reduce,        // reduction over axes (over H and W of an image: global pooling)
   GlobalPool,    // [1,C,1,1]
   Gemm,          // [1,K] x constant -> [1,N]
   Broadcast,     // element-wise binary, NumPy broadcast
@@ -60,6 +60,7 @@ enum class Lowering : uint8_t {
   Resize,     // lower_resize.cpp
   Math,       // lower_math.cpp: element-wise math functions (exp, sin, elu, ...)
   Layout,     // lower_layout.cpp: strided copies of whole tensors (Transpose, reshape copies)
+  Reduce,     // lower_layout.cpp: Reduce* over any axes of a whole tensor
 };
 
 enum class Origin : uint8_t { Onnx, Kann };
@@ -84,8 +85,16 @@ enum : uint32_t {
   OP(AveragePool,         "AveragePool",        Onnx,   Window,        Pool,       kInt8Kernel | kWritesIntoConcat) \
   OP(GlobalAveragePool,   "GlobalAveragePool",  Onnx,   GlobalPool,    GlobalPool, kInt8Kernel)                     \
   OP(GlobalMaxPool,       "GlobalMaxPool",      Onnx,   GlobalPool,    GlobalPool, kInt8Kernel | kMaxReduction)     \
-  OP(ReduceMean,          "ReduceMean",         Onnx,   Reduce,        None,       0)                               \
-  OP(ReduceMax,           "ReduceMax",          Onnx,   Reduce,        None,       0)                               \
+  OP(ReduceMean,          "ReduceMean",         Onnx,   Reduce,        Reduce,     0)                               \
+  OP(ReduceMax,           "ReduceMax",          Onnx,   Reduce,        Reduce,     0)                               \
+  OP(ReduceMin,           "ReduceMin",          Onnx,   Reduce,        Reduce,     0)                               \
+  OP(ReduceSum,           "ReduceSum",          Onnx,   Reduce,        Reduce,     0)                               \
+  OP(ReduceProd,          "ReduceProd",         Onnx,   Reduce,        Reduce,     0)                               \
+  OP(ReduceL1,            "ReduceL1",           Onnx,   Reduce,        Reduce,     0)                               \
+  OP(ReduceL2,            "ReduceL2",           Onnx,   Reduce,        Reduce,     0)                               \
+  OP(ReduceSumSquare,     "ReduceSumSquare",    Onnx,   Reduce,        Reduce,     0)                               \
+  OP(ReduceLogSum,        "ReduceLogSum",       Onnx,   Reduce,        Reduce,     0)                               \
+  OP(ReduceLogSumExp,     "ReduceLogSumExp",    Onnx,   Reduce,        Reduce,     0)                               \
   OP(Gemm,                "Gemm",               Onnx,   Gemm,          Gemm,       kInt8Kernel | kFusesActivation)  \
   OP(MatMul,              "MatMul",             Onnx,   Gemm,          Gemm,       kFusesActivation)                \
   OP(Add,                 "Add",                Onnx,   Broadcast,     Eltwise,    kInt8Kernel | kFusesActivation | kWritesIntoConcat) \

@@ -86,6 +86,7 @@ Result<Call> Compiler::make_call(const PlannedOp &op, unsigned c, const Box &ob,
       call_math(op, tiles, call);
       break;
     case Lowering::Layout: // strided only
+    case Lowering::Reduce:
       break;
     case Lowering::Concat:
       call_concat(op, tiles, call);

@@ -7,6 +7,8 @@
 // tile's h, w and c) and the remaining outer dimensions become one call each.
 #include "tiler/tiler.h"
 
+#include <numeric>
+
 namespace kann::tiler {
 
 // Element strides of each ONNX dimension of tensor `t` in the full-tensor tile `tile` of its
@@ -224,6 +226,95 @@ Result<void> Compiler::call_strided(const PlannedOp &op, const CallTiles &t, Cal
         a.a_quant = a.b_quant = a.out_quant = {1.0f, 0};
       call.add(MCL_NATIVE_FN_ELTWISE, a);
     });
+    return {};
+  }
+  case Lowering::Reduce: {
+    // Reduced dimensions (merged where contiguous) are the tile's rows and pixels, the
+    // innermost kept one its channels; one call per index of the other kept dimensions.
+    const Act &x = acts[op.ins[0]];
+    const Tensor &xt = g.tensors[n.inputs[0]];
+    const mcl_tile in = input_tile(0);
+    auto xs = strides_or_error(x, xt, in);
+    if (!xs)
+      return xs.error();
+    const auto axes = n.attrs("axes");
+    const bool keep = n.attr("keepdims", 1) != 0;
+    std::vector<int64_t> red_dims, red_str, kept_dims, kept_in, kept_out;
+    size_t yd = 0;
+    for (size_t d = 0; d < xt.shape.size(); ++d) {
+      const bool reduced = std::find(axes.begin(), axes.end(), int64_t(d)) != axes.end();
+      if (reduced) {
+        if (xt.shape[d] > 1)
+          red_dims.push_back(xt.shape[d]), red_str.push_back(xs.value()[d]);
+        yd += keep ? 1 : 0;
+        continue;
+      }
+      kept_dims.push_back(xt.shape[d]);
+      kept_in.push_back(xs.value()[d]);
+      kept_out.push_back(ystr[yd++]);
+    }
+    // Merge reduced dimensions that are contiguous (largest stride first).
+    std::vector<size_t> order(red_dims.size());
+    std::iota(order.begin(), order.end(), 0);
+    std::sort(order.begin(), order.end(),
+              [&](size_t a, size_t b) { return red_str[a] > red_str[b]; });
+    std::vector<int64_t> rd, rs;
+    for (size_t k : order) {
+      if (!rd.empty() && rs.back() == red_str[k] * red_dims[k]) {
+        rd.back() *= red_dims[k];
+        rs.back() = red_str[k];
+        continue;
+      }
+      rd.push_back(red_dims[k]);
+      rs.push_back(red_str[k]);
+    }
+    if (rd.size() > 2)
+      return make_error(where(n) + ": more than two non-adjacent groups of reduced axes");
+    while (rd.size() < 2)
+      rd.insert(rd.begin(), 1), rs.insert(rs.begin(), 0);
+    // The innermost kept dimension (smallest output stride) is the channels.
+    size_t inner = kept_dims.size();
+    for (size_t k = 0; k < kept_dims.size(); ++k)
+      if (kept_dims[k] > 1 && (inner == kept_dims.size() || kept_out[k] < kept_out[inner]))
+        inner = k;
+    mcl_reduce_args base{};
+    base.input = in;
+    base.input.h = uint32_t(rd[0]), base.input.w = uint32_t(rd[1]);
+    base.input.row_stride = uint32_t(rs[0]), base.input.pixel_stride = uint32_t(rs[1]);
+    base.input.c = inner < kept_dims.size() ? uint32_t(kept_dims[inner]) : 1;
+    base.input.channel_stride = inner < kept_dims.size() ? uint32_t(kept_in[inner]) : 0;
+    base.output = t.out;
+    base.output.h = base.output.w = 1;
+    base.output.c = base.input.c;
+    base.output.row_stride = base.output.pixel_stride = 0;
+    base.output.channel_stride = inner < kept_dims.size() ? uint32_t(kept_out[inner]) : 1;
+    base.op = n.op == Op::ReduceSum         ? MCL_REDUCE_SUM
+              : n.op == Op::ReduceMean      ? MCL_REDUCE_MEAN
+              : n.op == Op::ReduceMax       ? MCL_REDUCE_MAX
+              : n.op == Op::ReduceMin       ? MCL_REDUCE_MIN
+              : n.op == Op::ReduceProd      ? MCL_REDUCE_PROD
+              : n.op == Op::ReduceL1        ? MCL_REDUCE_L1
+              : n.op == Op::ReduceL2        ? MCL_REDUCE_L2
+              : n.op == Op::ReduceSumSquare ? MCL_REDUCE_SUM_SQUARE
+              : n.op == Op::ReduceLogSum    ? MCL_REDUCE_LOG_SUM
+                                            : MCL_REDUCE_LOG_SUM_EXP;
+    int64_t calls = 1;
+    for (size_t k = 0; k < kept_dims.size(); ++k)
+      if (k != inner)
+        calls *= kept_dims[k];
+    for (int64_t i = 0; i < calls; ++i) {
+      mcl_reduce_args a = base;
+      int64_t rest = i;
+      for (size_t k = kept_dims.size(); k-- > 0;) {
+        if (k == inner)
+          continue;
+        const int64_t idx = rest % kept_dims[k];
+        rest /= kept_dims[k];
+        a.input.offset += uint32_t(idx * kept_in[k] * x.es);
+        a.output.offset += uint32_t(idx * kept_out[k] * y.es);
+      }
+      call.add(MCL_NATIVE_FN_REDUCE, a);
+    }
     return {};
   }
   default:

@@ -198,7 +198,7 @@ Result<void> Compiler::plan() {
     PlannedOp op;
     op.node = int(ni);
     op.kind = copy_view ? Lowering::Layout : lowering;
-    op.strided = op.kind == Lowering::Layout;
+    op.strided = op.kind == Lowering::Layout || op.kind == Lowering::Reduce;
     op.transposed = n.op == Op::ConvTranspose;
     if (n.op == Op::Slice)
       op.in_c0 = n.attrs("channels").at(0);
@@ -345,6 +345,7 @@ Result<void> Compiler::plan_op(PlannedOp &op, const Node &n) {
   case Lowering::None: // rejected by plan(), or strided
   case Lowering::View: // no operator: shares its input's storage
   case Lowering::Layout:
+  case Lowering::Reduce:
     break;
   case Lowering::Conv:
   case Lowering::Pool: {

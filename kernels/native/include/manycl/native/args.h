@@ -36,7 +36,8 @@ enum mcl_native_fn_id {
   MCL_NATIVE_FN_COPY = 11,            /* mcl_unary_args: slice / concat copy, type conversion */
   MCL_NATIVE_FN_PAD = 12,             /* mcl_pad_args: constant padding */
   MCL_NATIVE_FN_MATH = 13,            /* mcl_math_args: element-wise math (exp, sin, elu...) */
-  MCL_NATIVE_FN_COUNT_ = 14
+  MCL_NATIVE_FN_REDUCE = 14,          /* mcl_reduce_args: sum / mean / max / ... over h and w */
+  MCL_NATIVE_FN_COUNT_ = 15
 };
 
 /* ---- element types ---- */
@@ -296,6 +297,31 @@ typedef struct mcl_math_args {
   float alpha, beta;
   uint32_t reserved0;
 } mcl_math_args;
+
+/* ---- reduction (MCL_NATIVE_FN_REDUCE), F32 or F16 (input and output the same) ----
+ * output[0][0][ch] = reduce over all (y, x) of input[y][x][ch]: output.h == output.w == 1,
+ * output.c == input.c (strides of both free: any axes of a tensor reduce through them).
+ * Accumulated in float; MEAN divides by h*w; L2 = sqrt(sum x^2); LOG_SUM = log(sum);
+ * LOG_SUM_EXP = log(sum e^x) (shifted by the maximum). */
+enum mcl_reduce_op {
+  MCL_REDUCE_SUM = 0,
+  MCL_REDUCE_MEAN = 1,
+  MCL_REDUCE_MAX = 2,
+  MCL_REDUCE_MIN = 3,
+  MCL_REDUCE_PROD = 4,
+  MCL_REDUCE_L1 = 5,
+  MCL_REDUCE_L2 = 6,
+  MCL_REDUCE_SUM_SQUARE = 7,
+  MCL_REDUCE_LOG_SUM = 8,
+  MCL_REDUCE_LOG_SUM_EXP = 9,
+  MCL_REDUCE_COUNT_ = 10
+};
+
+typedef struct mcl_reduce_args {
+  mcl_tile input, output;
+  uint32_t op; /* mcl_reduce_op */
+  uint32_t reserved0;
+} mcl_reduce_args;
 
 #ifdef __cplusplus
 }

@@ -123,8 +123,11 @@ void check_conv(Checker &ck, uint32_t fn, const mcl_conv_args &a, bool from_gemm
   ck.require(a.kernel_h >= 1 && a.kernel_w >= 1 && a.stride_h >= 1 && a.stride_w >= 1 &&
                  a.dilation_h >= 1 && a.dilation_w >= 1,
              std::string(what) + ": kernel, stride and dilation must be >= 1");
-  const uint32_t known_flags = MCL_CONV_NO_TABLE | MCL_CONV_IMPLICIT_TABLE;
-  ck.require((a.flags & ~known_flags) == 0 && a.flags != known_flags && a.reserved0 == 0,
+  const uint32_t table_flags = MCL_CONV_NO_TABLE | MCL_CONV_IMPLICIT_TABLE;
+  const uint32_t known_flags =
+      table_flags | (is_int8(a.input.dtype) ? (uint32_t)MCL_CONV_WEIGHT_ZERO_POINTS : 0u);
+  ck.require((a.flags & ~known_flags) == 0 && (a.flags & table_flags) != table_flags &&
+                 a.reserved0 == 0,
              std::string(what) + ": unknown flags");
   ck.activation(a.act);
   if (!ck.ok())
@@ -224,7 +227,7 @@ Status validate(uint32_t fn, const void *args, size_t size, uint64_t spm_size) {
     break;
   case MCL_NATIVE_FN_GEMM: {
     const auto g = load_block<mcl_gemm_args>(args);
-    ck.require(g.reserved0 == 0, "gemm: reserved field must be 0");
+    ck.require((g.flags & ~(uint32_t)MCL_CONV_WEIGHT_ZERO_POINTS) == 0, "gemm: unknown flags");
     ck.require(g.input.h == g.output.h && g.input.w == g.output.w,
                "gemm: input and output rows differ");
     check_conv(ck, MCL_NATIVE_FN_CONV2D, gemm_as_conv(g), true);

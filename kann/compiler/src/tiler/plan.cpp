@@ -1,6 +1,7 @@
 // Planning: per operator, the split across clusters, the output box each cluster owns and the
 // input boxes it needs; activations, their lifetimes (steps) and DDR homes; parameter and
 // staging buffer sizes.
+#include "tiler/int8_params.h"
 #include "tiler/tiler.h"
 
 #include <numeric>
@@ -595,6 +596,7 @@ Result<void> Compiler::plan_params() {
           a.input.row_stride = a.input.pixel_stride = a.input.c;
           a.output = {0, 1, 1, uint32_t(part.chans()), 0, 0, 1, y.dtype};
           a.output.row_stride = a.output.pixel_stride = a.output.c;
+          a.flags = int8_weight_flags(g, n); // sizes the INT8 block as pack_gemm_slice
           auto &p = buffers[op.params.buffer].bytes[c];
           p = std::max<uint64_t>(p, mcl_native_gemm_params_size(&a));
         }

@@ -102,12 +102,19 @@ typedef struct mcl_activation {
  * element offset of that input pixel relative to input.offset, or of the pad row.
  * Precision: input F32 -> output F32; F16 -> F16 (FP32 accumulation); U8/S8 -> U8/S8 with
  * S8 weights, INT32 accumulation and requantization. Weights, bias and requantization
- * multipliers live in one packed parameter block made by mcl_native_pack_conv. */
+ * multipliers live in one packed parameter block made by mcl_native_pack_conv; INT8 weights
+ * are stored as bytes, so the input dtype and input_zero_point given to the pack must be
+ * those of the calls (the pack folds the zero point's contribution into the bias). */
 enum mcl_conv_flags {
   MCL_CONV_NO_TABLE = 1u << 0, /* no address table: every tap must lie inside the input tile */
   /* The call derives the address table from the geometry (what mcl_native_plan_conv would
    * store): nothing is read at table_offset, taps outside the input read the pad row. */
-  MCL_CONV_IMPLICIT_TABLE = 1u << 1
+  MCL_CONV_IMPLICIT_TABLE = 1u << 1,
+  /* INT8: the parameter block also holds the weight zero points, and the kernels subtract
+   * w_zero_point * sum(x) per pixel. Needed when some w - w_zero_point does not fit in int8
+   * (uint8 weights of QLinearConv); without it mcl_native_pack_conv stores w - w_zero_point
+   * as bytes and fails (MCL_NATIVE_ERR_BAD_ARGS) on a value outside [-128, 127]. */
+  MCL_CONV_WEIGHT_ZERO_POINTS = 1u << 2
 };
 
 typedef struct mcl_conv_args {
@@ -138,7 +145,7 @@ typedef struct mcl_gemm_args {
   mcl_tile input;
   mcl_tile output;
   uint32_t params_offset;
-  uint32_t reserved0;
+  uint32_t flags; /* 0 or MCL_CONV_WEIGHT_ZERO_POINTS (INT8, as for conv) */
   mcl_activation act;
   int32_t input_zero_point;
   int32_t output_zero_point;

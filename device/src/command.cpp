@@ -428,29 +428,33 @@ Result<DmaHandle> ClusterContext::dma(const DmaRequest &r) {
       }
     }
   };
-  // A large transfer (a multicast of weights above all) is copied by the host pool, in
-  // blocks per destination, so that the copies run on all host cores. Overlapping source and
-  // destination (SPM to the same SPM) stay one sequential copy.
+  // The copy goes in blocks of about kBlockBytes, each block to every destination before the
+  // next block: a multicast reads its source block from memory once and from the cache for
+  // the other destinations. A large transfer (a multicast of weights above all) is copied by
+  // the host pool, a task per block and destination, so that the copies run on all host
+  // cores. Overlapping source and destination (SPM to the same SPM) stay one sequential copy.
   constexpr uint64_t kBlockBytes = 32 << 10;
   const uint64_t copied = bytes.value() * dsts.size();
   const bool overlapping = r.src.space == DmaSpace::Spm && r.dst.space == DmaSpace::Spm;
+  const bool by_bytes = total_rows == 1;
+  const uint64_t blocks = std::max<uint64_t>(1, bytes.value() / kBlockBytes);
+  const uint64_t cuts = overlapping ? 1 : by_bytes ? blocks : std::min(blocks, total_rows);
+  const size_t ndst = dsts.size();
+  auto copy_block = [&](std::byte *dst, uint64_t block) {
+    if (by_bytes) {
+      const uint64_t begin = s.row_bytes * block / cuts, end = s.row_bytes * (block + 1) / cuts;
+      std::memmove(dst + begin, src.value() + begin, end - begin);
+    } else {
+      copy_rows(dst, total_rows * block / cuts, total_rows * (block + 1) / cuts);
+    }
+  };
   if (copied >= 2 * kBlockBytes && !overlapping && HostPool::shared().threads() > 1) {
-    const uint64_t blocks = std::clamp<uint64_t>(bytes.value() / kBlockBytes, 1, 8);
-    const bool by_bytes = total_rows == 1;
-    const uint64_t cuts = by_bytes ? blocks : std::min(blocks, total_rows);
-    HostPool::shared().run(static_cast<unsigned>(dsts.size() * cuts), [&](unsigned i) {
-      std::byte *dst = dsts[i / cuts];
-      const uint64_t block = i % cuts;
-      if (by_bytes) {
-        const uint64_t begin = s.row_bytes * block / cuts, end = s.row_bytes * (block + 1) / cuts;
-        std::memcpy(dst + begin, src.value() + begin, end - begin);
-      } else {
-        copy_rows(dst, total_rows * block / cuts, total_rows * (block + 1) / cuts);
-      }
-    });
+    HostPool::shared().run(static_cast<unsigned>(ndst * cuts),
+                           [&](unsigned i) { copy_block(dsts[i % ndst], i / ndst); });
   } else if (bytes.value() > 0) {
-    for (std::byte *dst : dsts)
-      copy_rows(dst, 0, total_rows);
+    for (uint64_t block = 0; block < cuts; ++block)
+      for (std::byte *dst : dsts)
+        copy_block(dst, block);
   }
 
   // ---- modeled time ----

@@ -121,6 +121,23 @@ class CompileAndRun(unittest.TestCase):
             kann.compile(MODEL, batch="5")
 
 
+    def test_schedules_give_the_same_bytes(self):
+        # schedule="layer" | "pipeline" | "auto": when parameters load and how convolutions
+        # split change, not the arithmetic; auto keeps the faster by the compiler's replay.
+        want = None
+        for schedule in ("layer", "pipeline", "auto"):
+            net = kann.compile(MODEL, clusters=2, schedule=schedule)
+            self.assertIn(net.report["schedule"]["chosen"], ("layer", "pipeline"))
+            (got,) = kann.Session(net).run(None, {"input": INPUTS[:4]})
+            if want is None:
+                want = got
+            np.testing.assert_array_equal(got, want, err_msg=schedule)
+        auto = kann.compile(MODEL, clusters=2).report
+        self.assertLessEqual(auto["modeled_cycles"], auto["schedule"]["layer_cycles"])
+        with self.assertRaises(ValueError):
+            kann.compile(MODEL, schedule="group")
+
+
 class Errors(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

@@ -5,7 +5,7 @@
     (logits,) = session.run(None, {"input": x})
 
 `kann.compile(model, clusters=None, precision="fp32", calibration=None, device_config="mppa3",
-calibration_percentile=100.0, batch=None, batch_split="auto")` returns a `kann.Network` (`save(path)`, `kann.load(path)`,
+calibration_percentile=100.0, batch=None, batch_split="auto", schedule="auto")` returns a `kann.Network` (`save(path)`, `kann.load(path)`,
 `inputs`, `outputs`, `clusters`, `report`). `kann.Session(network, device=0, sub_device=None)`
 loads it on a ManyCL device (an index of MANYCL_DEVICES) or on sub-device k of that device cut
 into sub-devices of the network's cluster count; `run(output_names, input_feed)` follows ONNX

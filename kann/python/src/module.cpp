@@ -160,7 +160,8 @@ std::vector<std::vector<std::vector<float>>> calibration_samples(const py::handl
 std::shared_ptr<Network> compile(const py::object &model, py::object clusters,
                                  const std::string &precision, const py::object &calibration,
                                  const std::string &device_config, double percentile,
-                                 const py::object &batch, const std::string &batch_split) {
+                                 const py::object &batch, const std::string &batch_split,
+                                 const std::string &schedule) {
   auto config = manycl::device::config_from_spec(device_config);
   if (!config)
     throw py::value_error("device_config: " + config.error().message);
@@ -205,6 +206,12 @@ std::shared_ptr<Network> compile(const py::object &model, py::object clusters,
     throw py::value_error("batch_split must be 'auto', 'sequential', 'clusters' or "
                           "'clusters:G', not '" +
                           batch_split + "'");
+
+  // schedule: `kann compile --schedule` (docs/kann.md, "Schedules").
+  if (schedule != "auto" && schedule != "layer" && schedule != "pipeline")
+    throw py::value_error("schedule must be 'auto', 'layer' or 'pipeline', not '" + schedule +
+                          "'");
+  options.schedule = schedule;
 
   // The model: serialized bytes, an onnx.ModelProto, or a path.
   std::string bytes, path;
@@ -637,6 +644,7 @@ PYBIND11_MODULE(_kann, m) {
         py::arg("precision") = "fp32", py::arg("calibration") = py::none(),
         py::arg("device_config") = "mppa3", py::arg("calibration_percentile") = 100.0,
         py::arg("batch") = py::none(), py::arg("batch_split") = "auto",
+        py::arg("schedule") = "auto",
         "Compiles an ONNX model (path, bytes or onnx.ModelProto) into a Network.");
   m.def(
       "load", [](const py::object &path) { return as_network(py::str(fspath(path, "path"))); },

@@ -187,8 +187,8 @@ Result<std::optional<CompileOutput>> compile_pipeline(const Graph &graph,
                                                       const CompileOptions &options,
                                                       unsigned clusters, const Policy &policy,
                                                       const CompileOutput &layer) {
-  auto build = [&](const CompileOutput &figures,
-                   bool exchange_splits) -> Result<std::optional<CompileOutput>> {
+  auto build = [&](const CompileOutput &figures, bool exchange_splits,
+                   int64_t granule = kPanel) -> Result<std::optional<CompileOutput>> {
     std::vector<uint64_t> compute;
     for (const OpReport &r : figures.ops)
       compute.push_back(r.compute_cycles);
@@ -197,6 +197,7 @@ Result<std::optional<CompileOutput>> compile_pipeline(const Graph &graph,
       c->step_compute = compute;
       c->spm_headroom = headroom;
       c->exchange_splits = exchange_splits;
+      c->channel_granule = granule;
       auto fits = c->layout();
       if (!fits)
         return fits.error();
@@ -209,9 +210,11 @@ Result<std::optional<CompileOutput>> compile_pipeline(const Graph &graph,
     }
     return std::optional<CompileOutput>();
   };
-  // Candidates: the layer schedule's splits, and splits chosen with their exchanges counted;
-  // the latter change some operators' compute, so their pieces are planned once more on
-  // their own figures. The fastest by the replay is kept.
+  // Candidates: the layer schedule's splits, and splits chosen with their exchanges counted,
+  // with channel slices in whole 16-channel panels or in 8-channel halves (a half panel pays
+  // padding in the matrix engine, but balances 512 channels over 5 clusters as 104 instead
+  // of 112); the latter change some operators' compute, so their pieces are planned once
+  // more on their own figures. The fastest by the replay is kept.
   std::optional<CompileOutput> best;
   auto keep = [&](Result<std::optional<CompileOutput>> &r) -> Result<void> {
     if (!r)
@@ -223,11 +226,13 @@ Result<std::optional<CompileOutput>> compile_pipeline(const Graph &graph,
   auto plain = build(layer, false);
   if (auto r = keep(plain); !r)
     return r.error();
-  auto exchanged = build(layer, true);
-  if (!exchanged)
-    return exchanged.error();
-  if (exchanged.value()) {
-    auto again = build(*exchanged.value(), true);
+  for (int64_t granule : {kPanel, kPanel / 2}) {
+    auto exchanged = build(layer, true, granule);
+    if (!exchanged)
+      return exchanged.error();
+    if (!exchanged.value())
+      continue;
+    auto again = build(*exchanged.value(), true, granule);
     if (auto r = keep(exchanged); !r)
       return r.error();
     if (auto r = keep(again); !r)

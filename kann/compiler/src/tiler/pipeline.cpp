@@ -157,10 +157,10 @@ bool Compiler::channel_split_pays(const PlannedOp &op) const {
                                       : (halo > 0 ? 2 * lat + halo / link : 0.0));
   // Channels: the largest slice, the input gathered (a depthwise convolution on channel
   // slices already has its own), the output handed back by rows.
-  // The largest slice as split_channels cuts it (whole 16-channel panels: 256 channels on 5
-  // clusters give 64, not 52).
+  // The largest slice as split_channels cuts it (in whole 16-channel panels 256 channels on
+  // 5 clusters give 64, not 52).
   int64_t widest = 0;
-  for (const Box &b : split_channels(y.H, yc, kPanel))
+  for (const Box &b : split_channels(y.H, yc, channel_granule))
     widest = std::max(widest, b.chans());
   const double slice = double(widest) / double(yc);
   const double gathered =

@@ -256,6 +256,9 @@ struct Compiler {
   double spm_headroom = 0.85;
   std::vector<std::vector<ParamPiece>> pieces_at;
   bool exchange_splits = false; // convolutions split by channel_split_pays (pipeline.cpp)
+  // Channel splits of convolutions start on multiples of this many channels (the packed
+  // panel width by default: no slice packs padding channels).
+  int64_t channel_granule = kPanel;
 
   Compiler(const Graph &graph, const CompileOptions &o, unsigned clusters, const Policy &p)
       : g(graph), opt(o), K(clusters), policy(p) {}

@@ -357,7 +357,7 @@ Result<void> Compiler::plan_op(PlannedOp &op, const Node &n) {
     op.groups = n.attr("group", 1);
     op.out_box = split_rows(y.H, yc);
     if (op.kind == Lowering::Conv && K > 1 && choose_channel_split(op))
-      op.split = "channels", op.out_box = split_channels(y.H, yc, kPanel);
+      op.split = "channels", op.out_box = split_channels(y.H, yc, channel_granule);
     break;
   }
   case Lowering::GlobalPool:

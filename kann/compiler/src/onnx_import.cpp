@@ -301,6 +301,11 @@ int64_t first_opset(Op op) {
   case Op::Ceil:
   case Op::Cast:
     return 6;
+  case Op::Sum: // NumPy broadcasting from 8
+  case Op::Max:
+  case Op::Min:
+  case Op::Mean:
+    return 8;
   case Op::Add: // NumPy broadcasting from 7
   case Op::Sub:
   case Op::Mul:
@@ -412,8 +417,8 @@ Result<Graph> convert(const onnx::ModelProto &model, bool split_batch) {
     n.op = *op;
     if (const int64_t since = first_opset(n.op); opset < since)
       return make_error(as_in_model + ": opset " + std::to_string(opset) +
-                        " predates the definition kann implements (opset " +
-                        std::to_string(since) + " and later)");
+                        " predates the definition kann implements (opset " + std::to_string(since) +
+                        " and later)");
     for (const auto &a : np.attribute()) {
       switch (a.type()) {
       case onnx::AttributeProto::INT:
@@ -456,6 +461,56 @@ Result<Graph> convert(const onnx::ModelProto &model, bool split_batch) {
       if (t < 0)
         return make_error(where(n) + ": input '" + name + "' is not defined before use");
       n.inputs.push_back(t);
+    }
+    // Variadic Sum / Max / Min / Mean: a chain of binary nodes (Mean: the sum divided by the
+    // count, a constant divisor the passes fold into a ScaleShift).
+    if (n.op == Op::Sum || n.op == Op::Max || n.op == Op::Min || n.op == Op::Mean) {
+      if (np.output_size() != 1 || n.inputs.empty() ||
+          std::count(n.inputs.begin(), n.inputs.end(), -1))
+        return make_error(where(n) + ": needs one output and its inputs");
+      if (graph.find(np.output(0)) >= 0)
+        return make_error(where(n) + ": output '" + np.output(0) + "' defined twice");
+      const Op binary = n.op == Op::Max ? Op::Max : n.op == Op::Min ? Op::Min : Op::Add;
+      const bool mean = n.op == Op::Mean;
+      int acc = n.inputs[0];
+      const size_t count = n.inputs.size();
+      auto emit = [&](Node part, const std::string &out) {
+        Tensor t;
+        t.name = out;
+        t.producer = static_cast<int>(graph.nodes.size());
+        part.outputs = {graph.add_tensor(std::move(t))};
+        graph.nodes.push_back(std::move(part));
+        return graph.nodes.back().outputs[0];
+      };
+      if (count == 1) {
+        Node copy;
+        copy.name = n.name;
+        copy.op = Op::Identity;
+        copy.inputs = {acc};
+        acc = emit(std::move(copy), mean ? n.name + ".sum" : np.output(0));
+      }
+      for (size_t k = 1; k < count; ++k) {
+        Node part;
+        part.name = k + 1 == count ? n.name : n.name + "." + std::to_string(k);
+        part.op = binary;
+        part.inputs = {acc, n.inputs[k]};
+        const bool last = k + 1 == count && !mean;
+        acc = emit(std::move(part), last ? np.output(0) : n.name + ".partial" + std::to_string(k));
+      }
+      if (mean) {
+        Tensor divisor;
+        divisor.name = n.name + ".count";
+        divisor.is_const = true;
+        divisor.shape = {};
+        divisor.data = {float(count)};
+        const int d = graph.add_tensor(std::move(divisor));
+        Node div;
+        div.name = n.name + ".mean";
+        div.op = Op::Div;
+        div.inputs = {acc, d};
+        emit(std::move(div), np.output(0));
+      }
+      continue;
     }
     if (n.op == Op::QLinearConv || n.op == Op::QLinearMatMul) {
       if (np.output_size() != 1 || np.output(0).empty())

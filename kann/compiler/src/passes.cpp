@@ -157,12 +157,22 @@ int fold_batchnorm(Graph &g) {
     Node &n = g.nodes[i];
     if (n.dead)
       continue;
-    const Tensor &x = g.tensors[n.inputs[0]];
-    if (x.is_const || x.shape.size() < 2)
+    // x (op) constant, or constant (op) x for Add, Mul and Sub.
+    const bool constant_first = (n.op == Op::Mul || n.op == Op::Add || n.op == Op::Sub) &&
+                                n.inputs.size() == 2 && g.tensors[n.inputs[0]].is_const &&
+                                !g.tensors[n.inputs[1]].is_const;
+    const int xi = n.inputs[constant_first ? 1 : 0];
+    const Tensor &x = g.tensors[xi];
+    if (x.is_const || x.shape.empty())
       continue;
-    const int64_t channels = x.shape[1];
+    // The storage's channels are dimension 1 of an image [1,C,H,W] or a vector [1,C]; other
+    // tensors are stored row-major with one channel (tiler/plan.cpp): only a scalar folds.
+    const bool channel_storage = (x.shape.size() == 4 || x.shape.size() == 2) && x.shape[0] == 1;
+    const int64_t channels = channel_storage ? x.shape[1] : 1;
     std::vector<float> scale, shift;
     if (n.op == Op::BatchNormalization) {
+      if (!channel_storage)
+        continue;
       const float eps = n.attrf("epsilon", 1e-5f);
       const auto &gamma = g.tensors[n.inputs[1]].data, &beta = g.tensors[n.inputs[2]].data;
       const auto &mean = g.tensors[n.inputs[3]].data, &var = g.tensors[n.inputs[4]].data;
@@ -171,18 +181,26 @@ int fold_batchnorm(Graph &g) {
         scale.push_back(s);
         shift.push_back(beta[c] - mean[c] * s);
       }
-    } else if ((n.op == Op::Mul || n.op == Op::Add || n.op == Op::Sub) && n.inputs.size() == 2) {
-      const Tensor &k = g.tensors[n.inputs[1]];
+    } else if ((n.op == Op::Mul || n.op == Op::Add || n.op == Op::Sub || n.op == Op::Div) &&
+               n.inputs.size() == 2) {
+      const Tensor &k = g.tensors[n.inputs[constant_first ? 0 : 1]];
       std::vector<float> v = per_channel(k, channels, x.shape.size());
       if (v.empty() || g.tensors[n.outputs[0]].shape != x.shape)
         continue;
       scale.assign(channels, 1.0f);
       shift.assign(channels, 0.0f);
-      if (n.op == Op::Mul)
+      if (n.op == Op::Mul) {
         scale = v;
-      else
+      } else if (n.op == Op::Div) { // x / k as x * (1/k): within a rounding of the quotient
+        for (int64_t c = 0; c < channels; ++c)
+          scale[c] = 1.0f / v[c];
+      } else if (n.op == Op::Sub && constant_first) { // k - x
+        for (int64_t c = 0; c < channels; ++c)
+          scale[c] = -1.0f, shift[c] = v[c];
+      } else {
         for (int64_t c = 0; c < channels; ++c)
           shift[c] = n.op == Op::Add ? v[c] : -v[c];
+      }
     } else {
       continue;
     }
@@ -190,7 +208,7 @@ int fold_batchnorm(Graph &g) {
     const int producer = x.producer;
     Node *p = producer >= 0 ? &g.nodes[producer] : nullptr;
     const bool foldable = p && !p->dead && (p->op == Op::Conv || p->op == Op::Gemm) &&
-                          p->act.kind == MCL_ACT_NONE && only_consumer(g, n.inputs[0]) == int(i) &&
+                          p->act.kind == MCL_ACT_NONE && only_consumer(g, xi) == int(i) &&
                           !(p->op == Op::Gemm && p->attr("transB", 0) == 0);
     if (foldable) {
       const Tensor &w = g.tensors[p->inputs[1]];
@@ -228,7 +246,7 @@ int fold_batchnorm(Graph &g) {
       self.op = Op::ScaleShift;
       const int s = new_const(g, self.name + ".scale", {channels}, scale);
       const int t = new_const(g, self.name + ".shift", {channels}, shift);
-      g.nodes[i].inputs = {g.nodes[i].inputs[0], s, t};
+      g.nodes[i].inputs = {xi, s, t};
     }
     ++count;
   }

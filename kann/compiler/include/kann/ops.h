@@ -101,6 +101,10 @@ enum : uint32_t {
   OP(Sub,                 "Sub",                Onnx,   Broadcast,     Eltwise,    kFusesActivation | kWritesIntoConcat) \
   OP(Mul,                 "Mul",                Onnx,   Broadcast,     Eltwise,    kFusesActivation | kWritesIntoConcat) \
   OP(Div,                 "Div",                Onnx,   Broadcast,     Eltwise,    kFusesActivation | kWritesIntoConcat) \
+  OP(Max,                 "Max",                Onnx,   Broadcast,     Eltwise,    kFusesActivation | kWritesIntoConcat) \
+  OP(Min,                 "Min",                Onnx,   Broadcast,     Eltwise,    kFusesActivation | kWritesIntoConcat) \
+  OP(Sum,                 "Sum",                Onnx,   None,          None,       0)                               \
+  OP(Mean,                "Mean",               Onnx,   None,          None,       0)                               \
   OP(Relu,                "Relu",               Onnx,   SameShape,     Activation, kInt8Kernel | kActivation | kWritesIntoConcat) \
   OP(Clip,                "Clip",               Onnx,   SameShape,     Activation, kInt8Kernel | kActivation | kWritesIntoConcat) \
   OP(LeakyRelu,           "LeakyRelu",          Onnx,   SameShape,     Activation, kInt8Kernel | kActivation | kWritesIntoConcat) \

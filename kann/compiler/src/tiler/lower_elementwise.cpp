@@ -46,6 +46,8 @@ void Compiler::call_eltwise(const PlannedOp &op, const CallTiles &t, Call &call)
   a.op = n.op == Op::Add   ? MCL_ELTWISE_ADD
          : n.op == Op::Sub ? MCL_ELTWISE_SUB
          : n.op == Op::Mul ? MCL_ELTWISE_MUL
+         : n.op == Op::Max ? MCL_ELTWISE_MAX
+         : n.op == Op::Min ? MCL_ELTWISE_MIN
                            : MCL_ELTWISE_DIV;
   a.act = n.act;
   a.a_quant = a.b_quant = a.out_quant = {1.0f, 0};

@@ -217,6 +217,8 @@ Result<void> Compiler::call_strided(const PlannedOp &op, const CallTiles &t, Cal
       a.op = n.op == Op::Add   ? MCL_ELTWISE_ADD
              : n.op == Op::Sub ? MCL_ELTWISE_SUB
              : n.op == Op::Mul ? MCL_ELTWISE_MUL
+             : n.op == Op::Max ? MCL_ELTWISE_MAX
+             : n.op == Op::Min ? MCL_ELTWISE_MIN
                                : MCL_ELTWISE_DIV;
       a.act = n.act;
       a.a_quant = {xa.scale, xa.zero_point};

@@ -355,29 +355,26 @@ Result<DmaHandle> ClusterContext::dma(const DmaRequest &r) {
   Ddr &ddr = command_.device_.ddr();
   auto check = [&](const DmaEndpoint &e, uint64_t ext, unsigned cluster,
                    const char *side) -> Result<std::byte *> {
-    std::ostringstream msg;
-    msg << "DMA " << side << " (" << describe(e) << ", extent " << ext << " bytes) ";
+    // The message is formatted only for a transfer that fails: checks run on every DMA.
+    auto fail = [&](auto &&...why) -> Result<std::byte *> {
+      std::ostringstream msg;
+      msg << "DMA " << side << " (" << describe(e) << ", extent " << ext << " bytes) ";
+      (msg << ... << why);
+      return make_error(msg.str());
+    };
     if (e.space == DmaSpace::Spm) {
-      if (cluster >= n) {
-        msg << "names cluster " << cluster << " outside the command's " << n << " clusters";
-        return make_error(msg.str());
-      }
-      if (e.offset > spm || ext > spm - e.offset) {
-        msg << "lies outside the SPM of " << spm << " bytes";
-        return make_error(msg.str());
-      }
+      if (cluster >= n)
+        return fail("names cluster ", cluster, " outside the command's ", n, " clusters");
+      if (e.offset > spm || ext > spm - e.offset)
+        return fail("lies outside the SPM of ", spm, " bytes");
       return command_.context(cluster).spm_base() + e.offset;
     }
     uint64_t absolute;
-    if (e.offset > e.window.size || ext > e.window.size - e.offset) {
-      msg << "lies outside its DDR window of " << e.window.size << " bytes";
-      return make_error(msg.str());
-    }
+    if (e.offset > e.window.size || ext > e.window.size - e.offset)
+      return fail("lies outside its DDR window of ", e.window.size, " bytes");
     if (!checked_add(e.window.base, e.offset, absolute) ||
-        (ext > 0 && !ddr.is_allocated(absolute, ext))) {
-      msg << "lies outside the allocated DDR blocks";
-      return make_error(msg.str());
-    }
+        (ext > 0 && !ddr.is_allocated(absolute, ext)))
+      return fail("lies outside the allocated DDR blocks");
     return ddr.at(absolute);
   };
   auto src = check(r.src, src_extent.value(), r.src.cluster, "source");

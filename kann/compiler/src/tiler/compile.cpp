@@ -187,6 +187,7 @@ Result<std::optional<CompileOutput>> compile_pipeline(const Graph &graph,
                                                       const CompileOptions &options,
                                                       unsigned clusters, const Policy &policy,
                                                       const CompileOutput &layer) {
+  std::set<std::string> built;
   auto build = [&](const CompileOutput &figures, bool exchange_splits,
                    int64_t granule = kPanel) -> Result<std::optional<CompileOutput>> {
     std::vector<uint64_t> compute;
@@ -203,6 +204,8 @@ Result<std::optional<CompileOutput>> compile_pipeline(const Graph &graph,
         return fits.error();
       if (!fits.value())
         continue;
+      if (!built.insert(c->layout_signature()).second)
+        return std::optional<CompileOutput>(); // the same as a candidate built already
       auto done = c->finish();
       if (!done)
         return done.error();

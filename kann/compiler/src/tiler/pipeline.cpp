@@ -171,6 +171,26 @@ bool Compiler::channel_split_pays(const PlannedOp &op) const {
   return channel < spatial;
 }
 
+// What a pipeline candidate's layout decided (splits, boxes, buffer lifetimes and offsets,
+// pieces): candidates that decide the same are built once.
+std::string Compiler::layout_signature() const {
+  std::string sig;
+  auto add = [&](int64_t v) { sig += std::to_string(v) + ','; };
+  for (const PlannedOp &op : ops) {
+    sig += op.split + ':';
+    for (const Box &b : op.out_box)
+      add(b.y0), add(b.y1), add(b.c0), add(b.c1);
+  }
+  for (const SpmBuffer &b : buffers)
+    add(b.first), add(b.last), add(int64_t(b.offset));
+  for (const auto &step : pieces_at) {
+    sig += ';';
+    for (const ParamPiece &p : step)
+      add(p.op), add(p.f0), add(p.f1);
+  }
+  return sig;
+}
+
 // The pieces planned for `step`: a shared slice's piece is multicast by the cluster that
 // has issued the fewest bytes in this step so far; per-cluster slices load on their own.
 void Compiler::emit_pieces(size_t step, std::vector<uint64_t> &ddr) {

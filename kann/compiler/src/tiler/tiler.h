@@ -306,6 +306,7 @@ struct Compiler {
   void plan_pipeline();
   void emit_pieces(size_t step, std::vector<uint64_t> &ddr);
   bool channel_split_pays(const PlannedOp &op) const;
+  std::string layout_signature() const;
 
   // ---- SPM allocation (spm_alloc.cpp) ----
   bool allocate();

@@ -191,7 +191,7 @@ static inline void float_epilogue(const ConvJob &j, const FloatEpilogue &ep, con
 // T: weights and output elements; TI: input elements (float for a widened binary16 input).
 template <class S, class T, class TI = T>
 static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
-  constexpr int MR = S::MR;
+  constexpr int MR = S::MR, kHalfMR = (MR + 1) / 2;
   const TI *in = reinterpret_cast<const TI *>(j.in) + (size_t)r.group * j.cin_g;
   const size_t panel = (size_t)j.taps * j.cin_g * kPanelWidth;
   const T *wg = reinterpret_cast<const T *>(j.weights + r.group * j.weights_group_stride);
@@ -220,10 +220,13 @@ static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
       setup_rows(m0, mr, rows, orow);
       for (uint32_t nb = r.nb_begin; nb < r.nb_end; ++nb) {
         const uint32_t n0 = nb * 16;
+        const T *wp = wg + nb * panel;
         if (kPanelWidth / S::W == 2 && j.cout_g - n0 <= (uint32_t)S::W) // narrow last panel
-          ukernel_float<S, MR, TI, T, 1>(0, j.taps, 0, kc, kc, in, rows, wg + nb * panel, false, c);
+          ukernel_float<S, MR, TI, T, 1>(0, j.taps, 0, kc, kc, in, rows, wp, false, c);
+        else if (mr <= (uint32_t)kHalfMR) // a short last block: half the rows, half the work
+          ukernel_float<S, kHalfMR, TI, T>(0, j.taps, 0, kc, kc, in, rows, wp, false, c);
         else
-          ukernel_float<S, MR, TI, T>(0, j.taps, 0, kc, kc, in, rows, wg + nb * panel, false, c);
+          ukernel_float<S, MR, TI, T>(0, j.taps, 0, kc, kc, in, rows, wp, false, c);
         T *o[MR];
         for (int i = 0; i < MR; ++i)
           o[i] = orow[i] + n0;
@@ -267,6 +270,8 @@ static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
         float(*c)[16] = acc + (size_t)(nb - r.nb_begin) * rows_rounded + (m0 - r.m_begin);
         if (kPanelWidth / S::W == 2 && nvalid <= (uint32_t)S::W)
           ukernel_packed<S, MR, T, 1>(qn, apack, wp, !first, c);
+        else if (mr <= (uint32_t)kHalfMR)
+          ukernel_packed<S, kHalfMR, T>(qn, apack, wp, !first, c);
         else
           ukernel_packed<S, MR, T>(qn, apack, wp, !first, c);
         if (last) {

@@ -487,7 +487,10 @@ static void storeSums(IRBuilder<> &B, Value *ctx, Value *const v[4], bool accumu
 // The executor then does no arithmetic per interval; here it is a few register operations
 // while the function returns (128-bit products: the weights are below 2^62), instead of
 // storing the sums by class for the executor.
-static void addIntervalCycles(IRBuilder<> &B, Value *ctx, Value *const v[4], Value *rowWeight) {
+// Loop-barrier kernels (`inTicks`) add ticks instead: their intervals are trips of a loop, a
+// fraction of a cycle each per PE, which the executor rounds once for the group.
+static void addIntervalCycles(IRBuilder<> &B, Value *ctx, Value *const v[4], Value *rowWeight,
+                              bool inTicks) {
   Type *i64 = B.getInt64Ty(), *i128 = B.getInt128Ty();
   auto slot = [&](unsigned s) { return B.CreateConstInBoundsGEP1_64(i64, ctx, s); };
   Value *itemWeight = B.CreateLoad(i64, slot(SlotShareItem));
@@ -499,8 +502,9 @@ static void addIntervalCycles(IRBuilder<> &B, Value *ctx, Value *const v[4], Val
   num = B.CreateAdd(num, B.CreateZExt(round, i128));
   Value *share = B.CreateTrunc(B.CreateLShr(num, B.CreateZExt(shift, i128)), i64);
   Value *ticks = B.CreateAdd(B.CreateAdd(v[PerCall], share), v[Divergent]);
-  Value *cycles =
-      B.CreateUDiv(B.CreateAdd(ticks, B.getInt64(kTicksPerCycle - 1)), B.getInt64(kTicksPerCycle));
+  Value *cycles = inTicks ? ticks
+                          : B.CreateUDiv(B.CreateAdd(ticks, B.getInt64(kTicksPerCycle - 1)),
+                                         B.getInt64(kTicksPerCycle));
   Value *total = slot(SlotIntervalCycles);
   B.CreateStore(B.CreateAdd(B.CreateLoad(i64, total), cycles), total);
 }
@@ -578,12 +582,12 @@ void instrumentCost(Module &M, std::vector<KernelInfo> &kernels) {
     for (Loop *L : tripOrder)
       adds.push_back({L->getHeader(), classOf(LI, L->getHeader(), divergent), perTrip[L]});
     // Loop-barrier kernels run each trip of a uniform loop as one call over the group: what a
-    // call does outside its work-item loop (dispatch, the uniform slots, the loop's counter
-    // and code hoisted out of the work-item loop) is the host's bookkeeping of the exchanged
-    // loops. On the PE each work-item runs the trip with its loop overhead (counter, compare,
+    // call does outside its work-item loop, per call or per row (dispatch, the uniform slots,
+    // the loop's counter and code hoisted out of the work-item loop) is the host's bookkeeping
+    // of the exchanged loops. On the PE each work-item runs the trip with its loop overhead (counter, compare,
     // branch): charged per item of the call, with the items' own code.
     if (k.loop_barriers) {
-      std::erase_if(adds, [](const TickAdd &a) { return a.cls == PerCall; });
+      std::erase_if(adds, [](const TickAdd &a) { return a.cls == PerCall || a.cls == PerRow; });
       Value *x0 = F->getArg(3), *x1 = F->getArg(4), *r0 = F->getArg(5), *r1 = F->getArg(6);
       Value *cols = E.CreateSelect(E.CreateICmpULT(x0, x1), E.CreateSub(x1, x0), E.getInt64(0));
       Value *rows = E.CreateSelect(E.CreateICmpULT(r0, r1), E.CreateSub(r1, r0), E.getInt64(0));
@@ -624,7 +628,7 @@ void instrumentCost(Module &M, std::vector<KernelInfo> &kernels) {
       IRBuilder<> R(report);
       storeSums(R, ctx, v, false);
       IRBuilder<> S(sum);
-      addIntervalCycles(S, ctx, v, rowWeight);
+      addIntervalCycles(S, ctx, v, rowWeight, k.loop_barriers);
     }
     cleanup.run(*F, FAM);
   }

@@ -594,15 +594,20 @@ Status runRegionsCosted(const KernelImpl &k, void **slots, WiCtx &ctx, uint64_t 
   ctx.slot[SlotShareShift] = inCall ? static_cast<uint64_t>(share.shift) : 0;
   ctx.slot[SlotShareRound] = share.total - 1;
   ctx.slot[SlotIntervalCycles] = 0;
+  // Loop-barrier kernels' intervals are trips of a loop (a fraction of a cycle per PE each):
+  // their ticks are summed and rounded once (the region functions add ticks, not cycles).
+  const bool trips = k.info_.loop_barriers;
   uint64_t cycles = 0, intervals = 0;
   for (int32_t next = 0; next != kRegionExit; ++intervals) {
     ctx.slot[SlotParity] = intervals;
     next = k.region(slots, &ctx, next, 0, lx, 0, rows); // sets the cost slots
     if (!inCall)
-      cycles += cost::ticksToCycles(share.slowest(ctx));
+      cycles += trips ? share.slowest(ctx) : cost::ticksToCycles(share.slowest(ctx));
   }
   if (inCall)
     cycles = ctx.slot[SlotIntervalCycles];
+  if (trips)
+    cycles = cost::ticksToCycles(cycles);
   if (P > 1 && intervals > 1 && !k.info_.loop_barriers)
     cycles += (intervals - 1) * cost::kPeBarrierCycles;
   cost.cycles = cycles;

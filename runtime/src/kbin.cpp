@@ -6,6 +6,7 @@
 #include "kann/steps.h"
 #include "manycl/compiler/compiler.h"
 #include "manycl/interpreter.h"
+#include "manycl/native/custom.h"
 #include "manycl/runtime/device.h"
 
 namespace manycl::rt {
@@ -34,6 +35,8 @@ void run_kbin_cluster(const KbinLaunch *launch, uint32_t group) {
   run.arg_count = static_cast<uint32_t>(launch->args.size());
   run.step_names = launch->executable->step_names().data();
   run.step_name_count = static_cast<uint32_t>(launch->executable->step_names().size());
+  run.resolve = &KbinExecutable::resolve_custom;
+  run.resolve_user = const_cast<KbinExecutable *>(launch->executable.get());
   char message[512];
   // A failure marks the device command failed; the runtime turns that into the event's error.
   mcl_kbin_run_cluster(&run, message, sizeof message);
@@ -59,6 +62,27 @@ Result<std::shared_ptr<KbinExecutable>> KbinExecutable::load(const std::vector<u
   exe->step_names_ = kann::format::step_names(exe->program_);
   for (const auto &name : exe->step_names_)
     exe->step_name_ptrs_.push_back(name.c_str());
+  // Custom operators (manycl/native/custom.h): every function a record names must be exported
+  // by a library registered with clAddNativeLibraryMCL / MANYCL_NATIVE_PATH before now.
+  for (const auto &records : exe->program_.streams)
+    for (const auto &record : records) {
+      mcl_custom_args custom;
+      if (record.function_id != MCL_NATIVE_FN_CUSTOM || !record.decode(custom))
+        continue;
+      const std::string name(custom.function); // NUL-terminated: read_kbin validated it
+      bool known = false;
+      for (const auto &entry : exe->custom_functions_)
+        known = known || entry.first == name;
+      if (known)
+        continue;
+      void *address = compiler::resolveNative(name);
+      if (!address)
+        return make_error("kbin calls custom operator function '" + name +
+                              "', which no native library registered with clAddNativeLibraryMCL "
+                              "or MANYCL_NATIVE_PATH exports",
+                          -42 /* CL_INVALID_BINARY */);
+      exe->custom_functions_.emplace_back(name, address);
+    }
   exe->hardware_ = &device.hardware();
   if (!exe->program_.params.empty()) {
     // Parameters are uploaded once per program and device; every launch reads them in place.
@@ -72,6 +96,14 @@ Result<std::shared_ptr<KbinExecutable>> KbinExecutable::load(const std::vector<u
     std::memcpy(exe->hardware_->ddr().at(block.value()), exe->program_.params.data(), exe->program_.params.size());
   }
   return exe;
+}
+
+void *KbinExecutable::resolve_custom(void *user, const char *name) {
+  const auto *exe = static_cast<const KbinExecutable *>(user);
+  for (const auto &entry : exe->custom_functions_)
+    if (entry.first == name)
+      return entry.second;
+  return nullptr;
 }
 
 KbinExecutable::~KbinExecutable() {

@@ -128,6 +128,8 @@ extern "C" int mcl_kbin_run_cluster(const mcl_kbin_cluster_run *run, char *msg, 
   (void)MCL_KBIN_RUN_CHECKED;
   exec.parallel_for = mcl_exec_parallel_for;
   exec.account_cycles = mcl_exec_account_cycles;
+  exec.resolve = run->resolve;
+  exec.resolve_user = run->resolve_user;
 
   // Argument blocks are copied to aligned storage: the stream only guarantees 8-byte
   // alignment of record starts, and a block must never be modified in place.

@@ -1,6 +1,7 @@
 // The registry: argument-block sizes, the validator the program loader runs on untrusted
 // blocks, dispatch, and the modeled cycle cost.
 #include "cost_model.h"
+#include "custom_call.h"
 #include "elementwise_math.h"
 #include "internal.h"
 
@@ -109,6 +110,35 @@ private:
 
 bool float_type(uint32_t d) { return d == MCL_DTYPE_F32 || d == MCL_DTYPE_F16; }
 
+// A custom-operator record: its tiles, and a function name that is a C identifier, so a
+// loader only ever looks up plain symbol names.
+void check_custom(Checker &ck, const mcl_custom_args &a) {
+  ck.tile("input", a.input, Role::Broadcast);
+  ck.tile("output", a.output, Role::Output);
+  if (!ck.ok())
+    return;
+  ck.same_shape("custom", a.input, a.output);
+  ck.require(a.input.dtype == a.output.dtype && float_type(a.input.dtype),
+             "custom: input and output must both be F32 or both F16");
+  ck.require(a.kind == MCL_CUSTOM_ELEMENTWISE, "custom: unknown kind");
+  ck.require(a.param_count <= MCL_CUSTOM_PARAM_MAX, "custom: too many parameters");
+  size_t length = 0;
+  while (length < MCL_CUSTOM_FUNCTION_MAX && a.function[length] != 0)
+    ++length;
+  if (!ck.require(length > 0 && length < MCL_CUSTOM_FUNCTION_MAX,
+                  "custom: function name is empty or not NUL-terminated"))
+    return;
+  bool identifier = !(a.function[0] >= '0' && a.function[0] <= '9');
+  for (size_t i = 0; i < length; ++i) {
+    const char ch = a.function[i];
+    identifier = identifier && ((ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+                                (ch >= '0' && ch <= '9') || ch == '_');
+  }
+  for (size_t i = length; i < MCL_CUSTOM_FUNCTION_MAX; ++i)
+    identifier = identifier && a.function[i] == 0;
+  ck.require(identifier, "custom: function name is not a C identifier padded with NULs");
+}
+
 void check_conv(Checker &ck, uint32_t fn, const mcl_conv_args &a, bool from_gemm) {
   const char *what = from_gemm ? "gemm" : "conv";
   ck.tile("input", a.input, Role::Dense);
@@ -194,11 +224,12 @@ const size_t kArgsSize[MCL_NATIVE_FN_COUNT_] = {
     sizeof(mcl_pad_args),
     sizeof(mcl_math_args),
     sizeof(mcl_reduce_args),
+    sizeof(mcl_custom_args),
 };
 
 const char *const kNames[MCL_NATIVE_FN_COUNT_] = {
     "invalid", "conv2d",  "conv_transpose2d", "gemm",   "matmul", "pool2d", "eltwise",
-    "scale_shift", "activation", "softmax", "resize", "copy", "pad", "math", "reduce"};
+    "scale_shift", "activation", "softmax", "resize", "copy", "pad", "math", "reduce", "custom"};
 
 // Copies the block so it is aligned and cannot change while being checked.
 template <class T> T load_block(const void *p) {
@@ -313,6 +344,9 @@ Status validate(uint32_t fn, const void *args, size_t size, uint64_t spm_size) {
     ck.quant("output", a.out_quant, a.output.dtype);
     break;
   }
+  case MCL_NATIVE_FN_CUSTOM:
+    check_custom(ck, load_block<mcl_custom_args>(args));
+    break;
   case MCL_NATIVE_FN_MATH: {
     const auto a = load_block<mcl_math_args>(args);
     ck.tile("input", a.input, Role::Broadcast);
@@ -466,6 +500,9 @@ int mcl_native_cost_detail(uint32_t fn, const void *args, uint32_t pes,
   case MCL_NATIVE_FN_REDUCE:
     c = cost::reduce_cost(load_block<mcl_reduce_args>(args), pes);
     break;
+  case MCL_NATIVE_FN_CUSTOM:
+    c = custom_cost(load_block<mcl_custom_args>(args));
+    break;
   default:
     return MCL_NATIVE_ERR_UNKNOWN_FUNCTION;
   }
@@ -528,6 +565,9 @@ int mcl_native_run(const mcl_native_exec *exec, uint32_t fn, const void *args, s
       break;
     case MCL_NATIVE_FN_REDUCE:
       s = run_reduce(*exec, load_block<mcl_reduce_args>(args));
+      break;
+    case MCL_NATIVE_FN_CUSTOM:
+      s = run_custom(*exec, load_block<mcl_custom_args>(args));
       break;
     default:
       break;

@@ -31,6 +31,10 @@ typedef struct mcl_kbin_cluster_run {
    * step_name_count / when NULL. */
   const char *const *step_names;
   uint32_t step_name_count;
+  /* Custom-operator records (MCL_NATIVE_FN_CUSTOM) call resolve(resolve_user, name) for
+   * their user function; NULL: such records fail with the function's name. */
+  void *(*resolve)(void *resolve_user, const char *name);
+  void *resolve_user;
 } mcl_kbin_cluster_run;
 
 enum mcl_kbin_run_flags {

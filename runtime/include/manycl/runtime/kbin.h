@@ -44,6 +44,9 @@ public:
   // released DDR; concurrent launches each get their own.
   Result<uint64_t> take_scratch() const;
   void give_back_scratch(uint64_t offset) const;
+  // The interpreter's resolver of custom-operator functions (mcl_kbin_cluster_run::resolve):
+  // `user` is the executable; the names were resolved when it was loaded.
+  static void *resolve_custom(void *user, const char *name);
 
 private:
   KbinExecutable() = default;
@@ -56,6 +59,9 @@ private:
   bool owns_params_ = false;
   mutable std::mutex scratch_mutex_;
   mutable std::vector<uint64_t> idle_scratch_; // blocks of finished launches
+  // Custom-operator functions the records name, resolved in the registered native libraries
+  // at load time (a missing one rejects the binary); read-only afterwards.
+  std::vector<std::pair<std::string, void *>> custom_functions_;
 };
 
 // What one launch of a kbin kernel passes to the interpreter on each cluster

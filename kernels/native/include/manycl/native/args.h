@@ -37,7 +37,8 @@ enum mcl_native_fn_id {
   MCL_NATIVE_FN_PAD = 12,             /* mcl_pad_args: constant padding */
   MCL_NATIVE_FN_MATH = 13,            /* mcl_math_args: element-wise math (exp, sin, elu...) */
   MCL_NATIVE_FN_REDUCE = 14,          /* mcl_reduce_args: sum / mean / max / ... over h and w */
-  MCL_NATIVE_FN_COUNT_ = 15
+  MCL_NATIVE_FN_CUSTOM = 15,          /* mcl_custom_args (custom.h): a user function, by name */
+  MCL_NATIVE_FN_COUNT_ = 16
 };
 
 /* ---- element types ---- */

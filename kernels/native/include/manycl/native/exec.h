@@ -25,6 +25,10 @@ typedef void (*mcl_native_parallel_for_fn)(void *exec_user, uint32_t task_count,
 /* Adds modeled cycles (cluster-wide critical path of one native function call). */
 typedef void (*mcl_native_account_fn)(void *exec_user, uint64_t cycles);
 
+/* Address of a user function a custom-operator record names (MCL_NATIVE_FN_CUSTOM), or NULL
+ * when none of the registered native libraries exports it. */
+typedef void *(*mcl_native_resolve_fn)(void *resolve_user, const char *name);
+
 enum mcl_native_exec_flags {
   /* Checked mode: compute functions also verify data-dependent addresses (conv address
    * tables) against the SPM before using them, and fail instead of computing. */
@@ -39,6 +43,8 @@ typedef struct mcl_native_exec {
   mcl_native_parallel_for_fn parallel_for; /* NULL: run serially on the caller */
   mcl_native_account_fn account_cycles;    /* NULL: cycles are not reported */
   void *user;                              /* passed back to both callbacks */
+  mcl_native_resolve_fn resolve;           /* NULL: custom-operator records fail */
+  void *resolve_user;                      /* passed back to resolve */
 } mcl_native_exec;
 
 /* Host implementation: a pool of `threads` std::threads (0 or 1: serial). Cycles reported

@@ -78,6 +78,12 @@ const std::set<std::string> kSupportedOps = {"Conv",
                                              "Squeeze",
                                              "Transpose",
                                              "ReduceMean",
+                                             "Slice",
+                                             "Expand",
+                                             "Tile",
+                                             "DepthToSpace",
+                                             "SpaceToDepth",
+                                             "LogSoftmax",
                                              "Max",
                                              "Min",
                                              "Sum",
@@ -136,6 +142,9 @@ const std::map<std::string, std::set<int>> kParameterOperands = {
     {"ReduceMean", {1}},
     {"ReduceMax", {1}},
     {"ReduceSum", {1}},
+    {"Slice", {1, 2, 3, 4}},
+    {"Expand", {1}},
+    {"Tile", {1}},
     {"ReduceMin", {1}},
     {"ReduceProd", {1}},
     {"ReduceL1", {1}},
@@ -151,9 +160,10 @@ const std::map<std::string, std::set<int>> kParameterOperands = {
 // reproduce the reference bit for bit. Others: |got - want| <= kAbsTol + kRelTol * |want|
 // (different summation order, exp/tanh implementations, reciprocal multiplies).
 const std::set<std::string> kExactOps = {
-    "Relu",      "MaxPool", "GlobalMaxPool", "Clip",  "Concat", "Identity", "Flatten",
-    "Reshape",   "Dropout", "Add",           "Sub",   "Mul",    "Squeeze",  "Unsqueeze",
-    "Transpose", "Abs",     "Neg",           "Floor", "Ceil",   "Round",    "Sign"};
+    "Relu",      "MaxPool", "GlobalMaxPool", "Clip",  "Concat",       "Identity",     "Flatten",
+    "Reshape",   "Dropout", "Add",           "Sub",   "Mul",          "Squeeze",      "Unsqueeze",
+    "Transpose", "Slice",   "Expand",        "Tile",  "DepthToSpace", "SpaceToDepth", "Max",
+    "Min",       "Abs",     "Neg",           "Floor", "Ceil",         "Round",        "Sign"};
 constexpr double kAbsTol = 1e-4;
 constexpr double kRelTol = 1e-4;
 

@@ -274,6 +274,11 @@ int64_t first_opset(Op op) {
   case Op::ReduceLogSum:
   case Op::ReduceLogSumExp:
   case Op::Softmax: // the coerced-2-D definition before 13 is handled (infer_node)
+  case Op::LogSoftmax:
+  case Op::DepthToSpace: // mode (CRD) from 11: DCR, the default, before
+  case Op::SpaceToDepth:
+  case Op::Tile:   // repeats as an input from 6
+  case Op::Expand: // from 8
   case Op::Softplus:
   case Op::Softsign:
   case Op::Dropout: // an identity in inference, whatever the version's attributes
@@ -461,6 +466,32 @@ Result<Graph> convert(const onnx::ModelProto &model, bool split_batch) {
       if (t < 0)
         return make_error(where(n) + ": input '" + name + "' is not defined before use");
       n.inputs.push_back(t);
+    }
+    // LogSoftmax: Softmax, then Log (the same axis rules as Softmax).
+    if (n.op == Op::LogSoftmax) {
+      if (np.output_size() != 1 || n.inputs.size() != 1 || n.inputs[0] < 0)
+        return make_error(where(n) + ": needs one input and one output");
+      if (graph.find(np.output(0)) >= 0)
+        return make_error(where(n) + ": output '" + np.output(0) + "' defined twice");
+      Node softmax = n;
+      softmax.op = Op::Softmax;
+      softmax.name = n.name + ".softmax";
+      Tensor mid;
+      mid.name = n.name + ".probabilities";
+      mid.producer = static_cast<int>(graph.nodes.size());
+      softmax.outputs = {graph.add_tensor(std::move(mid))};
+      const int probabilities = softmax.outputs[0];
+      graph.nodes.push_back(std::move(softmax));
+      Node log;
+      log.op = Op::Log;
+      log.name = n.name;
+      log.inputs = {probabilities};
+      Tensor out;
+      out.name = np.output(0);
+      out.producer = static_cast<int>(graph.nodes.size());
+      log.outputs = {graph.add_tensor(std::move(out))};
+      graph.nodes.push_back(std::move(log));
+      continue;
     }
     // Variadic Sum / Max / Min / Mean: a chain of binary nodes (Mean: the sum divided by the
     // count, a constant divisor the passes fold into a ScaleShift).
@@ -1034,10 +1065,50 @@ Result<void> infer_node(Graph &g, Node &n) {
     return {};
   }
   case ShapeRule::Slice: {
-    // Activations: a range of channels of an NCHW tensor (ShuffleNet's split), step 1.
+    // Activations: a range of channels of an NCHW tensor (ShuffleNet's split), step 1, split
+    // over the clusters; any other slice with positive steps: a strided copy (StridedSlice).
     for (size_t i = 1; i < n.inputs.size(); ++i)
       if (has(i) && !in(i).is_const)
         return make_error(where(n) + ": starts, ends, axes and steps must be constant");
+    const bool channel_range = has(1) && has(2) && x.size() == 4 && x[0] == 1 &&
+                               in(1).idata.size() == 1 && in(2).idata.size() == 1 && has(3) &&
+                               in(3).idata.size() == 1 && norm_axis(in(3).idata[0], 4) == 1 &&
+                               !(n.inputs.size() > 4 && has(4) && in(4).idata.at(0) != 1);
+    if (!channel_range && has(1) && has(2)) {
+      const auto &starts = in(1).idata, &ends = in(2).idata;
+      std::vector<int64_t> axes, steps;
+      for (size_t k = 0; k < starts.size(); ++k)
+        axes.push_back(has(3) ? in(3).idata.at(k) : int64_t(k));
+      steps.assign(starts.size(), 1);
+      if (n.inputs.size() > 4 && has(4))
+        steps = in(4).idata;
+      if (ends.size() != starts.size() || steps.size() != starts.size())
+        return make_error(where(n) + ": starts, ends, axes and steps differ in length");
+      std::vector<int64_t> begin(x.size(), 0), step(x.size(), 1);
+      y.shape = x;
+      for (size_t k = 0; k < starts.size(); ++k) {
+        const int64_t a = norm_axis(axes[k], x.size());
+        if (a < 0 || a >= int64_t(x.size()))
+          return make_error(where(n) + ": axis out of range");
+        if (steps[k] <= 0)
+          return make_error(where(n) + ": only positive steps are supported");
+        const int64_t d = x[size_t(a)];
+        int64_t s = starts[k] < 0 ? starts[k] + d : starts[k];
+        int64_t e = ends[k] < 0 ? ends[k] + d : ends[k];
+        s = std::clamp<int64_t>(s, 0, d);
+        e = std::clamp<int64_t>(e, 0, d);
+        if (auto r = batch_axis_guard(g, n, {a}); !r)
+          return r;
+        begin[size_t(a)] = s;
+        step[size_t(a)] = steps[k];
+        y.shape[size_t(a)] = e > s ? (e - s + steps[k] - 1) / steps[k] : 0;
+      }
+      n.op = Op::StridedSlice;
+      n.ints["begin"] = begin;
+      n.ints["step"] = step;
+      n.inputs.resize(1);
+      return {};
+    }
     if (!has(1) || !has(2) || x.size() != 4 || in(1).idata.size() != 1 || in(2).idata.size() != 1 ||
         (has(3) && (in(3).idata.size() != 1 || norm_axis(in(3).idata[0], 4) != 1)) || (!has(3)) ||
         (n.inputs.size() > 4 && has(4) && in(4).idata.at(0) != 1))
@@ -1218,6 +1289,55 @@ Result<void> infer_node(Graph &g, Node &n) {
     }
     return {};
   }
+  case ShapeRule::Movement: {
+    if (n.op == Op::Expand || n.op == Op::Tile) {
+      if (!has(1) || !in(1).is_const || in(1).dtype != DType::I64)
+        return make_error(where(n) + (n.op == Op::Expand ? ": the shape must be constant"
+                                                         : ": repeats must be constant"));
+      const auto &v = in(1).idata;
+      if (n.op == Op::Expand) {
+        auto s = broadcast(n, x, v);
+        if (!s)
+          return s.error();
+        y.shape = s.value();
+        if (y.shape.size() != x.size() || y.shape[0] != x[0])
+          if (auto r = batch_axis_guard(g, n, {0}); !r)
+            return r;
+      } else {
+        if (v.size() != x.size())
+          return make_error(where(n) + ": repeats must have one value per dimension");
+        y.shape = x;
+        for (size_t d = 0; d < x.size(); ++d) {
+          if (v[d] < 1)
+            return make_error(where(n) + ": repeats must be positive");
+          y.shape[d] = x[d] * v[d];
+        }
+        n.ints["repeats"] = v;
+        if (v[0] != 1)
+          if (auto r = batch_axis_guard(g, n, {0}); !r)
+            return r;
+      }
+      n.inputs.resize(1);
+      return {};
+    }
+    // DepthToSpace / SpaceToDepth of an NCHW tensor.
+    const int64_t b = n.attr("blocksize", 0);
+    if (x.size() != 4 || b < 1)
+      return make_error(where(n) + ": needs an NCHW input and a positive blocksize");
+    if (n.op == Op::DepthToSpace) {
+      if (x[1] % (b * b))
+        return make_error(where(n) + ": channels are not a multiple of blocksize^2");
+      const std::string mode = n.strings.count("mode") ? n.strings["mode"] : "DCR";
+      if (mode != "DCR" && mode != "CRD")
+        return make_error(where(n) + ": mode '" + mode + "' is not supported");
+      y.shape = {x[0], x[1] / (b * b), x[2] * b, x[3] * b};
+    } else {
+      if (x[2] % b || x[3] % b)
+        return make_error(where(n) + ": H and W are not multiples of blocksize");
+      y.shape = {x[0], x[1] * b * b, x[2] / b, x[3] / b};
+    }
+    return {};
+  }
   case ShapeRule::ConstantOnly:
     return make_error(where(n) + ": only supported on constants (shape arithmetic)");
   case ShapeRule::None: // expanded at import, or created by a pass
@@ -1238,6 +1358,8 @@ Result<void> infer_shapes(Graph &graph) {
       Tensor &t = graph.tensors[o];
       if (t.is_const)
         continue;
+      if (std::count(t.shape.begin(), t.shape.end(), 0))
+        return make_error(where(n) + ": output '" + t.name + "' is empty (zero elements)");
       if (t.elements() <= 0 || t.elements() > (1ll << 30))
         return make_error(where(n) + ": output '" + t.name +
                           "' has no static shape (dynamic shapes are not supported)");

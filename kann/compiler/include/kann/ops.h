@@ -40,6 +40,7 @@ enum class ShapeRule : uint8_t {
   Cast,          // the input's shape, another element type
   Quantize,      // Quantize / DequantizeLinear: the input's shape, the scale's quantization
   ConstantOnly,  // only on constants (folded as shape arithmetic)
+  Movement,      // Expand, Tile, DepthToSpace, SpaceToDepth: data moved between dimensions
 };
 
 // Which lowering of the tile compiler runs an operator (kann/compiler/src/tiler/).
@@ -146,6 +147,11 @@ enum : uint32_t {
   OP(Concat,              "Concat",             Onnx,   Concat,        Concat,     kInt8Kernel)                     \
   OP(Slice,               "Slice",              Onnx,   Slice,         Convert,    0)                               \
   OP(Transpose,           "Transpose",          Onnx,   Transpose,     Layout,     0)                               \
+  OP(Expand,              "Expand",             Onnx,   Movement,      Layout,     0)                               \
+  OP(Tile,                "Tile",               Onnx,   Movement,      Layout,     0)                               \
+  OP(DepthToSpace,        "DepthToSpace",       Onnx,   Movement,      Layout,     0)                               \
+  OP(SpaceToDepth,        "SpaceToDepth",       Onnx,   Movement,      Layout,     0)                               \
+  OP(LogSoftmax,          "LogSoftmax",         Onnx,   None,          None,       0)                               \
   OP(Pad,                 "Pad",                Onnx,   Pad,           None,       0)                               \
   OP(Resize,              "Resize",             Onnx,   Resize,        Resize,     0)                               \
   OP(Flatten,             "Flatten",            Onnx,   Flatten,       View,       kView)                           \
@@ -164,7 +170,8 @@ enum : uint32_t {
   OP(QLinearMatMul,       "QLinearMatMul",      Onnx,   None,          None,       0)                               \
   OP(ScaleShift,          "ScaleShift",         Kann,   SameShape,     ScaleShift, kFusesActivation | kWritesIntoConcat) \
   OP(ChannelShuffle,      "ChannelShuffle",     Kann,   None,          Shuffle,    0)                               \
-  OP(Convert,             "Convert",            Kann,   None,          Convert,    kWritesIntoConcat)
+  OP(Convert,             "Convert",            Kann,   None,          Convert,    kWritesIntoConcat) \
+  OP(StridedSlice,        "StridedSlice",       Kann,   None,          Layout,     0)
 // clang-format on
 
 enum class Op : uint8_t {

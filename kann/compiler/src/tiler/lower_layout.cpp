@@ -151,6 +151,67 @@ Result<void> Compiler::call_strided(const PlannedOp &op, const CallTiles &t, Cal
       copy(x, in, t.out, yt.shape, in_str, ystr);
       return {};
     }
+    if (n.op == Op::StridedSlice || n.op == Op::Expand || n.op == Op::Tile ||
+        n.op == Op::DepthToSpace || n.op == Op::SpaceToDepth) {
+      auto xs_r = strides_or_error(x, xt, in);
+      if (!xs_r)
+        return xs_r.error();
+      const std::vector<int64_t> &xs = xs_r.value();
+      const auto &xd = xt.shape;
+      if (n.op == Op::StridedSlice) { // the first element at the starts, strides times steps
+        const auto begin = n.attrs("begin"), step = n.attrs("step");
+        mcl_tile from = in;
+        std::vector<int64_t> in_str(xd.size());
+        for (size_t d = 0; d < xd.size(); ++d) {
+          from.offset += uint32_t(begin[d] * xs[d] * x.es);
+          in_str[d] = xs[d] * step[d];
+        }
+        if (yt.elements() > 0)
+          copy(x, from, t.out, yt.shape, in_str, ystr);
+        return {};
+      }
+      if (n.op == Op::Expand) { // broadcast dimensions read with stride 0
+        std::vector<int64_t> in_str(yt.shape.size(), 0);
+        const size_t lead = yt.shape.size() - xd.size();
+        for (size_t d = 0; d < xd.size(); ++d)
+          in_str[lead + d] = xd[d] == 1 ? 0 : xs[d];
+        copy(x, in, t.out, yt.shape, in_str, ystr);
+        return {};
+      }
+      if (n.op == Op::Tile) { // output dimension d as (repeat, index): the repeat strides 0
+        const auto reps = n.attrs("repeats");
+        std::vector<int64_t> dims, in_str, out_str;
+        for (size_t d = 0; d < xd.size(); ++d) {
+          dims.push_back(reps[d]), in_str.push_back(0), out_str.push_back(xd[d] * ystr[d]);
+          dims.push_back(xd[d]), in_str.push_back(xs[d]), out_str.push_back(ystr[d]);
+        }
+        copy(x, in, t.out, dims, in_str, out_str);
+        return {};
+      }
+      // DepthToSpace: y[c][h*b+i][w*b+j] = x[channel(c, i, j)][h][w], walked over
+      // (c, h, i, w, j); SpaceToDepth is the inverse (x and y swapped).
+      const int64_t b = n.attr("blocksize", 1);
+      const bool d2s = n.op == Op::DepthToSpace;
+      const auto &img = d2s ? yt.shape : xd; // the spatial side
+      const auto &sp = d2s ? ystr : xs;      // its strides
+      const auto &dp = d2s ? xs : ystr;      // the depth side's strides
+      const int64_t C = img[1], H = img[2] / b, W = img[3] / b;
+      const bool crd = d2s && n.strings.count("mode") && n.strings.at("mode") == "CRD";
+      // depth channel of (c, i, j): DCR (i*b + j)*C + c; CRD (and SpaceToDepth) c*b*b + i*b + j
+      // (SpaceToDepth: (i*b + j)*C + c, as DCR).
+      const bool dcr = !crd;
+      const int64_t c_str = dcr ? dp[1] : dp[1] * b * b;
+      const int64_t i_str = dcr ? dp[1] * b * C : dp[1] * b;
+      const int64_t j_str = dcr ? dp[1] * C : dp[1];
+      std::vector<int64_t> dims{C, H, b, W, b};
+      std::vector<int64_t> s_str{sp[1], sp[2] * b, sp[2], sp[3] * b, sp[3]};
+      std::vector<int64_t> d_str{c_str, dp[2], i_str, dp[3], j_str};
+      if (d2s)
+        copy(x, in, t.out, dims, d_str, s_str);
+      else
+        copy(x, in, t.out, dims, s_str, d_str);
+      return {};
+    }
     // A reshape copied (the output is a network input reshaped): element k of one in ONNX
     // order is element k of the other. Walked over the dimensions of the side stored in
     // another order (an image, channel-last), the row-major side indexed by its ONNX order.

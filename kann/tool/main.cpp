@@ -25,6 +25,7 @@
 
 #include "kann/cli_number.h"
 #include "kann/compile.h"
+#include "kann/custom_ops.h"
 #include "kann/format.h"
 #include "kann/input_shape.h"
 #include "kann/npy.h"
@@ -45,6 +46,16 @@ int fail(const std::string &message) {
   return 1;
 }
 
+// "a.so:b.so" -> {"a.so", "b.so"} (empty parts dropped).
+std::vector<std::string> split_paths(const std::string &list) {
+  std::vector<std::string> paths;
+  std::stringstream in(list);
+  for (std::string path; std::getline(in, path, ':');)
+    if (!path.empty())
+      paths.push_back(path);
+  return paths;
+}
+
 int usage() {
   std::fprintf(stderr,
                "usage:\n"
@@ -53,11 +64,11 @@ int usage() {
                "               [--device-config PRESET|FILE.json] [--report REPORT.html]\n"
                "               [--report-json FILE] [--dump-ir] [--dump-schedule]\n"
                "               [--batch N] [--batch-split auto|sequential|clusters[:G]]\n"
-               "               [--schedule layer|pipeline|auto]\n"
+               "               [--schedule layer|pipeline|auto] [--custom-ops LIB.so[:LIB.so]]\n"
                "  kann inspect MODEL.kbin [--records]\n"
                "  kann simulate MODEL.kbin --input X.npy [--input NAME=X.npy ...]\n"
                "               [--output-dir DIR] [--device-config PRESET|FILE.json]\n"
-               "               [--trace TRACE.json]\n"
+               "               [--trace TRACE.json] [--custom-ops LIB.so[:LIB.so]]\n"
                "  kann run MODEL.kbin --input X.npy [--output-dir DIR] [--subdevices K]\n"
                "               [--iterations N] [--trace TRACE.json]\n"
                "  kann --version\n");
@@ -203,12 +214,17 @@ int compile(int argc, char **argv) {
   Args a =
       parse(argc, argv,
             {"-o", "--clusters", "--precision", "--device-config", "--report", "--report-json",
-             "--calibration", "--calibration-percentile", "--batch", "--batch-split", "--schedule"},
+             "--calibration", "--calibration-percentile", "--batch", "--batch-split", "--schedule",
+             "--custom-ops"},
             {"--dump-ir", "--dump-schedule"});
   if (!a.error.empty())
     return fail(a.error);
   if (a.positional.size() != 1 || a.get("-o").empty())
     return usage();
+  // Custom operators (docs/kann.md): LIB.so[:LIB2.so...], each exporting mcl_custom_operators.
+  for (const std::string &library : split_paths(a.get("--custom-ops")))
+    if (auto loaded = kann::custom::load_library(library); !loaded)
+      return fail("--custom-ops: " + loaded.error().message);
   auto config = manycl::device::config_from_spec(a.get("--device-config", "mppa3"));
   if (!config)
     return fail("--device-config: " + config.error().message);
@@ -365,11 +381,15 @@ int inspect(int argc, char **argv) {
 }
 
 int simulate(int argc, char **argv) {
-  Args a = parse(argc, argv, {"--input", "--output-dir", "--device-config", "--trace"}, {});
+  Args a = parse(argc, argv,
+                 {"--input", "--output-dir", "--device-config", "--trace", "--custom-ops"}, {});
   if (!a.error.empty())
     return fail(a.error);
   if (a.positional.size() != 1)
     return usage();
+  for (const std::string &library : split_paths(a.get("--custom-ops")))
+    if (auto loaded = kann::custom::load_library(library); !loaded)
+      return fail("--custom-ops: " + loaded.error().message);
   auto bytes = read_file(a.positional[0]);
   if (!bytes)
     return fail(bytes.error().message);

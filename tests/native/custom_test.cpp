@@ -27,7 +27,9 @@ int affine(const mcl_custom_call *call) {
   return 0;
 }
 
-int refuses(const mcl_custom_call *) { return 7; }
+int refuses(const mcl_custom_call *) {
+  return 7;
+}
 
 void *resolve(void *, const char *name) {
   if (!std::strcmp(name, "affine"))
@@ -72,9 +74,9 @@ TEST(NativeCustom, CallsTheResolvedFunctionOnStridedTiles) {
   for (uint32_t r = 0; r < 3; ++r)
     for (uint32_t c = 0; c < 5; ++c)
       for (uint32_t k = 0; k < 7; ++k)
-        EXPECT_EQ(spm.at<float>(a.output.offset)[r * a.output.row_stride +
-                                                 c * a.output.pixel_stride + k],
-                  2.0f * float(r * 100 + c * 10 + k) - 1.0f);
+        EXPECT_EQ(
+            spm.at<float>(a.output.offset)[r * a.output.row_stride + c * a.output.pixel_stride + k],
+            2.0f * float(r * 100 + c * 10 + k) - 1.0f);
   EXPECT_EQ(mcl_native_cost(MCL_NATIVE_FN_CUSTOM, &a, 16), 1000u + 64u)
       << "the record's cycles plus the call overhead";
 }

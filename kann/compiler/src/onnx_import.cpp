@@ -1,4 +1,5 @@
 #include "kann/onnx_import.h"
+#include "kann/custom_ops.h"
 
 #include <algorithm>
 #include <cmath>
@@ -414,9 +415,14 @@ Result<Graph> convert(const onnx::ModelProto &model, bool split_batch) {
     n.name = np.name().empty() ? np.op_type() + "_" + std::to_string(unnamed++) : np.name();
     // Until the operator is known (kann/ops.h), errors name it as the model does.
     const std::string as_in_model = "node '" + n.name + "' (" + np.op_type() + ")";
-    if (!np.domain().empty() && np.domain() != "ai.onnx")
-      return make_error(as_in_model + ": operator domain '" + np.domain() + "' is not supported");
-    const std::optional<Op> op = ir::op_from_onnx(np.op_type());
+    std::optional<Op> op;
+    if (!np.domain().empty() && np.domain() != "ai.onnx") {
+      if (auto custom = kann::custom::import_node(np.domain(), np.op_type(), n); !custom)
+        return make_error(as_in_model + ": " + custom.error().message);
+      op = n.op; // a user's native function (custom_ops.h)
+    } else {
+      op = ir::op_from_onnx(np.op_type());
+    }
     if (!op)
       return make_error(as_in_model + ": unsupported operator");
     n.op = *op;

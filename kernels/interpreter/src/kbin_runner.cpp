@@ -1,5 +1,6 @@
 #include "manycl/kbin_runner.h"
 
+#include <atomic>
 #include <cstring>
 #include <string>
 
@@ -9,6 +10,13 @@
 namespace manycl::interp {
 
 namespace {
+std::atomic<void *(*)(const char *)> g_custom_resolver{nullptr};
+
+void *resolve_custom(void *, const char *name) {
+  auto resolve = g_custom_resolver.load(std::memory_order_acquire);
+  return resolve ? resolve(name) : nullptr;
+}
+
 // Frees DDR blocks on every path out of run_kbin.
 struct DdrBlocks {
   device::Ddr &ddr;
@@ -30,6 +38,10 @@ struct DdrBlocks {
   }
 };
 } // namespace
+
+void set_custom_resolver(void *(*resolve)(const char *name)) {
+  g_custom_resolver.store(resolve, std::memory_order_release);
+}
 
 Result<KbinRunResult> run_kbin(device::Device &device, const kann::format::Program &program,
                                const std::vector<std::vector<uint8_t>> &args,
@@ -86,6 +98,7 @@ Result<KbinRunResult> run_kbin(device::Device &device, const kann::format::Progr
     run.arg_count = static_cast<uint32_t>(windows.size());
     run.step_names = step_name_ptrs.data();
     run.step_name_count = static_cast<uint32_t>(step_name_ptrs.size());
+    run.resolve = resolve_custom;
     char msg[512];
     if (mcl_kbin_run_cluster(&run, msg, sizeof msg) != 0)
       messages[g] = msg;

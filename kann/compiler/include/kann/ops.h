@@ -170,6 +170,7 @@ enum : uint32_t {
   OP(QLinearMatMul,       "QLinearMatMul",      Onnx,   None,          None,       0)                               \
   OP(ScaleShift,          "ScaleShift",         Kann,   SameShape,     ScaleShift, kFusesActivation | kWritesIntoConcat) \
   OP(ChannelShuffle,      "ChannelShuffle",     Kann,   None,          Shuffle,    0)                               \
+  OP(Custom,              "Custom",             Kann,   SameShape,     Math,       0) /* custom_ops.h */   \
   OP(Convert,             "Convert",            Kann,   None,          Convert,    kWritesIntoConcat) \
   OP(StridedSlice,        "StridedSlice",       Kann,   None,          Layout,     0)
 // clang-format on

@@ -83,6 +83,11 @@ Result<Call> Compiler::make_call(const PlannedOp &op, unsigned c, const Box &ob,
       call_resize(op, tiles, call);
       break;
     case Lowering::Math:
+      if (n.op == Op::Custom) { // a user's native function (lower_custom.cpp)
+        if (auto r = call_custom(op, tiles, call); !r)
+          return r.error();
+        break;
+      }
       call_math(op, tiles, call);
       break;
     case Lowering::Layout: // strided only

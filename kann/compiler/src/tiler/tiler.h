@@ -352,6 +352,7 @@ struct Compiler {
   void call_resize(const PlannedOp &op, const CallTiles &t, Call &call) const;
   // lower_math.cpp
   void call_math(const PlannedOp &op, const CallTiles &t, Call &call) const;
+  Result<void> call_custom(const PlannedOp &op, const CallTiles &t, Call &call) const;
   // lower_layout.cpp: whole tensors of any rank through per-dimension strides
   std::vector<int64_t> spm_strides(const Act &a, const Tensor &t, const mcl_tile &tile) const;
   void strided_calls(std::vector<int64_t> dims, std::vector<std::vector<int64_t>> strides,

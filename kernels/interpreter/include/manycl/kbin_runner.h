@@ -24,6 +24,12 @@ struct KbinRunResult {
 // `args` holds the bytes of every kernel argument in argument-index order (outputs may be
 // empty: they are allocated with their descriptor's byte size). The program must already
 // have been validated (read_kbin / validate_program) against this device.
+// Custom-operator records (MCL_NATIVE_FN_CUSTOM) in programs run_kbin runs call
+// resolve(name) for their function; kann installs the resolver of the libraries given to
+// --custom-ops (kann/custom_ops.h). nullptr (the default): such records fail, naming the
+// function. Process-wide; set it before running.
+void set_custom_resolver(void *(*resolve)(const char *name));
+
 Result<KbinRunResult> run_kbin(device::Device &device, const kann::format::Program &program,
                                const std::vector<std::vector<uint8_t>> &args,
                                unsigned first_cluster = 0);

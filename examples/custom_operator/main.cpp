@@ -44,10 +44,10 @@ int fail(const std::string &message) {
   return 1;
 }
 
-// The node's attributes in make_model.py, and the operators after it (Sigmoid).
+// The network of make_model.py: Neg, the custom node with its attributes, Sigmoid.
 constexpr float kAlpha = 1.5f, kBeta = -0.25f;
 float reference(float x) {
-  const float s = kAlpha * x / (1.0f + std::fabs(x)) + kBeta;
+  const float s = kAlpha * -x / (1.0f + std::fabs(x)) + kBeta;
   return 1.0f / (1.0f + std::exp(-s));
 }
 

@@ -1,5 +1,6 @@
-"""Writes the example's ONNX model: X[1,8,24,20] -> com.example::ScaledSoftsign(alpha, beta)
--> Sigmoid -> Y, so the custom operator runs between operators kann knows.
+"""Writes the example's ONNX model: X[1,8,24,20] -> Neg -> com.example::ScaledSoftsign(alpha,
+beta) -> Sigmoid -> Y, so the custom operator runs between operators kann knows (and in
+place: Neg's output dies at it).
 
 usage: make_model.py OUT.onnx
 """
@@ -11,7 +12,8 @@ from onnx import TensorProto, helper
 x = helper.make_tensor_value_info("X", TensorProto.FLOAT, [1, 8, 24, 20])
 y = helper.make_tensor_value_info("Y", TensorProto.FLOAT, [1, 8, 24, 20])
 nodes = [
-    helper.make_node("ScaledSoftsign", ["X"], ["S"], name="softsign", domain="com.example",
+    helper.make_node("Neg", ["X"], ["N"], name="negate"),
+    helper.make_node("ScaledSoftsign", ["N"], ["S"], name="softsign", domain="com.example",
                      alpha=1.5, beta=-0.25),
     helper.make_node("Sigmoid", ["S"], ["Y"], name="gate"),
 ]

@@ -860,3 +860,50 @@ TEST(EndToEndBatch, BatchOption) {
 }
 
 } // namespace
+
+namespace {
+
+// A layer normalization written out in ONNX operators on a [1,4,8] tensor (row-major
+// storage, not an image): ReduceMean over the last axis, a broadcast Sub and Div between
+// activations, a scalar constant Add (a ScaleShift), Sqrt (the math function), then a
+// Transpose of the result: FP32 on 1 and 2 clusters against the definition.
+TEST(EndToEndAnyRank, LayerNormWrittenOutAndTransposedMatchesDefinition) {
+  constexpr int R = 4, L = 8;
+  test::OnnxBuilder b;
+  b.input("x", {1, R, L});
+  b.weight("eps", {}, 0.0f, {1e-5f});
+  auto &m = b.node("ReduceMean", {"x"}, {"mean"});
+  test::OnnxBuilder::ints(m, "axes", {-1});
+  b.node("Sub", {"x", "mean"}, {"d"});
+  b.node("Mul", {"d", "d"}, {"d2"});
+  auto &v = b.node("ReduceMean", {"d2"}, {"var"});
+  test::OnnxBuilder::ints(v, "axes", {-1});
+  b.node("Add", {"var", "eps"}, {"ve"});
+  b.node("Sqrt", {"ve"}, {"sd"});
+  b.node("Div", {"d", "sd"}, {"n"});
+  auto &t = b.node("Transpose", {"n"}, {"y"});
+  test::OnnxBuilder::ints(t, "perm", {0, 2, 1});
+  b.output("y");
+  std::vector<float> x(R * L);
+  for (int i = 0; i < R * L; ++i)
+    x[size_t(i)] = std::sin(0.37f * float(i)) * (1.0f + float(i % 5));
+  std::vector<double> want(R * L);
+  for (int r = 0; r < R; ++r) {
+    double mean = 0, var = 0;
+    for (int l = 0; l < L; ++l)
+      mean += x[size_t(r * L + l)] / double(L);
+    for (int l = 0; l < L; ++l)
+      var += (x[size_t(r * L + l)] - mean) * (x[size_t(r * L + l)] - mean) / double(L);
+    for (int l = 0; l < L; ++l)
+      want[size_t(l * R + r)] = (x[size_t(r * L + l)] - mean) / std::sqrt(var + 1e-5);
+  }
+  for (unsigned clusters : {1u, 2u}) {
+    auto got = compile_and_run(b.bytes(), clusters, "fp32", x);
+    ASSERT_TRUE(got.ok()) << got.error().message;
+    ASSERT_EQ(got.value().size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      EXPECT_NEAR(got.value()[i], want[i], 1e-5) << i << " x" << clusters;
+  }
+}
+
+} // namespace

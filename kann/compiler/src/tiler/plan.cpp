@@ -164,18 +164,20 @@ Result<void> Compiler::plan() {
           return true;
       return false;
     }();
-    // A network output that is a network input reshaped: copied (lower_layout.cpp).
-    const bool copy_view = lowering == Lowering::View && g.is_output(n.outputs[0]) &&
-                           input_storage;
+    // A network output that is a network input reshaped, or a reshape that changes the
+    // geometry of row-major storage (its readers use the storage's rows, pixels and channels,
+    // e.g. a softmax its rows): copied (lower_layout.cpp).
+    bool copy_view = lowering == Lowering::View && g.is_output(n.outputs[0]) && input_storage;
     if (lowering == Lowering::View && !copy_view) {
       auto src = act_for(n.inputs[0]);
       if (!src)
         return src.error();
       const Tensor &y = g.tensors[n.outputs[0]];
       const Act &s = acts[src.value()];
-      // Row-major storage (one channel, or one pixel) is the ONNX order: any reshape of it
-      // is a view. An image keeps its channel-last geometry: a following image operator
-      // reads the Act's, so an image view must have the same one.
+      // Row-major storage (one channel, or one pixel) is the ONNX order: a reshape of it keeps
+      // the order. An image keeps its channel-last geometry: a following image operator reads
+      // the Act's, so an image view must have the same one. A flattened image [1,N] is read
+      // in the image's order by a Gemm (view_src_shape).
       const bool same_order = (s.H * s.W == 1) || (s.C == 1);
       const bool to_vector = y.shape.size() == 2 && y.shape[0] == 1;
       const bool to_image = y.shape.size() == 4 && y.shape[0] == 1;
@@ -183,13 +185,29 @@ Result<void> Compiler::plan() {
                               y.shape[3] == s.W;
       const bool y_row_major =
           !to_image || y.shape[1] == 1 || (y.shape[2] == 1 && y.shape[3] == 1);
-      if (!to_vector && !image_fits && !(same_order && y_row_major && !to_image))
+      // The geometry y has as its own storage (act_for).
+      int64_t yh = 1, yw = 1, yc = 1;
+      if (to_image)
+        yc = y.shape[1], yh = y.shape[2], yw = y.shape[3];
+      else if (to_vector)
+        yc = y.shape[1];
+      else
+        yw = y.shape.empty() ? 1 : y.shape.back(), yh = yw > 0 ? y.elements() / yw : 0;
+      const bool same_geometry = yh == s.H && yw == s.W && yc == s.C;
+      if (!same_geometry && !(to_vector && !same_order) && same_order && y_row_major)
+        copy_view = true;
+      else if (!to_vector && !image_fits && !(same_order && y_row_major && !to_image))
         return make_error(where(n) + ": only reshapes to [1,N] and of row-major (one-channel) "
                                      "tensors are supported (an image's channel-last order "
                                      "would need a transpose)");
+    }
+    if (lowering == Lowering::View && !copy_view) {
+      const int src = act_of.at(n.inputs[0]);
+      const Act &s = acts[src];
+      const bool same_order = (s.H * s.W == 1) || (s.C == 1);
       if (g.is_output(n.outputs[0]) && g.is_output(n.inputs[0]))
         return make_error(where(n) + ": a network output viewed as another output");
-      act_of[n.outputs[0]] = src.value();
+      act_of[n.outputs[0]] = src;
       if (!same_order)
         view_src_shape[n.outputs[0]] = {s.C, s.H, s.W};
       if (view_src_shape.count(n.inputs[0]))

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
+#include <cstring>
 #include <limits>
 #include <map>
 #include <sstream>
 
+#include "manycl/native/custom.h"
 #include "manycl/native/native.h"
 
 namespace kann::format {
@@ -798,6 +800,17 @@ std::string describe_record(const Record &rec) {
     if (rec.decode(a)) {
       tile("in", a.input);
       tile("out", a.output);
+    }
+    break;
+  }
+  case MCL_NATIVE_FN_CUSTOM: {
+    mcl_custom_args a;
+    if (rec.decode(a)) {
+      // The validator proved the name a NUL-terminated identifier; decode() did not.
+      o << " " << std::string(a.function, strnlen(a.function, sizeof a.function));
+      tile("in", a.input);
+      tile("out", a.output);
+      o << " params=" << a.param_count << " cycles=" << a.cycles;
     }
     break;
   }

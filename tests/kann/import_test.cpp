@@ -1,7 +1,9 @@
 // ONNX import: shapes, attributes, shape-arithmetic folding, and one-line errors.
 #include <gtest/gtest.h>
 
+#include "kann/compile.h"
 #include "kann/onnx_import.h"
+#include "manycl/device/config.h"
 #include "onnx_builder.h"
 
 namespace {
@@ -178,3 +180,22 @@ TEST(Import, RandomMutationsNeverCrash) {
 }
 
 } // namespace
+
+// A whole-tensor model has no batch axis: --batch is refused in one line.
+TEST(Import, WholeTensorModelsRefuseABatch) {
+  OnnxBuilder b;
+  b.input("x", {2, 5});
+  b.input("v", {5});
+  b.node("Add", {"x", "v"}, {"y"});
+  b.output("y");
+  auto g = kann::import_onnx_bytes(b.bytes());
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  kann::CompileOptions options;
+  options.device = manycl::device::preset("mppa3").value();
+  options.batch = 3;
+  auto out = kann::compile_graph(g.value(), options);
+  ASSERT_FALSE(out.ok());
+  EXPECT_NE(out.error().message.find("whole tensors"), std::string::npos) << out.error().message;
+  options.batch = 0;
+  EXPECT_TRUE(kann::compile_graph(g.value(), options).ok());
+}

@@ -316,6 +316,11 @@ Result<CompileOutput> compile_graph(const Graph &graph, const CompileOptions &op
   }
   int64_t batch = input->batch;
   if (options.batch > 0) {
+    if (input->whole_tensors && options.batch > 1)
+      return make_error("--batch " + std::to_string(options.batch) +
+                        ": the model is compiled as whole tensors (its first dimension is no "
+                        "batch of images: inputs whose first dimensions differ, or operators "
+                        "along axis 0)");
     if (input->batch > 1 && options.batch != input->batch)
       return make_error("--batch " + std::to_string(options.batch) +
                         " contradicts the model's static batch " + std::to_string(input->batch) +

@@ -1,7 +1,7 @@
 """Runs the example's binary with `kann simulate --custom-ops` (no OpenCL) and compares the
 output with the network computed by numpy.
 
-usage: check_simulate.py KANN MODEL.kbin LIB.so WORK_DIR
+usage: check_simulate.py KANN MODEL.kbin LIB.so WORK_DIR [TOLERANCE]   (1e-6: FP32)
 """
 import os
 import subprocess
@@ -10,6 +10,7 @@ import sys
 import numpy as np
 
 kann, kbin, library, work = sys.argv[1:5]
+tolerance = float(sys.argv[5]) if len(sys.argv) > 5 else 1e-6
 os.makedirs(work, exist_ok=True)
 x = np.random.default_rng(14).uniform(-4, 4, (1, 8, 24, 20)).astype(np.float32)
 np.save(os.path.join(work, "x.npy"), x)
@@ -21,4 +22,4 @@ s = 1.5 * n / (1 + np.abs(n)) - 0.25
 expected = 1 / (1 + np.exp(-s))
 error = float(np.abs(y - expected).max())
 print(f"kann simulate: max |error| {error:.3g} vs numpy")
-sys.exit(0 if error <= 1e-6 else 1)
+sys.exit(0 if error <= tolerance else 1)

@@ -2,7 +2,8 @@
 // not know runs the user's function from libmy_ops.so (my_ops.c) on every cluster.
 //
 //   kann compile model.onnx -o model.kbin --clusters 5 --custom-ops libmy_ops.so
-//   custom_operator model.kbin libmy_ops.so            # registers the library, runs, checks
+//   custom_operator model.kbin libmy_ops.so [TOLERANCE] # registers the library, runs, checks
+//                                                      # (max |error|, default 1e-6: FP32)
 //   custom_operator model.kbin --without-library       # the load must fail, naming the function
 //
 // The application registers the library with clAddNativeLibraryMCL (the cl_manycl_native_library
@@ -14,6 +15,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <random>
@@ -54,8 +56,8 @@ float reference(float x) {
 } // namespace
 
 int main(int argc, char **argv) {
-  if (argc != 3) {
-    std::fprintf(stderr, "usage: %s MODEL.kbin LIB.so|--without-library\n", argv[0]);
+  if (argc != 3 && argc != 4) {
+    std::fprintf(stderr, "usage: %s MODEL.kbin LIB.so|--without-library [TOLERANCE]\n", argv[0]);
     return 2;
   }
   std::ifstream file(argv[1], std::ios::binary);
@@ -64,6 +66,7 @@ int main(int argc, char **argv) {
   if (kbin.empty())
     return fail(std::string("cannot read ") + argv[1]);
   const bool without_library = !std::strcmp(argv[2], "--without-library");
+  const double tolerance = argc == 4 ? std::atof(argv[3]) : 1e-6;
 
   cl_platform_id platform = manycl_platform();
   if (!platform)
@@ -123,7 +126,7 @@ int main(int argc, char **argv) {
                       "modeled device time %llu cycles\n",
                       input.size(), s.cluster_count(), worst,
                       (unsigned long long)stats.modeled_cycles);
-          if (!(worst <= 1e-6))
+          if (!(worst <= tolerance))
             status = fail("output differs from the reference");
         }
         clReleaseEvent(done);

@@ -57,8 +57,7 @@ bool relax(const Compiler &c, Policy &policy) {
                              op.kind == Lowering::Concat || op.kind == Lowering::Resize ||
                              ((op.kind == Lowering::Eltwise || op.kind == Lowering::ScaleShift ||
                                op.kind == Lowering::Activation || op.kind == Lowering::Math ||
-                               op.kind == Lowering::Softmax ||
-                               op.kind == Lowering::Convert) &&
+                               op.kind == Lowering::Softmax || op.kind == Lowering::Convert) &&
                               op.split == "rows");
       if (row_split && op.chunks < rows) {
         policy.chunks[op.node] = int(std::min<int64_t>(rows, op.chunks * 2));

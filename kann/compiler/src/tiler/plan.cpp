@@ -181,10 +181,9 @@ Result<void> Compiler::plan() {
       const bool same_order = (s.H * s.W == 1) || (s.C == 1);
       const bool to_vector = y.shape.size() == 2 && y.shape[0] == 1;
       const bool to_image = y.shape.size() == 4 && y.shape[0] == 1;
-      const bool image_fits = to_image && y.shape[1] == s.C && y.shape[2] == s.H &&
-                              y.shape[3] == s.W;
-      const bool y_row_major =
-          !to_image || y.shape[1] == 1 || (y.shape[2] == 1 && y.shape[3] == 1);
+      const bool image_fits =
+          to_image && y.shape[1] == s.C && y.shape[2] == s.H && y.shape[3] == s.W;
+      const bool y_row_major = !to_image || y.shape[1] == 1 || (y.shape[2] == 1 && y.shape[3] == 1);
       // The geometry y has as its own storage (act_for).
       int64_t yh = 1, yw = 1, yc = 1;
       if (to_image)

@@ -41,26 +41,14 @@ bool is_identifier(const std::string &s) {
 
 } // namespace
 
-manycl::Result<size_t> load_library(const std::string &path) {
-  void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
-  if (!handle) {
-    const char *why = dlerror();
-    return manycl::make_error("cannot load custom-operator library '" + path +
-                              "': " + (why ? why : "unknown error"));
-  }
-  void *symbol = dlsym(handle, MCL_CUSTOM_OPERATORS_SYMBOL);
-  if (!symbol)
-    return manycl::make_error("custom-operator library '" + path + "' does not export " +
-                              MCL_CUSTOM_OPERATORS_SYMBOL + "() (manycl/native/custom.h)");
-  uint32_t count = 0;
-  const mcl_custom_op *table = reinterpret_cast<mcl_custom_operators_fn>(symbol)(&count);
+manycl::Result<size_t> register_operators(const mcl_custom_op *table, uint32_t count,
+                                          const std::string &source) {
   if (!table && count)
-    return manycl::make_error("custom-operator library '" + path + "': no operator table");
+    return manycl::make_error(source + ": no operator table");
   std::vector<std::unique_ptr<Operator>> loaded;
   for (uint32_t i = 0; i < count; ++i) {
     const mcl_custom_op &d = table[i];
-    const std::string where =
-        "custom-operator library '" + path + "', operator " + std::to_string(i);
+    const std::string where = source + ", operator " + std::to_string(i);
     if (!d.domain || !d.op_type || !d.function || !*d.domain || !*d.op_type)
       return manycl::make_error(where + ": domain, op_type and function must be set");
     auto op = std::make_unique<Operator>();
@@ -91,12 +79,33 @@ manycl::Result<size_t> load_library(const std::string &path) {
   }
   auto &r = registry();
   std::lock_guard lock(r.mutex);
+  for (auto &op : loaded) // an operator registered earlier keeps precedence (find: first)
+    r.operators.push_back(std::move(op));
+  return static_cast<size_t>(count);
+}
+
+manycl::Result<size_t> load_library(const std::string &path) {
+  void *handle = dlopen(path.c_str(), RTLD_NOW | RTLD_LOCAL);
+  if (!handle) {
+    const char *why = dlerror();
+    return manycl::make_error("cannot load custom-operator library '" + path +
+                              "': " + (why ? why : "unknown error"));
+  }
+  void *symbol = dlsym(handle, MCL_CUSTOM_OPERATORS_SYMBOL);
+  if (!symbol)
+    return manycl::make_error("custom-operator library '" + path + "' does not export " +
+                              MCL_CUSTOM_OPERATORS_SYMBOL + "() (manycl/native/custom.h)");
+  uint32_t count = 0;
+  const mcl_custom_op *table = reinterpret_cast<mcl_custom_operators_fn>(symbol)(&count);
+  auto registered = register_operators(table, count, "custom-operator library '" + path + "'");
+  if (!registered)
+    return registered;
+  auto &r = registry();
+  std::lock_guard lock(r.mutex);
   r.libraries.push_back(handle);
   // Calibration and `kann simulate` run programs with custom records in this process.
   manycl::interp::set_custom_resolver(&resolve_function);
-  for (auto &op : loaded)
-    r.operators.push_back(std::move(op)); // a later library's operator shadows none: first wins
-  return static_cast<size_t>(count);
+  return registered;
 }
 
 void *resolve_function(const char *name) {

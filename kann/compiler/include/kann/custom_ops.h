@@ -32,6 +32,12 @@ struct Operator {
 // error naming the library.
 manycl::Result<size_t> load_library(const std::string &path);
 
+// Registers a table like the one mcl_custom_operators() returns (load_library does, a host
+// program or a test may directly); `source` names it in errors. Nothing is registered when
+// an entry is invalid.
+manycl::Result<size_t> register_operators(const mcl_custom_op *table, uint32_t count,
+                                          const std::string &source);
+
 // The address of `name` in the loaded libraries (dlsym), or nullptr: the resolver of
 // manycl::interp::run_kbin (calibration, `kann simulate`) once a library is loaded.
 void *resolve_function(const char *name);

@@ -907,3 +907,24 @@ TEST(EndToEndAnyRank, LayerNormWrittenOutAndTransposedMatchesDefinition) {
 }
 
 } // namespace
+
+namespace {
+
+// PRelu with one slope (PyTorch's nn.PReLU()) runs as a LeakyRelu on any rank.
+TEST(EndToEndAnyRank, OneSlopePReluIsALeakyRelu) {
+  test::OnnxBuilder b;
+  b.input("x", {1, 3, 7});
+  b.weight("slope", {1}, 0.0f, {0.25f});
+  b.node("PRelu", {"x", "slope"}, {"y"});
+  b.output("y");
+  std::vector<float> x(21);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = float(i) - 10.5f;
+  auto got = compile_and_run(b.bytes(), 2, "fp32", x);
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  ASSERT_EQ(got.value().size(), x.size());
+  for (size_t i = 0; i < x.size(); ++i)
+    EXPECT_EQ(got.value()[i], x[i] < 0 ? 0.25f * x[i] : x[i]) << i;
+}
+
+} // namespace

@@ -294,6 +294,7 @@ int64_t first_opset(Op op) {
   case Op::Sigmoid:
   case Op::Tanh:
   case Op::LeakyRelu:
+  case Op::PRelu: // a one-value slope: the same in every version from 6
   case Op::HardSigmoid:
   case Op::Elu:
   case Op::Selu:
@@ -1023,6 +1024,12 @@ Result<void> infer_node(Graph &g, Node &n) {
     if (n.op == Op::BatchNormalization && n.outputs.size() > 1)
       return make_error(where(n) + ": training-mode outputs are not supported");
     y.shape = x;
+    if (n.op == Op::PRelu) { // one slope (PyTorch's nn.PReLU()): a LeakyRelu
+      if (!has(1) || !in(1).is_const || in(1).dtype != DType::F32 || in(1).elements() != 1)
+        return make_error(where(n) + ": only a constant one-value slope is supported");
+      n.floats["alpha"] = in(1).data[0];
+      n.inputs.resize(1);
+    }
     if (n.op == Op::Clip)
       for (size_t i = 1; i < 3; ++i)
         if (has(i) && !in(i).is_const)

@@ -266,7 +266,7 @@ bool activation_of(const Graph &g, const Node &n, mcl_activation &act) {
       act.alpha = g.tensors[n.inputs[1]].data.at(0);
     if (n.inputs.size() > 2 && n.inputs[2] >= 0)
       act.beta = g.tensors[n.inputs[2]].data.at(0);
-  } else if (n.op == Op::LeakyRelu) {
+  } else if (n.op == Op::LeakyRelu || n.op == Op::PRelu) { // PRelu: its one slope (import)
     act.kind = MCL_ACT_LEAKY_RELU;
     act.alpha = n.attrf("alpha", 0.01f);
   } else if (n.op == Op::Sigmoid) {

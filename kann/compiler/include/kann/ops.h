@@ -109,6 +109,7 @@ enum : uint32_t {
   OP(Relu,                "Relu",               Onnx,   SameShape,     Activation, kInt8Kernel | kActivation | kWritesIntoConcat) \
   OP(Clip,                "Clip",               Onnx,   SameShape,     Activation, kInt8Kernel | kActivation | kWritesIntoConcat) \
   OP(LeakyRelu,           "LeakyRelu",          Onnx,   SameShape,     Activation, kInt8Kernel | kActivation | kWritesIntoConcat) \
+  OP(PRelu,               "PRelu",              Onnx,   SameShape,     Activation, kActivation | kWritesIntoConcat) \
   OP(Sigmoid,             "Sigmoid",            Onnx,   SameShape,     Activation, kInt8Kernel | kActivation | kWritesIntoConcat) \
   OP(Tanh,                "Tanh",               Onnx,   SameShape,     Activation, kInt8Kernel | kActivation | kWritesIntoConcat) \
   OP(HardSigmoid,         "HardSigmoid",        Onnx,   SameShape,     Activation, kInt8Kernel | kActivation | kWritesIntoConcat) \

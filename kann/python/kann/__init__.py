@@ -11,14 +11,16 @@ loads it on a ManyCL device (an index of MANYCL_DEVICES) or on sub-device k of t
 into sub-devices of the network's cluster count; `run(output_names, input_feed)` follows ONNX
 Runtime's convention and leaves the timings of that call in `host_seconds`,
 `modeled_seconds`, `modeled_cycles`. Failures raise `kann.Error` (a RuntimeError); wrong names,
-shapes and arguments raise ValueError / TypeError. The device runs without the GIL, so sessions
+shapes and arguments raise ValueError / TypeError. `kann.load_custom_ops(path)` loads a
+custom-operator library (docs/kann.md, "Custom operators") for compile() and Session. The device runs without the GIL, so sessions
 on different sub-devices run concurrently from Python threads.
 """
 import json as _json
 
-from ._kann import Error, Network, Session, TensorInfo, __version__, compile, load
+from ._kann import Error, Network, Session, TensorInfo, __version__, compile, load, load_custom_ops
 
-__all__ = ["Error", "Network", "Session", "TensorInfo", "compile", "load", "__version__"]
+__all__ = ["Error", "Network", "Session", "TensorInfo", "compile", "load", "load_custom_ops",
+           "__version__"]
 
 
 def _report(network):

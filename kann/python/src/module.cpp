@@ -24,6 +24,7 @@
 #include <vector>
 
 #include "kann/compile.h"
+#include "kann/custom_ops.h"
 #include "kann/format.h"
 #include "kann/onnx_import.h"
 #include "kann/passes.h"
@@ -646,6 +647,22 @@ PYBIND11_MODULE(_kann, m) {
         py::arg("batch") = py::none(), py::arg("batch_split") = "auto",
         py::arg("schedule") = "auto",
         "Compiles an ONNX model (path, bytes or onnx.ModelProto) into a Network.");
+  m.def(
+      "load_custom_ops",
+      [](const py::object &path) {
+        const std::string library = py::str(fspath(path, "path"));
+        if (auto loaded = kann::custom::load_library(library); !loaded)
+          throw KannError(loaded.error().message);
+        // Sessions load binaries through OpenCL: the platform resolves the functions there.
+        cl_platform_id platform = manycl_platform();
+        auto add = reinterpret_cast<clAddNativeLibraryMCL_fn>(
+            clGetExtensionFunctionAddressForPlatform(platform, "clAddNativeLibraryMCL"));
+        if (!add || add(platform, library.c_str()) != CL_SUCCESS)
+          throw KannError("clAddNativeLibraryMCL('" + library + "') failed");
+      },
+      py::arg("path"),
+      "Loads a custom-operator library (manycl/native/custom.h) for compile() and Session "
+      "(kann compile --custom-ops and clAddNativeLibraryMCL in one).");
   m.def(
       "load", [](const py::object &path) { return as_network(py::str(fspath(path, "path"))); },
       py::arg("path"), "Reads a .kbin file into a Network.");

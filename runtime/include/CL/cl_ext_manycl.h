@@ -33,6 +33,8 @@ typedef cl_int(CL_API_CALL *clGetDeviceConfigMCL_fn)(cl_device_id device, size_t
 /* cl_manycl_native_library: registers a shared library (dlopen'ed once) whose exported C
  * functions OpenCL C programs may declare with __attribute__((mppa_native)) and call; builds
  * that call a function no registered library exports fail with a build-log line naming it.
+ * kann program binaries with custom operators (manycl/native/custom.h) call their functions
+ * from these libraries too: register them before creating such a program.
  * MANYCL_NATIVE_PATH=lib1.so:lib2.so does the same at start-up. CL_INVALID_VALUE when the
  * library cannot be loaded, CL_INVALID_PLATFORM for a bad platform. */
 #define cl_manycl_native_library 1

@@ -18,6 +18,10 @@ install(FILES ${CMAKE_SOURCE_DIR}/kann/session/include/kann/session.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/kann)
 install(FILES ${CMAKE_SOURCE_DIR}/support/include/manycl/result.h
   DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/manycl)
+# Custom-operator libraries compile against custom.h (and the tile layout of args.h).
+install(FILES ${CMAKE_SOURCE_DIR}/kernels/native/include/manycl/native/custom.h
+  ${CMAKE_SOURCE_DIR}/kernels/native/include/manycl/native/args.h
+  DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/manycl/native)
 install(EXPORT ManyCLTargets NAMESPACE ManyCL:: DESTINATION ${MANYCL_CMAKE_DIR})
 
 configure_package_config_file(${CMAKE_CURRENT_LIST_DIR}/ManyCLConfig.cmake.in

@@ -211,12 +211,11 @@ private:
 };
 
 int compile(int argc, char **argv) {
-  Args a =
-      parse(argc, argv,
-            {"-o", "--clusters", "--precision", "--device-config", "--report", "--report-json",
-             "--calibration", "--calibration-percentile", "--batch", "--batch-split", "--schedule",
-             "--custom-ops"},
-            {"--dump-ir", "--dump-schedule"});
+  Args a = parse(argc, argv,
+                 {"-o", "--clusters", "--precision", "--device-config", "--report", "--report-json",
+                  "--calibration", "--calibration-percentile", "--batch", "--batch-split",
+                  "--schedule", "--custom-ops"},
+                 {"--dump-ir", "--dump-schedule"});
   if (!a.error.empty())
     return fail(a.error);
   if (a.positional.size() != 1 || a.get("-o").empty())

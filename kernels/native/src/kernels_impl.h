@@ -57,6 +57,25 @@ static inline void from_float(uint16_t *p, float v) {
   *p = float_to_half(v);
 }
 
+// A register block of MR rows x V vectors: loaded from c (or zero), stored back to c.
+template <class S, int MR, int V>
+static inline void block_load(typename S::VF (&acc)[MR][V], const float (*c)[16],
+                              bool accumulate) {
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      acc[i][v] = accumulate ? S::load(&c[i][v * S::W]) : S::zero();
+}
+template <class S, int MR, int V>
+static inline void block_store(const typename S::VF (&acc)[MR][V], float (*c)[16]) {
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      S::store(&c[i][v * S::W], acc[i][v]);
+}
+
 // C[MR][16] (+)= sum over taps t in [t0, t1) and channels k in [k0, k1) of
 // A[row i](t, k) * W[t][k][0..16). rows[i][t] is the element offset of the input pixel of row
 // i, tap t (address table); the panel is [taps][kc][16].
@@ -68,11 +87,7 @@ static inline void ukernel_float(uint32_t t0, uint32_t t1, uint32_t k0, uint32_t
                                  bool accumulate, float (*c)[16]) {
   constexpr int V = VN;
   typename S::VF acc[MR][V];
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v)
-      acc[i][v] = accumulate ? S::load(&c[i][v * S::W]) : S::zero();
+  block_load<S, MR, V>(acc, c, accumulate);
   // One k step: the panel row w (16 columns) times the MR row values a[i][k].
   auto step = [&](const TW *w, const auto *const *a, uint32_t k) {
     typename S::VF b[V];
@@ -114,11 +129,7 @@ static inline void ukernel_float(uint32_t t0, uint32_t t1, uint32_t k0, uint32_t
         step(w, a, k);
     }
   }
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v)
-      S::store(&c[i][v * S::W], acc[i][v]);
+  block_store<S, MR, V>(acc, c);
 }
 
 // C[MR][16] (+)= sum over k in [0, n) of A[i][k] * W[k][0..16), A packed as MR rows of KC
@@ -130,11 +141,7 @@ static inline void ukernel_packed(uint32_t n, const float *a, const TW *w, bool 
   constexpr int V = VN;
   constexpr uint32_t KC = kPackK, kPrefetchSteps = 8;
   typename S::VF acc[MR][V];
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v)
-      acc[i][v] = accumulate ? S::load(&c[i][v * S::W]) : S::zero();
+  block_load<S, MR, V>(acc, c, accumulate);
   for (uint32_t k = 0; k < n; ++k, ++a, w += kPanelWidth) {
     // The panel streams from L2: fetched a few steps ahead.
     __builtin_prefetch(w + kPrefetchSteps * kPanelWidth);
@@ -150,11 +157,7 @@ static inline void ukernel_packed(uint32_t n, const float *a, const TW *w, bool 
         acc[i][v] = S::fma(ai, b[v], acc[i][v]);
     }
   }
-#pragma GCC unroll 16
-  for (int i = 0; i < MR; ++i)
-#pragma GCC unroll 4
-    for (int v = 0; v < V; ++v)
-      S::store(&c[i][v * S::W], acc[i][v]);
+  block_store<S, MR, V>(acc, c);
 }
 
 // Bias, activation, conversion and store of nvalid columns of one row of a C block.

@@ -21,9 +21,13 @@ DESTDIR="$work/stage" cmake --install "$build" --prefix "$prefix" >"$work/instal
 root="$work/stage$prefix"
 for f in bin/kann lib/libManyCL.so.0 lib/libkann.so lib/libkann.so.0 include/kann/session.h \
   include/manycl/result.h include/CL/cl_ext_manycl.h lib/cmake/ManyCL/ManyCLConfig.cmake \
-  lib/cmake/ManyCL/ManyCLConfigVersion.cmake lib/cmake/ManyCL/ManyCLTargets.cmake lib/pkgconfig/manycl.pc; do
+  lib/cmake/ManyCL/ManyCLConfigVersion.cmake lib/cmake/ManyCL/ManyCLTargets.cmake lib/pkgconfig/manycl.pc \
+  include/manycl/native/custom.h include/manycl/native/args.h; do
   [ -e "$root/$f" ] || fail "not installed: $prefix/$f"
 done
+# A custom-operator library (examples/custom_operator) builds against the installed headers alone.
+cc -std=c11 -Wall -Wextra -Werror -fPIC -shared -I"$root/include" "$digits/../../custom_operator/my_ops.c" \
+  -o "$work/my_ops.so" -lm || fail "building a custom-operator library against the installed headers"
 icd="$work/stage/etc/OpenCL/vendors/manycl.icd"
 [ "$(cat "$icd")" = "$prefix/lib/libManyCL.so.0" ] || fail "$icd names '$(cat "$icd")', not $prefix/lib/libManyCL.so.0"
 

@@ -150,7 +150,7 @@ static inline float apply_activation(const mcl_activation &a, float x) {
 // ---- convolution jobs: everything resolved to pointers, shared by all ISA kernels ----
 struct ConvJob {
   uint32_t in_dtype = 0, out_dtype = 0;
-  const uint8_t *in = nullptr;    // input.offset
+  const uint8_t *in = nullptr; // input.offset
   // Binary16 input widened by run_conv: `in` points at floats (tile and pad row), the table
   // addresses them; weights and output stay binary16.
   bool in_widened = false;
@@ -176,11 +176,11 @@ struct ConvJob {
 struct ConvRange {
   uint32_t group, m_begin, m_end, nb_begin, nb_end;
   int32_t *scratch; // INT8 packed rows of A: kMaxRows * int8_row_scratch_words() words
-  float *acc;   // FP32/FP16 with large K: (nb_end - nb_begin) x (m rows + kMaxRows) x 16 sums
-  float *apack; // FP32/FP16 with large K: kMaxRows x kPackK row values of one K-chunk
+  float *acc;       // FP32/FP16 with large K: (nb_end - nb_begin) x (m rows + kMaxRows) x 16 sums
+  float *apack;     // FP32/FP16 with large K: kMaxRows x kPackK row values of one K-chunk
 };
-inline constexpr int kMaxRows = 16;          // largest register block (rows) of any ISA
-inline constexpr uint32_t kPackK = 256;      // K-chunk of a large-K convolution
+inline constexpr int kMaxRows = 16;     // largest register block (rows) of any ISA
+inline constexpr uint32_t kPackK = 256; // K-chunk of a large-K convolution
 // Float convolutions whose register block's rows of A would not stay in L1 (K = taps x
 // channels large) are computed in K-chunks with those rows packed per chunk.
 inline bool conv_float_packs_rows(uint32_t taps, uint32_t cin_g) {
@@ -232,8 +232,8 @@ struct IsaKernels {
   const char *name;
   int rows;                                               // register block rows (MR)
   void (*conv_float)(const ConvJob &, const ConvRange &); // F32 and F16 inputs
-  void (*depthwise)(const ConvJob &, const ConvRange &); // all types
-  void (*int8_add)(const Int8AddJob &);                  // requantizing INT8 add of rows
+  void (*depthwise)(const ConvJob &, const ConvRange &);  // all types
+  void (*int8_add)(const Int8AddJob &);                   // requantizing INT8 add of rows
   // Rows of binary16 <-> float (round to nearest even), for the element-wise paths.
   void (*widen_halves)(const uint16_t *, uint32_t n, float *);
   void (*narrow_halves)(const float *, uint32_t n, uint16_t *);

@@ -59,8 +59,7 @@ static inline void from_float(uint16_t *p, float v) {
 
 // A register block of MR rows x V vectors: loaded from c (or zero), stored back to c.
 template <class S, int MR, int V>
-static inline void block_load(typename S::VF (&acc)[MR][V], const float (*c)[16],
-                              bool accumulate) {
+static inline void block_load(typename S::VF (&acc)[MR][V], const float (*c)[16], bool accumulate) {
 #pragma GCC unroll 16
   for (int i = 0; i < MR; ++i)
 #pragma GCC unroll 4
@@ -189,8 +188,6 @@ static inline void float_epilogue(const ConvJob &j, const FloatEpilogue &ep, con
     epilogue_row<S, T>(j, ep, c[i], nvalid, bias, orow[i]);
 }
 
-
-
 // T: weights and output elements; TI: input elements (float for a widened binary16 input).
 template <class S, class T, class TI = T>
 static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
@@ -245,7 +242,7 @@ static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
   const uint32_t K = j.taps * kc;
   const uint32_t rows_rounded = (r.m_end - r.m_begin + MR - 1) / MR * MR;
   float(*acc)[16] = reinterpret_cast<float(*)[16]>(r.acc); // [nb - nb_begin][row][16]
-  float *apack = r.apack;                                    // [MR][kPackK]
+  float *apack = r.apack;                                  // [MR][kPackK]
   for (uint32_t q0 = 0; q0 < K; q0 += kPackK) {
     const uint32_t q1 = std::min(K, q0 + kPackK), qn = q1 - q0;
     const bool first = q0 == 0, last = q1 == K;

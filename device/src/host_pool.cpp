@@ -154,7 +154,7 @@ void *allocate_stack() {
 
 } // namespace
 
-HostPool::HostPool(unsigned threads) {
+HostPool::HostPool(unsigned threads) : stats_(env::flag("MANYCL_HOST_POOL_STATS")) {
   threads = std::max(threads, 1u);
   workers_.reserve(threads);
   for (unsigned i = 0; i < threads; ++i) {
@@ -185,7 +185,7 @@ HostPool &HostPool::shared() {
     const long forced = env::number("MANYCL_HOST_THREADS", 0);
     auto *created = new HostPool(forced > 0 ? static_cast<unsigned>(forced)
                                             : std::max(1u, HostPlacement::host().host_pus()));
-    if (env::flag("MANYCL_HOST_POOL_STATS"))
+    if (created->stats_)
       std::atexit([] { pool->print_stats(stderr); });
     return created;
   }();
@@ -437,7 +437,7 @@ void HostPool::worker_loop(Worker &worker) {
       }
       t_fiber = &fiber;
       swap_fiber_locals(fiber.locals);
-      const auto ran_from = Clock::now();
+      const auto ran_from = stats_ ? Clock::now() : Clock::time_point{};
 #ifdef MANYCL_ASAN_FIBERS
       void *fake = nullptr;
       switch_context(&worker.scheduler, &fiber.context, &fake,
@@ -449,7 +449,8 @@ void HostPool::worker_loop(Worker &worker) {
       switch_context(&worker.scheduler, &fiber.context, nullptr, nullptr, 0, nullptr);
 #endif
       // The fiber parked or returned.
-      worker.ns_fibers.fetch_add(ns_since(ran_from), std::memory_order_relaxed);
+      if (stats_)
+        worker.ns_fibers.fetch_add(ns_since(ran_from), std::memory_order_relaxed);
       swap_fiber_locals(fiber.locals);
       t_fiber = nullptr;
       lock.lock();
@@ -472,9 +473,10 @@ void HostPool::worker_loop(Worker &worker) {
       ++batch.users;
       watched = false;
       lock.unlock();
-      const auto drained_from = Clock::now();
+      const auto drained_from = stats_ ? Clock::now() : Clock::time_point{};
       drain(batch);
-      worker.ns_tasks.fetch_add(ns_since(drained_from), std::memory_order_relaxed);
+      if (stats_)
+        worker.ns_tasks.fetch_add(ns_since(drained_from), std::memory_order_relaxed);
       lock.lock();
       if (--batch.users == 0) {
         if (batch.waiter)

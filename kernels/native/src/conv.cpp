@@ -20,7 +20,9 @@ namespace manycl::native {
 namespace {
 
 constexpr uint64_t kAlign = 64;
-uint64_t align_up(uint64_t v, uint64_t a) { return (v + a - 1) / a * a; }
+uint64_t align_up(uint64_t v, uint64_t a) {
+  return (v + a - 1) / a * a;
+}
 
 // Byte layout of a packed parameter block (see docs/native.md).
 struct ParamLayout {
@@ -153,7 +155,9 @@ bool conv_is_depthwise(const mcl_conv_args &a) {
   return a.groups > 1 && a.groups == a.input.c && a.groups == a.output.c;
 }
 
-uint64_t conv_params_size(uint32_t fn, const mcl_conv_args &a) { return param_layout(fn, a).total; }
+uint64_t conv_params_size(uint32_t fn, const mcl_conv_args &a) {
+  return param_layout(fn, a).total;
+}
 
 mcl_conv_args gemm_as_conv(const mcl_gemm_args &g) {
   mcl_conv_args c{};
@@ -204,9 +208,8 @@ static void fill_table(uint32_t fn, const mcl_conv_args &a, int64_t pad, uint32_
       const int64_t row = iy * a.input.row_stride;
       for (uint32_t kx = 0; kx < a.kernel_w; ++kx) {
         const int64_t ix = x0 + (int64_t)kx * a.dilation_w;
-        *out++ = (int32_t)(row_inside && ix >= 0 && ix < a.input.w
-                               ? row + ix * a.input.pixel_stride
-                               : pad);
+        *out++ = (int32_t)(row_inside && ix >= 0 && ix < a.input.w ? row + ix * a.input.pixel_stride
+                                                                   : pad);
       }
     }
     if (++ox == a.output.w) {
@@ -310,8 +313,7 @@ struct WideInput {
 } // namespace
 
 static int64_t pad_row_delta(const mcl_conv_args &a) {
-  return ((int64_t)a.pad_row_offset - (int64_t)a.input.offset) /
-         (int64_t)dtype_size(a.input.dtype);
+  return ((int64_t)a.pad_row_offset - (int64_t)a.input.offset) / (int64_t)dtype_size(a.input.dtype);
 }
 
 Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a) {
@@ -447,7 +449,8 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
     const uint32_t tasks = (m_total + chunk - 1) / chunk;
     const Int8Kernels &int8_isa = int8_kernels_for(isa);
     parallel_for(exec, tasks, [&](uint32_t task) {
-      ConvRange r{0, task * chunk, std::min(m_total, (task + 1) * chunk), 0, 0, nullptr, nullptr, nullptr};
+      ConvRange r{0,       task * chunk, std::min(m_total, (task + 1) * chunk), 0, 0, nullptr,
+                  nullptr, nullptr};
       if (l.int8)
         int8_isa.depthwise(j, r);
       else
@@ -460,13 +463,14 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
   // (A packed per K-chunk, see conv_float_impl) at least kPackedPanels, which reuse the packed
   // rows.
   const uint64_t panel_bytes = l.group_stride / std::max<uint32_t>(1, l.nblocks);
-  const uint32_t min_panels =
-      !l.int8 && conv_float_packs_rows(l.taps, l.cin_g) ? std::min(kPackedPanels, l.nblocks) : 1;
+  const bool packs_rows = !l.int8 && conv_float_packs_rows(l.taps, l.cin_g);
+  const uint32_t min_panels = packs_rows ? std::min(kPackedPanels, l.nblocks) : 1;
   const uint32_t nb_chunk = (uint32_t)std::clamp<uint64_t>(
       (256u << 10) / std::max<uint64_t>(1, panel_bytes), min_panels, l.nblocks);
   const uint32_t n_chunks = (l.nblocks + nb_chunk - 1) / nb_chunk;
   const uint32_t mr = (uint32_t)isa.rows;
-  const uint32_t want_m_chunks = std::max<uint32_t>(1, 4 * pes / std::max<uint32_t>(1, l.groups * n_chunks));
+  const uint32_t want_m_chunks =
+      std::max<uint32_t>(1, 4 * pes / std::max<uint32_t>(1, l.groups * n_chunks));
   uint32_t m_chunk = (m_total + want_m_chunks - 1) / want_m_chunks;
   m_chunk = std::min<uint32_t>(m_chunk, kMaxTaskRows);
   m_chunk = std::max<uint32_t>(mr, (m_chunk + mr - 1) / mr * mr);
@@ -489,7 +493,7 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
     if (int8) {
       r.scratch = scratch_for_this_thread(scratch_words).data();
       int8_isa.conv(j, r);
-    } else {
+    } else if (packs_rows) {
       // The last row block writes a full MR rows: round_up(rows, MR) < rows + kMaxRows.
       const size_t rows = (size_t)(r.m_end - r.m_begin) + kMaxRows;
       std::vector<float> &buffer = accumulators_for_this_thread(
@@ -497,6 +501,8 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
       r.acc = buffer.data();
       r.apack = buffer.data() + rows * kPanelWidth * (r.nb_end - r.nb_begin);
       isa.conv_float(j, r);
+    } else {
+      isa.conv_float(j, r); // no partial sums or packed rows: the direct path
     }
   });
   return Status::Ok();
@@ -538,9 +544,8 @@ size_t mcl_native_conv_params_size(uint32_t fn, const mcl_conv_args *a) {
   return (size_t)conv_params_size(fn, *a);
 }
 
-int mcl_native_pack_conv(uint32_t fn, const mcl_conv_args *a, const void *weights,
-                         const void *bias, const mcl_weight_quant *quant, void *out,
-                         size_t out_size) {
+int mcl_native_pack_conv(uint32_t fn, const mcl_conv_args *a, const void *weights, const void *bias,
+                         const mcl_weight_quant *quant, void *out, size_t out_size) {
   if (!a || !weights || !out || a->groups == 0 || a->input.c % a->groups != 0 ||
       a->output.c % a->groups != 0)
     return MCL_NATIVE_ERR_BAD_ARGS;
@@ -571,7 +576,7 @@ int mcl_native_pack_conv(uint32_t fn, const mcl_conv_args *a, const void *weight
     if (in_dtype == MCL_DTYPE_F16)
       return static_cast<const uint16_t *>(weights)[idx];
     // INT8: w - w_zero_point (the kernels' value); the stored byte is below.
-    return (int64_t)static_cast<const int8_t *>(weights)[idx] - weight_zp(out_channel(g, co));
+    return (int64_t) static_cast<const int8_t *>(weights)[idx] - weight_zp(out_channel(g, co));
   };
   // INT8 bytes: w - w_zero_point, or w itself when the block keeps the zero points.
   bool int8_out_of_range = false;
@@ -671,7 +676,9 @@ int mcl_native_pack_gemm(const mcl_gemm_args *g, const void *b, int trans_b, con
   return mcl_native_pack_conv(MCL_NATIVE_FN_CONV2D, &c, nk.data(), bias, quant, out, out_size);
 }
 
-const char *mcl_native_isa(void) { return active_kernels().name; }
+const char *mcl_native_isa(void) {
+  return active_kernels().name;
+}
 
 int mcl_native_set_isa(const char *name) {
   const IsaKernels *k = kernels_by_name(name);
@@ -681,7 +688,9 @@ int mcl_native_set_isa(const char *name) {
   return MCL_NATIVE_OK;
 }
 
-uint32_t mcl_native_dtype_size(uint32_t dtype) { return dtype_size(dtype); }
+uint32_t mcl_native_dtype_size(uint32_t dtype) {
+  return dtype_size(dtype);
+}
 
 } // extern "C"
 
@@ -700,10 +709,9 @@ Cost conv_cost(uint32_t fn, const mcl_conv_args &a, uint32_t pes) {
   const bool transposed = fn == MCL_NATIVE_FN_CONV_TRANSPOSE2D;
   // A transposed convolution reaches each output pixel through 1/(stride_h*stride_w) of
   // its taps; the others are skipped, not multiplied by zero.
-  const uint64_t taps =
-      transposed ? ceil_div(a.kernel_h, std::max<uint16_t>(1, a.stride_h)) *
-                       ceil_div(a.kernel_w, std::max<uint16_t>(1, a.stride_w))
-                 : (uint64_t)a.kernel_h * a.kernel_w;
+  const uint64_t taps = transposed ? ceil_div(a.kernel_h, std::max<uint16_t>(1, a.stride_h)) *
+                                         ceil_div(a.kernel_w, std::max<uint16_t>(1, a.stride_w))
+                                   : (uint64_t)a.kernel_h * a.kernel_w;
   const uint64_t pixels = (uint64_t)a.output.h * a.output.w;
   const uint32_t out_bytes = dtype_size(a.output.dtype);
   const bool int8 = is_int8(a.input.dtype);
@@ -716,8 +724,8 @@ Cost conv_cost(uint32_t fn, const mcl_conv_args &a, uint32_t pes) {
     // Vectors across channels; a row of outputs slides its window in registers, so each
     // output loads kernel_h input vectors (times the horizontal stride) and stores one.
     const uint32_t in_bytes = dtype_size(a.input.dtype);
-    const double bytes = (double)a.kernel_h * std::max<uint16_t>(1, a.stride_w) * in_bytes +
-                         out_bytes;
+    const double bytes =
+        (double)a.kernel_h * std::max<uint16_t>(1, a.stride_w) * in_bytes + out_bytes;
     const double ops = (double)taps + epilogue_ops;
     c = stream(pixels * a.output.c, bytes, ops, a.input.dtype, pes);
     c.macs = c.padded_macs = pixels * a.output.c * taps;
@@ -726,15 +734,17 @@ Cost conv_cost(uint32_t fn, const mcl_conv_args &a, uint32_t pes) {
   const MatrixEngine e = matrix_engine(a.input.dtype);
   const uint64_t row_blocks = (uint64_t)a.output.h * ceil_div(a.output.w, kBlockRows);
   const uint64_t col_blocks = ceil_div(cout_g, kBlockRows);
-  const uint64_t mr = std::min<uint64_t>(e.mr, row_blocks), nr = std::min<uint64_t>(e.nr, col_blocks);
+  const uint64_t mr = std::min<uint64_t>(e.mr, row_blocks),
+                 nr = std::min<uint64_t>(e.nr, col_blocks);
   const uint64_t units = groups * ceil_div(row_blocks, mr) * ceil_div(col_blocks, nr);
-  const uint64_t k_blocks = ceil_div(cin_g, e.k_block);     // per tap
+  const uint64_t k_blocks = ceil_div(cin_g, e.k_block);            // per tap
   const uint64_t panels = ceil_div(cin_g * e.in_bytes, kLsuBytes); // 32-byte loads per pixel
   UnitCost u;
   const double eff = kMatrixEfficiencyPct / 100.0;
   u.matrix = (double)taps * k_blocks * mr * nr * e.block_cycles / eff;
-  const double left = (double)panels * kBlockRows * mr;  // load-scatters of the pixels
-  const double right = (double)nr * ceil_div(k_blocks * e.k_block * kBlockRows * e.weight_bytes, kLsuBytes);
+  const double left = (double)panels * kBlockRows * mr; // load-scatters of the pixels
+  const double right =
+      (double)nr * ceil_div(k_blocks * e.k_block * kBlockRows * e.weight_bytes, kLsuBytes);
   // One scalar load per pixel and tap from the address table ([pixel][tap]: strided).
   const double addresses = (a.flags & MCL_CONV_NO_TABLE) ? 0.0 : (double)kBlockRows * mr;
   const double tile_elems = (double)mr * nr * kBlockRows * kBlockRows;
@@ -744,8 +754,8 @@ Cost conv_cost(uint32_t fn, const mcl_conv_args &a, uint32_t pes) {
   u.overhead = (double)kUnitCycles + (double)taps * kTapCycles;
   c = finish(units, pes, u);
   c.macs = pixels * a.output.c * taps * cin_g;
-  c.padded_macs = groups * row_blocks * kBlockRows * col_blocks * kBlockRows * taps * k_blocks *
-                  e.k_block;
+  c.padded_macs =
+      groups * row_blocks * kBlockRows * col_blocks * kBlockRows * taps * k_blocks * e.k_block;
   return c;
 }
 

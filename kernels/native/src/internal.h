@@ -176,7 +176,7 @@ struct ConvJob {
 struct ConvRange {
   uint32_t group, m_begin, m_end, nb_begin, nb_end;
   int32_t *scratch; // INT8 packed rows of A: kMaxRows * int8_row_scratch_words() words
-  float *acc;       // FP32/FP16 with large K: (nb_end - nb_begin) x (m rows + kMaxRows) x 16 sums
+  float *acc;       // FP32/FP16 packing rows (else null): (nbs) x (m rows + kMaxRows) x 16 sums
   float *apack;     // FP32/FP16 with large K: kMaxRows x kPackK row values of one K-chunk
 };
 inline constexpr int kMaxRows = 16;     // largest register block (rows) of any ISA

@@ -210,7 +210,7 @@ static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
     }
   };
 
-  if (r.acc == nullptr || !conv_float_packs_rows(j.taps, kc)) {
+  if (r.acc == nullptr) { // run_conv packs rows only when conv_float_packs_rows()
     // Small K: the whole panel stays in cache; a row block is reused by every panel.
     alignas(64) float c[MR][16];
     for (uint32_t m0 = r.m_begin; m0 < r.m_end; m0 += MR) {
@@ -393,9 +393,7 @@ template <class S, class T> static void depthwise_float_impl(const ConvJob &j, c
       for (uint32_t i = 1; i < kPixels && regular; ++i)
         for (uint32_t t = 0; t < j.taps; ++t)
           regular &= blk.tabs[i][t] == blk.tabs[0][t] + (int32_t)i * step;
-      blk.step = regular ? step : 0;
-      if (regular && step == 0)
-        blk.step = 0; // all pixels read the same taps: the general path handles it
+      blk.step = regular ? step : 0; // 0 also when all pixels read the same taps: general path
     }
     for (uint32_t c0 = 0; c0 < full; c0 += kPanelWidth) {
       const T *inc = in + c0;

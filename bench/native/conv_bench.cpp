@@ -206,7 +206,9 @@ struct ManyclConv {
         std::memcpy(&spm[args.input.offset + i * 4], &f, 4);
       }
     }
-    mcl_native_plan_conv(MCL_NATIVE_FN_CONV2D, &args, reinterpret_cast<int32_t *>(&spm[args.table_offset]), entries);
+    // As kann emits convolutions: the address table is derived from the geometry at run time.
+    (void)entries;
+    args.flags |= MCL_CONV_IMPLICIT_TABLE;
     const size_t nw = (size_t)l.cout * (l.cin / l.groups) * l.k * l.k;
     std::vector<float> wf(nw);
     std::vector<int8_t> w8(nw);

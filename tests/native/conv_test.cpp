@@ -577,6 +577,51 @@ TEST_P(ConvRandom, DepthwiseWideTiles) {
   }
 }
 
+TEST_P(ConvRandom, DepthwiseDerivedTableIsTheStoredTablesArithmetic) {
+  // With a derived table the depthwise kernel addresses the pixels away from the padding from
+  // the geometry (kernel rows sliding over the input row, blocks shifted to end a row's
+  // interior) and the borders through the table: the same sums in the same order as with a
+  // stored table, so the same bits. Kernels 3/5/7, strides 1/2, dilations 1/2 (stride 1 with
+  // dilation 2 does not slide), asymmetric padding, rows narrower than a block, inner tiles,
+  // 1-3 PEs (tasks starting inside a row), channel tails, the clamp and a general activation.
+  struct Shape {
+    uint32_t H, W, C, k, s, d, pt, pl, pb, pr;
+  };
+  const Shape shapes[] = {{23, 41, 35, 3, 1, 1, 1, 1, 1, 1}, {19, 44, 32, 3, 2, 1, 0, 0, 1, 1},
+                          {17, 30, 16, 5, 1, 1, 2, 2, 2, 2}, {21, 27, 48, 5, 2, 1, 2, 1, 2, 2},
+                          {15, 36, 20, 7, 1, 1, 3, 3, 3, 3}, {13, 25, 16, 7, 2, 1, 3, 3, 3, 3},
+                          {19, 33, 24, 3, 1, 2, 2, 2, 2, 2}, {17, 35, 16, 3, 2, 1, 1, 0, 1, 0},
+                          {9, 13, 64, 3, 1, 1, 1, 1, 1, 1},  {7, 7, 33, 3, 1, 1, 1, 1, 1, 1}};
+  uint32_t seed = 2600;
+  for (const Shape &sh : shapes)
+    for (uint32_t variant = 0; variant < 3; ++variant) {
+      ConvCase c{};
+      c.H = sh.H, c.W = sh.W, c.cin = c.cout = c.groups = sh.C, c.kh = c.kw = sh.k;
+      c.sh = c.sw = sh.s, c.dh = c.dw = sh.d;
+      c.pt = sh.pt, c.pl = sh.pl, c.pb = sh.pb, c.pr = sh.pr;
+      c.OH = (c.H + c.pt + c.pb - ((c.kh - 1) * c.dh + 1)) / c.sh + 1;
+      c.OW = (c.W + c.pl + c.pr - ((c.kw - 1) * c.dw + 1)) / c.sw + 1;
+      c.oy0 = c.ox0 = 0, c.oh = c.OH, c.ow = c.OW;
+      c.act = variant == 1 ? mcl_activation{MCL_ACT_SILU, 0.0f, 0.0f}
+                           : mcl_activation{MCL_ACT_CLIP, 0.0f, 6.0f};
+      if (variant == 2) {
+        c.oy0 = 1, c.ox0 = 2, c.oh = c.OH - 2, c.ow = c.OW - 3; // an inner tile
+        c.dtype = c.out_dtype = MCL_DTYPE_F16;
+      }
+      const uint32_t pes = 1 + seed % 3;
+      std::vector<double> stored, derived;
+      run_case(c, seed, pes, Table::Stored, &stored);
+      run_case(c, seed, pes, Table::Implicit, &derived);
+      ASSERT_EQ(stored.size(), derived.size());
+      size_t differ = 0;
+      for (size_t i = 0; i < stored.size(); ++i)
+        differ += std::memcmp(&stored[i], &derived[i], sizeof(double)) != 0;
+      EXPECT_EQ(differ, 0u) << "shape " << sh.H << "x" << sh.W << "x" << sh.C << " k" << sh.k
+                            << " s" << sh.s << " d" << sh.d << " variant " << variant;
+      ++seed;
+    }
+}
+
 INSTANTIATE_TEST_SUITE_P(Isa, ConvRandom, ::testing::Values("generic", "avx2", "avx512"),
                          [](const auto &info) { return info.param; });
 

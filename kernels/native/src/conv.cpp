@@ -352,6 +352,9 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
   j.nblocks = l.nblocks;
   j.channels_padded = l.channels_padded;
 
+  const ConvGeometry geometry{a.kernel_h,   a.kernel_w,   a.stride_h,         a.stride_w,
+                              a.dilation_h, a.dilation_w, a.origin_y,         a.origin_x,
+                              a.input.h,    a.input.w,    a.input.row_stride, a.input.pixel_stride};
   TableCache::Table derived_table; // kept alive until the tasks are done
   WideInput wide;                  // likewise
   // Binary16 input with a table derived from the geometry: widened once here to float (the
@@ -415,6 +418,8 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
     // Validation guaranteed every tap is inside the tile: the table follows the geometry.
     derived_table = table_cache.get(fn, a, 0);
     j.table = derived_table->data();
+    if (fn != MCL_NATIVE_FN_CONV_TRANSPOSE2D)
+      j.geometry = &geometry;
   } else {
     // The pad row: the value every padding tap reads (0, or the input zero point).
     uint8_t *pad = spm + a.pad_row_offset;
@@ -426,6 +431,8 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
       // Derived from the validated geometry: every entry is inside the tile or the pad row.
       derived_table = table_cache.get(fn, a, pad_row_delta(a));
       j.table = derived_table->data();
+      if (fn != MCL_NATIVE_FN_CONV_TRANSPOSE2D)
+        j.geometry = &geometry;
     } else {
       j.table = reinterpret_cast<const int32_t *>(spm + a.table_offset);
     }

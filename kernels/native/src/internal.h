@@ -148,13 +148,23 @@ static inline float apply_activation(const mcl_activation &a, float x) {
 }
 
 // ---- convolution jobs: everything resolved to pointers, shared by all ISA kernels ----
+// The input pixel each output pixel and tap reads, when the address table is derived from it
+// (no table stored with the parameters): kernels may address the pixels away from the
+// padding from it instead of reading the table. Element offsets relative to ConvJob::in.
+struct ConvGeometry {
+  int64_t kernel_h, kernel_w, stride_h, stride_w, dilation_h, dilation_w;
+  int64_t origin_y, origin_x, in_h, in_w, row_stride, pixel_stride;
+};
+inline constexpr uint32_t kMaxGeometryTaps = 64;
+
 struct ConvJob {
   uint32_t in_dtype = 0, out_dtype = 0;
   const uint8_t *in = nullptr; // input.offset
   // Binary16 input widened by run_conv: `in` points at floats (tile and pad row), the table
   // addresses them; weights and output stay binary16.
   bool in_widened = false;
-  const int32_t *table = nullptr; // [m][taps] element offsets relative to `in`
+  const int32_t *table = nullptr;         // [m][taps] element offsets relative to `in`
+  const ConvGeometry *geometry = nullptr; // non-null when the table follows it (convolutions)
   uint8_t *out = nullptr;
   int64_t out_row_stride = 0, out_pixel_stride = 0; // elements
   uint32_t out_w = 0;

@@ -19,6 +19,19 @@ struct Avx512Simd : Avx2Steps {
   static VF bcast(uint16_t h) { return _mm512_set1_ps(_cvtsh_ss(h)); }
   static VF fma(VF a, VF b, VF c) { return _mm512_fmadd_ps(a, b, c); }
   static void store(float *p, VF x) { _mm512_storeu_ps(p, x); }
+  // bias_clamp_store16 of a block row still in its register (no round trip through memory).
+  static void bias_clamp_store_vf(VF x, const float *bias, float lo, float hi, float *out) {
+    _mm512_storeu_ps(out, clamp(x, bias, lo, hi));
+  }
+  static void bias_clamp_store_vf(VF x, const float *bias, float lo, float hi, uint16_t *out) {
+    _mm256_storeu_si256(reinterpret_cast<__m256i *>(out),
+                        _mm512_cvtps_ph(clamp(x, bias, lo, hi), _MM_FROUND_TO_NEAREST_INT));
+  }
+  static VF clamp(VF x, const float *bias, float lo, float hi) {
+    x = _mm512_add_ps(x, _mm512_loadu_ps(bias));
+    // max(NaN, lo) = lo, as the scalar code.
+    return _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(lo)), _mm512_set1_ps(hi));
+  }
   // n binary16 values -> float, 16 per instruction (binary16 input tiles are widened whole).
   static void widen_halves(const uint16_t *p, uint32_t n, float *out) {
     uint32_t i = 0;
@@ -68,14 +81,9 @@ void int8_add_avx512(const Int8AddJob &j) {
     j.out[i] = int8_add_one(j, i);
 }
 
-const IsaKernels kAvx512 = {"avx512",
-                            Avx512Simd::MR,
-                            conv_float<Avx512Simd>,
-                            depthwise<Avx512Simd>,
-                            int8_add_avx512,
-                            Avx512Simd::widen_halves,
-                            Avx512Simd::narrow_halves,
-                            Avx512Simd::max_halves};
+const IsaKernels kAvx512 = {
+    "avx512",        Avx512Simd::MR,           conv_float<Avx512Simd>,    depthwise<Avx512Simd>,
+    int8_add_avx512, Avx512Simd::widen_halves, Avx512Simd::narrow_halves, Avx512Simd::max_halves};
 
 } // namespace
 

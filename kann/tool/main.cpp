@@ -57,21 +57,22 @@ std::vector<std::string> split_paths(const std::string &list) {
 }
 
 int usage() {
-  std::fprintf(stderr,
-               "usage:\n"
-               "  kann compile MODEL.onnx -o OUT.kbin [--clusters N] [--precision fp32|fp16|int8]\n"
-               "               [--calibration INPUTS.npy ...] [--calibration-percentile P]\n"
-               "               [--device-config PRESET|FILE.json] [--report REPORT.html]\n"
-               "               [--report-json FILE] [--dump-ir] [--dump-schedule]\n"
-               "               [--batch N] [--batch-split auto|sequential|clusters[:G]]\n"
-               "               [--schedule layer|pipeline|auto] [--custom-ops LIB.so[:LIB.so]]\n"
-               "  kann inspect MODEL.kbin [--records]\n"
-               "  kann simulate MODEL.kbin --input X.npy [--input NAME=X.npy ...]\n"
-               "               [--output-dir DIR] [--device-config PRESET|FILE.json]\n"
-               "               [--trace TRACE.json] [--custom-ops LIB.so[:LIB.so]]\n"
-               "  kann run MODEL.kbin --input X.npy [--output-dir DIR] [--subdevices K]\n"
-               "               [--iterations N] [--trace TRACE.json]\n"
-               "  kann --version\n");
+  std::fprintf(
+      stderr,
+      "usage:\n"
+      "  kann compile MODEL.onnx -o OUT.kbin [--clusters N] [--precision fp32|fp16|int8]\n"
+      "               [--calibration INPUTS.npy ...] [--calibration-percentile P]\n"
+      "               [--device-config PRESET|FILE.json] [--report REPORT.html]\n"
+      "               [--report-json FILE] [--dump-ir] [--dump-schedule]\n"
+      "               [--batch N] [--batch-split auto|sequential|clusters[:G]]\n"
+      "               [--schedule layer|pipeline|group|auto] [--custom-ops LIB.so[:LIB.so]]\n"
+      "  kann inspect MODEL.kbin [--records]\n"
+      "  kann simulate MODEL.kbin --input X.npy [--input NAME=X.npy ...]\n"
+      "               [--output-dir DIR] [--device-config PRESET|FILE.json]\n"
+      "               [--trace TRACE.json] [--custom-ops LIB.so[:LIB.so]]\n"
+      "  kann run MODEL.kbin --input X.npy [--output-dir DIR] [--subdevices K]\n"
+      "               [--iterations N] [--trace TRACE.json]\n"
+      "  kann --version\n");
   return 2;
 }
 
@@ -263,10 +264,9 @@ int compile(int argc, char **argv) {
       options.batch_split != "clusters")
     return fail("--batch-split must be auto, sequential, clusters or clusters:G");
   options.schedule = a.get("--schedule", "auto");
-  if (options.schedule == "group")
-    return fail("--schedule group: layer groups are not built yet (use layer, pipeline or auto)");
-  if (options.schedule != "auto" && options.schedule != "layer" && options.schedule != "pipeline")
-    return fail("--schedule must be layer, pipeline or auto");
+  if (options.schedule != "auto" && options.schedule != "layer" && options.schedule != "pipeline" &&
+      options.schedule != "group")
+    return fail("--schedule must be layer, pipeline, group or auto");
   if (a.options.count("--calibration-percentile")) {
     double percentile = 0;
     std::string error;

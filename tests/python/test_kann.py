@@ -122,12 +122,13 @@ class CompileAndRun(unittest.TestCase):
 
 
     def test_schedules_give_the_same_bytes(self):
-        # schedule="layer" | "pipeline" | "auto": when parameters load and how convolutions
-        # split change, not the arithmetic; auto keeps the faster by the compiler's replay.
+        # schedule="layer" | "pipeline" | "group" | "auto": when parameters load, how
+        # convolutions split and which rows a call computes change, not the arithmetic; auto
+        # keeps the fastest by the compiler's replay.
         want = None
-        for schedule in ("layer", "pipeline", "auto"):
+        for schedule in ("layer", "pipeline", "group", "auto"):
             net = kann.compile(MODEL, clusters=2, schedule=schedule)
-            self.assertIn(net.report["schedule"]["chosen"], ("layer", "pipeline"))
+            self.assertIn(net.report["schedule"]["chosen"], ("layer", "pipeline", "group"))
             (got,) = kann.Session(net).run(None, {"input": INPUTS[:4]})
             if want is None:
                 want = got
@@ -135,7 +136,7 @@ class CompileAndRun(unittest.TestCase):
         auto = kann.compile(MODEL, clusters=2).report
         self.assertLessEqual(auto["modeled_cycles"], auto["schedule"]["layer_cycles"])
         with self.assertRaises(ValueError):
-            kann.compile(MODEL, schedule="group")
+            kann.compile(MODEL, schedule="columns")
 
 
 class Errors(unittest.TestCase):

@@ -74,7 +74,8 @@ std::string CompileOutput::report_json() const {
   j["schedule"] = {{"chosen", schedule_choice.chosen},
                    {"why", schedule_choice.why},
                    {"layer_cycles", schedule_choice.layer_cycles},
-                   {"pipeline_cycles", schedule_choice.pipeline_cycles}};
+                   {"pipeline_cycles", schedule_choice.pipeline_cycles},
+                   {"group_cycles", schedule_choice.group_cycles}};
   j["ops"] = nlohmann::json::array();
   for (const OpReport &r : ops)
     j["ops"].push_back({{"name", r.name},

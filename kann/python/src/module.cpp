@@ -209,9 +209,9 @@ std::shared_ptr<Network> compile(const py::object &model, py::object clusters,
                           batch_split + "'");
 
   // schedule: `kann compile --schedule` (docs/kann.md, "Schedules").
-  if (schedule != "auto" && schedule != "layer" && schedule != "pipeline")
-    throw py::value_error("schedule must be 'auto', 'layer' or 'pipeline', not '" + schedule +
-                          "'");
+  if (schedule != "auto" && schedule != "layer" && schedule != "pipeline" && schedule != "group")
+    throw py::value_error("schedule must be 'auto', 'layer', 'pipeline' or 'group', not '" +
+                          schedule + "'");
   options.schedule = schedule;
 
   // The model: serialized bytes, an onnx.ModelProto, or a path.

@@ -47,8 +47,10 @@ struct CompileOptions {
   // per step; the next operator's parameters load during the current step), "pipeline"
   // (layer steps, with every operator's parameters cut into pieces that load during as many
   // earlier steps as their compute hides, inside the SPM left free; docs/kann.md,
-  // "Schedules"), "auto" (both built, the one predicted faster kept: never slower than
-  // "layer"). "group" (layer groups) is not built yet and is refused.
+  // "Schedules"), "group" (layer
+  // groups: consecutive operators run band by band with their intermediates in the SPM,
+  // tiler/group.cpp), "auto" (layer and pipeline built, group too when the layer schedule
+  // spills, the one predicted fastest kept: never slower than "layer").
   std::string schedule = "auto";
 };
 
@@ -92,10 +94,11 @@ struct OpReport {
 
 // Which schedule a binary was built with (CompileOutput::schedule_choice).
 struct ScheduleReport {
-  std::string chosen;        // "layer" or "pipeline"
+  std::string chosen;        // "layer", "pipeline" or "group"
   std::string why;           // one line: the figures that chose it
   uint64_t layer_cycles = 0; // predicted cycles of each candidate built (0: not built)
   uint64_t pipeline_cycles = 0;
+  uint64_t group_cycles = 0;
 };
 
 struct BufferReport {

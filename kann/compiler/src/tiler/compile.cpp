@@ -31,8 +31,8 @@ bool relax(const Compiler &c, Policy &policy) {
   // of at most that (two slices live at a time), leaving the SPM to activations.
   bool sliced = false;
   for (const SpmBuffer &b : c.buffers) {
-    if (b.weights_of < 0 || b.size() <= capacity / 8)
-      continue;
+    if (b.weights_of < 0 || b.size() <= capacity / 8 || c.group_of_op[size_t(b.weights_of)] >= 0)
+      continue; // a layer group keeps its operators' parameters whole
     const PlannedOp &op = c.ops[b.weights_of];
     const int64_t want = int64_t(
         std::min<uint64_t>(uint64_t(panels_of(op)), op.wslices * (b.size() * 8 / capacity + 1)));
@@ -69,7 +69,8 @@ bool relax(const Compiler &c, Policy &policy) {
   // per slice at most), the largest first.
   for (int i : cands) {
     const SpmBuffer &b = c.buffers[i];
-    if (b.weights_of < 0 || b.size() < c.opt.device.spm_bytes / 64)
+    if (b.weights_of < 0 || b.size() < c.opt.device.spm_bytes / 64 ||
+        c.group_of_op[size_t(b.weights_of)] >= 0)
       continue;
     const PlannedOp &op = c.ops[b.weights_of];
     const int64_t widest = panels_of(op);
@@ -243,13 +244,183 @@ Result<std::optional<CompileOutput>> compile_pipeline(const Graph &graph,
   return best;
 }
 
-// One image: the schedule asked for, or with "auto" the one predicted faster (the layer
-// schedule on a tie or when the pipeline's buffers do not fit).
+// Layer groups for the group schedule, from the layer schedule's plan (node lists). Seeds:
+// the activations the layer schedule spilled, or with `any` (--schedule group) the largest
+// activation a groupable operator produces. Each seed's producer and readers form a group,
+// grown until every activation produced inside but by the last operator is read only inside,
+// then by the next operator as long as the group's output takes more than `out_share` of the
+// SPM on a cluster (a large output is what spilled). Overlapping groups merge.
+std::vector<std::vector<int>> choose_groups(const Graph &graph, const CompileOptions &options,
+                                            unsigned clusters, const Policy &layer,
+                                            double out_share, bool any) {
+  Policy probe_policy = layer;
+  probe_policy.groups.clear();
+  Compiler c(graph, options, clusters, probe_policy);
+  if (!c.plan())
+    return {};
+  const size_t S = c.ops.size();
+  std::vector<std::vector<size_t>> readers(c.acts.size());
+  std::vector<int> producer(c.acts.size(), -1);
+  for (size_t s = 0; s < S; ++s) {
+    for (int i : c.ops[s].ins)
+      readers[size_t(i)].push_back(s);
+    producer[size_t(c.ops[s].out)] = producer[size_t(c.ops[s].out)] == -1 ? int(s) : -2;
+  }
+  std::set<int> io;
+  for (int t : graph.inputs)
+    io.insert(c.act_of.at(t));
+  for (int t : graph.outputs)
+    io.insert(c.act_of.at(t));
+  auto ok = [&](size_t s) {
+    PlannedOp op = c.ops[s]; // as the group plans it: split by rows, parameters whole
+    if (op.kind == Lowering::Conv)
+      op.split = "rows";
+    op.wslices = 1;
+    return producer[size_t(op.out)] >= 0 && c.group_member_ok(op);
+  };
+  const double capacity = double(options.device.spm_bytes);
+  // Grows [lo, hi] until its intermediates are read only inside; false when it cannot.
+  auto close = [&](size_t lo, size_t &hi) {
+    for (bool changed = true; changed;) {
+      changed = false;
+      for (size_t s = lo; s < hi; ++s) {
+        if (io.count(c.ops[s].out) || readers[size_t(c.ops[s].out)].empty())
+          return false;
+        for (size_t r : readers[size_t(c.ops[s].out)])
+          if (r > hi)
+            hi = r, changed = true;
+      }
+    }
+    if (hi - lo > 32)
+      return false;
+    uint64_t params = 0;
+    for (size_t s = lo; s <= hi; ++s) {
+      if (!ok(s))
+        return false;
+      for (size_t i = 1; i < graph.nodes[size_t(c.ops[s].node)].inputs.size(); ++i) {
+        const int t = graph.nodes[size_t(c.ops[s].node)].inputs[i];
+        if (t >= 0 && graph.tensors[size_t(t)].is_const)
+          params += uint64_t(graph.tensors[size_t(t)].elements()) * c.acts[size_t(c.ops[s].out)].es;
+      }
+    }
+    // Every operator's parameters stay in the SPM during the group.
+    return double(params) <= capacity / 4;
+  };
+  std::vector<int> seeds;
+  for (int t : layer.spilled)
+    if (c.act_of.count(t))
+      seeds.push_back(c.act_of.at(t));
+  if (seeds.empty() && any) {
+    int best = -1;
+    for (size_t a = 0; a < c.acts.size(); ++a)
+      if (producer[a] >= 0 && ok(size_t(producer[a])) && !readers[a].empty() && !io.count(int(a)) &&
+          (best < 0 || c.acts[a].bytes() > c.acts[size_t(best)].bytes()))
+        best = int(a);
+    if (best >= 0)
+      seeds.push_back(best);
+  }
+  std::vector<std::pair<size_t, size_t>> ranges;
+  for (int a : seeds) {
+    if (producer[size_t(a)] < 0 || io.count(a) || readers[size_t(a)].empty())
+      continue;
+    const size_t lo = size_t(producer[size_t(a)]);
+    size_t hi = *std::max_element(readers[size_t(a)].begin(), readers[size_t(a)].end());
+    if (!close(lo, hi))
+      continue;
+    // A large output would take the SPM the group saved: take its readers in too.
+    while (hi + 1 < S &&
+           double(c.acts[size_t(c.ops[hi].out)].bytes()) / clusters > out_share * capacity) {
+      size_t next = hi + 1;
+      if (!close(lo, next))
+        break;
+      hi = next;
+    }
+    ranges.push_back({lo, hi});
+  }
+  std::sort(ranges.begin(), ranges.end());
+  std::vector<std::pair<size_t, size_t>> merged;
+  for (auto r : ranges) {
+    if (!merged.empty() && r.first <= merged.back().second) {
+      size_t hi = std::max(merged.back().second, r.second);
+      if (close(merged.back().first, hi))
+        merged.back().second = hi;
+      continue;
+    }
+    merged.push_back(r);
+  }
+  std::vector<std::vector<int>> groups;
+  for (auto [lo, hi] : merged) {
+    std::vector<int> nodes;
+    for (size_t s = lo; s <= hi; ++s)
+      nodes.push_back(c.ops[s].node);
+    groups.push_back(nodes);
+  }
+  return groups;
+}
+
+// The group schedule: the layer schedule's policy with layer groups (choose_groups; two
+// thresholds for growing a group's output), each group's intermediates taken back on chip,
+// its bands first sized so that one band of its intermediates takes an eighth of the SPM
+// (the fit loop cuts more). The fewest predicted cycles kept; nothing when no group applies.
+Result<std::optional<CompileOutput>> compile_groups(const Graph &graph,
+                                                    const CompileOptions &options,
+                                                    unsigned clusters, const Policy &layer,
+                                                    bool any) {
+  std::optional<CompileOutput> best;
+  std::set<std::vector<std::vector<int>>> tried;
+  for (double share : {0.5, 0.25}) {
+    auto groups = choose_groups(graph, options, clusters, layer, share, any);
+    if (groups.empty() || !tried.insert(groups).second)
+      continue;
+    Policy p = layer;
+    p.groups = groups;
+    Compiler probe(graph, options, clusters, p);
+    if (!probe.plan())
+      continue;
+    for (const GroupPlan &gp : probe.groups) {
+      uint64_t inner = 0;
+      for (int a : gp.inner)
+        inner += probe.acts[size_t(a)].bytes();
+      for (size_t s = gp.first; s <= gp.last; ++s) {
+        const int node = probe.ops[s].node;
+        p.chunks.erase(node);
+        p.wslices.erase(node);
+        p.spilled.erase(graph.nodes[size_t(node)].outputs[0]);
+      }
+      const uint64_t per_band = std::max<uint64_t>(1, options.device.spm_bytes / 8);
+      int bands = 1;
+      while (uint64_t(bands) * per_band < inner / clusters && bands < 1024)
+        bands *= 2;
+      p.chunks[probe.ops[gp.last].node] = bands;
+    }
+    auto built = compile_layer(graph, options, clusters, p);
+    if (std::getenv("KANN_DEBUG_GROUPS")) {
+      for (const auto &nodes : groups) {
+        std::fprintf(stderr, "group (share %.2f):", share);
+        for (int nd : nodes)
+          std::fprintf(stderr, " %s", graph.nodes[size_t(nd)].name.c_str());
+        std::fprintf(stderr, "\n");
+      }
+      std::fprintf(stderr, "  -> %s\n",
+                   built ? std::to_string(built.value().total_cycles).c_str()
+                         : built.error().message.c_str());
+    }
+    if (!built)
+      continue; // the groups do not fit: not a candidate
+    if (!best || built.value().total_cycles < best->total_cycles)
+      best = std::move(built.value());
+  }
+  return best;
+}
+
+// One image: the schedule asked for, or with "auto" the one predicted fastest among layer,
+// pipeline and (when the layer schedule spills) group; the layer schedule on a tie or when
+// the others' buffers do not fit.
 Result<CompileOutput> compile_image(const Graph &graph, const CompileOptions &options,
                                     unsigned clusters) {
   const std::string &want = options.schedule;
-  if (want != "layer" && want != "pipeline" && want != "auto")
-    return make_error("schedule '" + want + "' is not supported (layer, pipeline, auto)");
+  if (want != "layer" && want != "pipeline" && want != "group" && want != "auto")
+    return make_error("schedule '" + want + "' is not supported (layer, pipeline, group, auto)");
   Policy policy;
   auto layer = compile_layer(graph, options, clusters, policy);
   if (!layer)
@@ -262,26 +433,54 @@ Result<CompileOutput> compile_image(const Graph &graph, const CompileOptions &op
     l.program.report_json = l.report_json();
     return layer;
   }
-  auto piped = compile_pipeline(graph, options, clusters, policy, l);
-  if (!piped)
-    return piped.error();
-  if (!piped.value()) {
-    l.schedule_choice.why = "the pipeline's parameter buffers do not fit the SPM: layer";
-    l.program.report_json = l.report_json();
-    return layer;
+  std::optional<CompileOutput> piped, grouped;
+  if (want != "group") {
+    auto r = compile_pipeline(graph, options, clusters, policy, l);
+    if (!r)
+      return r.error();
+    piped = std::move(r.value());
   }
-  CompileOutput &p = *piped.value();
-  p.schedule_choice.chosen = "pipeline";
-  p.schedule_choice.layer_cycles = l.total_cycles;
-  p.schedule_choice.pipeline_cycles = p.total_cycles;
-  l.schedule_choice.pipeline_cycles = p.total_cycles;
-  const std::string figures = "predicted " + std::to_string(p.total_cycles) + " cycles pipeline, " +
-                              std::to_string(l.total_cycles) + " layer";
-  CompileOutput &chosen = want == "pipeline" || p.total_cycles < l.total_cycles ? p : l;
-  chosen.schedule_choice.why =
-      (want == "pipeline" ? "--schedule pipeline: " : "auto, the fewer cycles: ") + figures;
-  chosen.program.report_json = chosen.report_json();
-  return std::move(chosen);
+  if (want == "group" || (want == "auto" && !l.spilled.empty())) {
+    auto r = compile_groups(graph, options, clusters, policy, want == "group");
+    if (!r)
+      return r.error();
+    grouped = std::move(r.value());
+  }
+  ScheduleReport figures = l.schedule_choice;
+  std::string text = std::to_string(l.total_cycles) + " layer";
+  if (piped) {
+    figures.pipeline_cycles = piped->total_cycles;
+    text += ", " + std::to_string(piped->total_cycles) + " pipeline";
+  }
+  if (grouped) {
+    figures.group_cycles = grouped->total_cycles;
+    text += ", " + std::to_string(grouped->total_cycles) + " group";
+  }
+  CompileOutput *chosen = &l;
+  std::string why;
+  if (want == "pipeline") {
+    if (piped)
+      chosen = &*piped, why = "--schedule pipeline: predicted " + text;
+    else
+      why = "the pipeline's parameter buffers do not fit the SPM: layer";
+  } else if (want == "group") {
+    if (grouped)
+      chosen = &*grouped, why = "--schedule group: predicted " + text;
+    else
+      why = "no layer group applies or fits: layer";
+  } else {
+    for (CompileOutput *o : {piped ? &*piped : nullptr, grouped ? &*grouped : nullptr})
+      if (o && o->total_cycles < chosen->total_cycles)
+        chosen = o;
+    why = "auto, the fewest cycles: predicted " + text;
+  }
+  figures.chosen = chosen == &l                            ? "layer"
+                   : chosen == (piped ? &*piped : nullptr) ? "pipeline"
+                                                           : "group";
+  figures.why = why;
+  chosen->schedule_choice = figures;
+  chosen->program.report_json = chosen->report_json();
+  return std::move(*chosen);
 }
 } // namespace kann::tiler
 

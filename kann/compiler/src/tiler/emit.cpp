@@ -16,9 +16,11 @@ mcl_tile Compiler::tile_of(const Act &a, unsigned c, const Box &box, int stage) 
   uint64_t pc;
   if (a.in_ddr) {
     pc = box.chans();
-    t.offset = uint32_t(buffers[stage].offset);
+    auto shift = stage_shift.find(stage); // a layer group's staging half (group.cpp)
+    t.offset = uint32_t(buffers[stage].offset + (shift == stage_shift.end() ? 0 : shift->second));
   } else {
-    const Box &b = a.buf[c];
+    // A layer group's intermediate: the band its buffer holds now (group.cpp).
+    const Box &b = a.group >= 0 ? band_origin[size_t(&a - acts.data())][c] : a.buf[c];
     pc = b.chans();
     t.offset = uint32_t(buffers[a.buffer].offset +
                         (uint64_t(box.y0 - b.y0) * a.W * pc + uint64_t(box.c0 - b.c0)) * a.es);
@@ -239,6 +241,9 @@ uint64_t Compiler::emit_prologue(uint64_t &input_bytes) {
 // closing wait and barrier; and its report with the quick estimate of its cycles.
 Result<void> Compiler::emit_step(size_t s, uint64_t &clock, uint64_t input_bytes) {
   const auto &dev = opt.device;
+  const int group = group_of_op.empty() ? -1 : group_of_op[s];
+  if (group >= 0 && s != groups[size_t(group)].last)
+    return emit_group_member_step(s, clock); // group.cpp: computed in the group's last step
   const PlannedOp &op = ops[s];
   const Node &n = g.nodes[op.node];
   const Act &y = acts[op.out];
@@ -271,7 +276,11 @@ Result<void> Compiler::emit_step(size_t s, uint64_t &clock, uint64_t input_bytes
     emit_param_loads(s + 1, traffic.params_ddr);
   for (unsigned c = 0; c < K; ++c)
     rep.tiles += !op.out_box[c].empty();
-  if (auto r = emit_compute(s, traffic, rep); !r)
+  if (group >= 0)
+    rep.split = "group of " +
+                std::to_string(groups[size_t(group)].last - groups[size_t(group)].first + 1) +
+                " x" + std::to_string(op.chunks);
+  if (auto r = group >= 0 ? emit_group_compute(s, traffic, rep) : emit_compute(s, traffic, rep); !r)
     return r;
   rep.compute_cycles = *std::max_element(traffic.compute.begin(), traffic.compute.end());
   {

@@ -278,12 +278,14 @@ Result<void> Compiler::plan() {
     if (ch != policy.chunks.end())
       op.chunks = ch->second;
     auto ws = policy.wslices.find(int(ni));
-    if (ws != policy.wslices.end() && (op.kind == Lowering::Conv || op.kind == Lowering::Gemm))
+    if (ws != policy.wslices.end() && (op.kind == Lowering::Conv || op.kind == Lowering::Gemm) &&
+        !in_group_node(int(ni))) // a layer group keeps its operators' parameters whole
       op.wslices = ws->second;
     if (auto r = plan_op(op, n); !r)
       return r;
     ops.push_back(std::move(op));
   }
+  plan_groups(); // group.cpp
   for (int t : g.outputs) {
     if (!act_of.count(t))
       return make_error("output '" + g.tensors[t].name + "' is not computed");
@@ -373,7 +375,7 @@ Result<void> Compiler::plan_op(PlannedOp &op, const Node &n) {
     op.pt = p[0], op.pl = p[1], op.pb = p[2], op.pr = p[3];
     op.groups = n.attr("group", 1);
     op.out_box = split_rows(y.H, yc);
-    if (op.kind == Lowering::Conv && K > 1 && choose_channel_split(op))
+    if (op.kind == Lowering::Conv && K > 1 && !in_group_node(op.node) && choose_channel_split(op))
       op.split = "channels", op.out_box = split_channels(y.H, yc, channel_granule);
     break;
   }
@@ -444,11 +446,12 @@ Result<void> Compiler::lifetimes() {
     for (int i : ops[s].ins)
       acts[i].last = std::max(acts[i].last, int(s) + 1);
   }
+  group_lifetimes(); // group.cpp
   uint64_t scratch = 0;
   for (size_t i = 0; i < acts.size(); ++i) {
     Act &a = acts[i];
     a.last = std::max(a.last, a.first);
-    if (policy.spilled.count(a.tensor)) {
+    if (policy.spilled.count(a.tensor) && a.group < 0) { // a group's intermediate stays
       a.in_ddr = true;
       // Network inputs and outputs spill into their own argument (ONNX layout); other
       // activations into SCRATCH (channel-last, so bands of rows are contiguous).
@@ -476,7 +479,7 @@ Result<void> Compiler::lifetimes() {
   const std::vector<int> root = plan_in_place();
   for (size_t i = 0; i < acts.size(); ++i) {
     Act &a = acts[i];
-    if (a.in_ddr || root[i] != int(i))
+    if (a.in_ddr || root[i] != int(i) || a.group >= 0) // group.cpp: band buffers
       continue;
     a.buf.assign(K, Box{});
     int last = a.last;
@@ -537,7 +540,8 @@ std::vector<int> Compiler::plan_in_place() const {
     if ((op.kind != Lowering::Eltwise && op.kind != Lowering::ScaleShift &&
          op.kind != Lowering::Activation && op.kind != Lowering::Math) ||
         y.in_ddr || y.first != step || chan_offset.count(yt) || act_of.at(yt) != op.out ||
-        is_io(op.out) || (y.dtype != MCL_DTYPE_F32 && y.dtype != MCL_DTYPE_F16))
+        is_io(op.out) || (y.dtype != MCL_DTYPE_F32 && y.dtype != MCL_DTYPE_F16) ||
+        group_of_op[s] >= 0) // a group writes band by band
       continue;
     for (size_t i = 0; i < op.ins.size(); ++i) {
       const int xi = op.ins[i];
@@ -669,6 +673,7 @@ Result<bool> Compiler::layout() {
     return r.error();
   if (auto r = plan_params(); !r)
     return r.error();
+  plan_group_buffers(); // group.cpp
   if (!step_compute.empty())
     plan_pipeline();
   return allocate();

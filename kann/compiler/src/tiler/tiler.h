@@ -8,6 +8,8 @@
 //   lower.cpp          dispatch by ir::Lowering (kann/ops.h) to the lowering of each kind:
 //   lower_*.cpp        one file per lowering kind: input boxes, native calls, weight packing
 //   pipeline.cpp       the "pipeline" schedule: parameter loads spread over earlier steps
+//   group.cpp          layer groups: consecutive operators run band by band, intermediates
+//                      kept in the SPM (the "group" schedule)
 //   schedule_dump.cpp  the schedule as text (CompileOptions::dump_schedule, golden tests)
 // docs/kann.md ("Inside the compiler") says where a new operator or schedule goes.
 // Not a public header: kann/compile.h is the tile compiler's API.
@@ -100,6 +102,7 @@ struct Act {
   bool in_ddr = false;
   kbin_ddr_ref home{};      // DDR home
   bool onnx_layout = false; // DDR home layout: NCHW (network arguments) or HWC (scratch)
+  int group = -1; // a layer group's intermediate (Compiler::groups): one band's rows in the SPM
   int first = 0, last = 0;
   uint64_t bytes() const { return uint64_t(H * W * C) * es; }
 };
@@ -164,6 +167,20 @@ struct Policy {
   std::map<int, int> chunks;  // node -> intra-cluster tiles
   std::map<int, int> wslices; // node -> output-channel slices of its parameters
   std::set<int> no_prefetch;  // nodes whose parameters load in their own step
+  // Layer groups (group.cpp): each the nodes of consecutive operators run band by band; the
+  // bands are the last node's `chunks`.
+  std::vector<std::vector<int>> groups;
+};
+
+// A layer group as planned (group.cpp): operators first..last (indices of Compiler::ops) run
+// in step last + 1, band by band of the last operator's output rows on each cluster; every
+// activation they produce but the last one's is an intermediate read only inside the group,
+// held in the SPM one band at a time (`band_buffer`).
+struct GroupPlan {
+  size_t first = 0, last = 0;
+  std::vector<int> inner;               // intermediate activations
+  std::map<int, int> producer;          // intermediate activation -> operator index
+  std::vector<std::vector<int>> stages; // per operator in the group: per input, DDR staging
 };
 
 // Why an allocation failed: the buffer that did not fit and what it competed with.
@@ -307,6 +324,22 @@ struct Compiler {
   void emit_pieces(size_t step, std::vector<uint64_t> &ddr);
   bool channel_split_pays(const PlannedOp &op) const;
   std::string layout_signature() const;
+
+  // ---- layer groups (group.cpp) ----
+  std::vector<GroupPlan> groups;
+  std::vector<int> group_of_op; // per op: its group, or -1
+  // During emission: per activation, per cluster, the box the band buffer of a group's
+  // intermediate holds now; per staging buffer, the byte shift of the half in use.
+  std::vector<std::vector<Box>> band_origin;
+  std::map<int, uint64_t> stage_shift;
+  void plan_groups();
+  bool group_member_ok(const PlannedOp &op) const;
+  std::vector<Box> group_band(const GroupPlan &gp, const Box &last_box) const;
+  void group_lifetimes();
+  void plan_group_buffers();
+  Result<void> emit_group_member_step(size_t s, uint64_t &clock);
+  Result<void> emit_group_compute(size_t s, StepTraffic &traffic, OpReport &rep);
+  bool in_group_node(int node) const;
 
   // ---- SPM allocation (spm_alloc.cpp) ----
   bool allocate();

@@ -80,10 +80,25 @@ static inline void block_store(const typename S::VF (&acc)[MR][V], float (*c)[16
 // i, tap t (address table); the panel is [taps][kc][16].
 // VN: vectors of the panel computed (all, or the first when only those columns are valid).
 // TI: input elements (float, or binary16 widened here); TW: panel elements (converted at load).
-template <class S, int MR, class TI, class TW, int VN = kPanelWidth / S::W>
+// The clamp epilogue of a whole 16-column panel straight from the registers (ISAs with
+// bias_clamp_store_vf): rows [0, mr) of the block to o[i], bias and clamp as
+// FloatEpilogue computes them.
+template <class T> struct DirectStore {
+  T *const *o;
+  const float *bias;
+  float lo, hi;
+  uint32_t mr;
+};
+template <class S, class T>
+concept StoresFromRegisters = requires(typename S::VF x, const float *b, T *o) {
+  S::bias_clamp_store_vf(x, b, 0.0f, 0.0f, o);
+};
+
+template <class S, int MR, class TI, class TW, int VN = kPanelWidth / S::W, class TO = float>
 static inline void ukernel_float(uint32_t t0, uint32_t t1, uint32_t k0, uint32_t k1, uint32_t kc,
                                  const TI *in, const int32_t *const *rows, const TW *panel,
-                                 bool accumulate, float (*c)[16]) {
+                                 bool accumulate, float (*c)[16],
+                                 const DirectStore<TO> *direct = nullptr) {
   constexpr int V = VN;
   typename S::VF acc[MR][V];
   block_load<S, MR, V>(acc, c, accumulate);
@@ -126,6 +141,15 @@ static inline void ukernel_float(uint32_t t0, uint32_t t1, uint32_t k0, uint32_t
     } else {
       for (uint32_t k = k0; k < k1; ++k, w += kPanelWidth)
         step(w, a, k);
+    }
+  }
+  if constexpr (V == 1 && StoresFromRegisters<S, TO>) {
+    if (direct) {
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i)
+        if ((uint32_t)i < direct->mr)
+          S::bias_clamp_store_vf(acc[i][0], direct->bias, direct->lo, direct->hi, direct->o[i]);
+      return;
     }
   }
   block_store<S, MR, V>(acc, c);
@@ -221,16 +245,29 @@ static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
       for (uint32_t nb = r.nb_begin; nb < r.nb_end; ++nb) {
         const uint32_t n0 = nb * 16;
         const T *wp = wg + nb * panel;
+        T *o[MR];
+        for (int i = 0; i < MR; ++i)
+          o[i] = orow[i] + n0;
+        const uint32_t nvalid = std::min<uint32_t>(16, j.cout_g - n0);
+        if constexpr (StoresFromRegisters<S, T>) {
+          if (!ep.general && nvalid == 16) {
+            const DirectStore<T> direct{o, bias + n0, ep.lo, ep.hi, mr};
+            if (mr <= (uint32_t)kHalfMR)
+              ukernel_float<S, kHalfMR, TI, T, kPanelWidth / S::W, T>(0, j.taps, 0, kc, kc, in,
+                                                                      rows, wp, false, c, &direct);
+            else
+              ukernel_float<S, MR, TI, T, kPanelWidth / S::W, T>(0, j.taps, 0, kc, kc, in, rows, wp,
+                                                                 false, c, &direct);
+            continue;
+          }
+        }
         if (kPanelWidth / S::W == 2 && j.cout_g - n0 <= (uint32_t)S::W) // narrow last panel
           ukernel_float<S, MR, TI, T, 1>(0, j.taps, 0, kc, kc, in, rows, wp, false, c);
         else if (mr <= (uint32_t)kHalfMR) // a short last block: half the rows, half the work
           ukernel_float<S, kHalfMR, TI, T>(0, j.taps, 0, kc, kc, in, rows, wp, false, c);
         else
           ukernel_float<S, MR, TI, T>(0, j.taps, 0, kc, kc, in, rows, wp, false, c);
-        T *o[MR];
-        for (int i = 0; i < MR; ++i)
-          o[i] = orow[i] + n0;
-        float_epilogue<S, T>(j, ep, c, mr, std::min<uint32_t>(16, j.cout_g - n0), bias + n0, o);
+        float_epilogue<S, T>(j, ep, c, mr, nvalid, bias + n0, o);
       }
     }
     return;

@@ -388,7 +388,7 @@ TEST(Fp64, ReportedByTheDevice) {
   for (cl_device_info w : {CL_DEVICE_PREFERRED_VECTOR_WIDTH_DOUBLE, CL_DEVICE_NATIVE_VECTOR_WIDTH_DOUBLE}) {
     cl_uint width = 0;
     ASSERT_EQ(clGetDeviceInfo(cl.device, w, sizeof width, &width, nullptr), CL_SUCCESS);
-    EXPECT_EQ(width, 2u) << w; // non-zero: doubles are supported
+    EXPECT_GE(width, 2u) << w; // non-zero: doubles are supported (one host vector register)
   }
 }
 

@@ -8,12 +8,18 @@
 #include <llvm/IR/LLVMContext.h>
 #include <llvm/IR/Module.h>
 #include <llvm/Linker/Linker.h>
+#include <llvm/ADT/StringMap.h>
 #include <llvm/Support/FileSystem.h>
+#include <llvm/Support/Host.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/raw_ostream.h>
 
+#include <atomic>
 #include <cstdlib>
 #include <mutex>
+#include <string>
+
+#include <unistd.h>
 
 extern "C" const char manycl_builtins_bc[];
 extern "C" const char manycl_builtins_bc_end[];
@@ -63,17 +69,47 @@ std::string compilerVersion() {
   return v;
 }
 
-static void maybeDump(llvm::Module &M) {
-  if (const char *d = std::getenv("MANYCL_DUMP_IR"); d && *d) {
-    std::error_code ec;
-    llvm::raw_fd_ostream os(d, ec);
-    if (!ec)
-      M.print(os, nullptr);
-  }
+unsigned hostVectorBytes() {
+  static const unsigned bytes = [] {
+    llvm::StringMap<bool> f;
+    if (!llvm::sys::getHostCPUFeatures(f))
+      return 16u;
+    if (f.lookup("avx512f"))
+      return 64u;
+    return f.lookup("avx") ? 32u : 16u;
+  }();
+  return bytes;
 }
 
-static std::string toBitcode(llvm::Module &M) {
-  maybeDump(M);
+// MANYCL_DUMP_IR=file writes the module of the last build/compile/link to `file`;
+// MANYCL_DUMP_IR=dir/ (a trailing slash) keeps every one, as dir/<pid>-<n>.ll, with the
+// source (.cl) and options (.opts) of builds, so that a program that builds many (hashcat,
+// CLBlast) can be looked at kernel by kernel and rebuilt alone.
+static void maybeDump(llvm::Module &M, std::string_view source = {},
+                      std::string_view options = {}) {
+  const char *d = std::getenv("MANYCL_DUMP_IR");
+  if (!d || !*d)
+    return;
+  std::string path = d;
+  if (path.back() == '/') {
+    static std::atomic<unsigned> counter{0};
+    path += std::to_string(::getpid()) + "-" + std::to_string(counter++);
+    std::error_code ec;
+    if (!source.empty()) {
+      llvm::raw_fd_ostream(path + ".cl", ec) << source;
+      llvm::raw_fd_ostream(path + ".opts", ec) << options;
+    }
+    path += ".ll";
+  }
+  std::error_code ec;
+  llvm::raw_fd_ostream os(path, ec);
+  if (!ec)
+    M.print(os, nullptr);
+}
+
+static std::string toBitcode(llvm::Module &M, std::string_view source = {},
+                             std::string_view options = {}) {
+  maybeDump(M, source, options);
   std::string s;
   llvm::raw_string_ostream os(s);
   llvm::WriteBitcodeToFile(M, os);
@@ -143,7 +179,7 @@ BuildResult build(std::string_view source, std::string_view options, const Devic
     if (!s)
       return fail(s.code, log, s.message);
     c.log = log;
-    c.bitcode = toBitcode(*fe.module);
+    c.bitcode = toBitcode(*fe.module, source, options);
     BuildResult r = fromContainer(std::move(c), false);
     if (!key.empty())
       cacheStore(key, r.binary);

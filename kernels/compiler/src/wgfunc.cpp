@@ -1449,7 +1449,14 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
     } else {
       // Large private arrays go to a per-PE heap scratch (SlotFrame), not to
       // the host thread's stack; the work-items of a group run one after the
-      // other on a PE, so one copy per PE suffices.
+      // other on a PE, so one copy per PE suffices. Only what SROA leaves in memory counts:
+      // the locals of inlined helpers (hashcat's kernels, `uint16` arrays of 64 bytes per
+      // element) add up to tens of KiB before it runs, and once moved to the scratch they
+      // are no allocas for it any more (every value went through memory: 14x slower).
+      if (allocaBytes(*wi) > kMaxStackPrivate) {
+        cleanSsa(*wi);
+        k.private_size = allocaBytes(*wi);
+      }
       if (allocaBytes(*wi) > kMaxStackPrivate) {
         const DataLayout &DLs = M.getDataLayout();
         std::vector<AllocaInst *> as;

@@ -300,5 +300,8 @@ std::unique_ptr<PeTeam> makeThreadPeTeam(unsigned n);
 std::string compilerVersion();
 /// Directory of the kernel cache ("" when disabled by MANYCL_CACHE=0).
 std::string cacheDirectory();
+/// Bytes of the widest vector register the JIT-compiled kernels use on this host (64 with
+/// AVX-512, 32 with AVX, else 16): the device's preferred / native vector widths follow it.
+unsigned hostVectorBytes();
 
 } // namespace manycl::compiler

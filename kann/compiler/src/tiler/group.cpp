@@ -272,12 +272,24 @@ Result<void> Compiler::emit_group_compute(size_t s, StepTraffic &traffic, OpRepo
     std::vector<std::vector<Box>> req;
     for (const Box &b : bands)
       req.push_back(group_band(gp, b));
+    // The rows an operator computes in band j: an intermediate's rows that band j - 1
+    // computed already stay (rolling buffer), only the new ones are computed.
+    auto todo_of = [&](size_t j, size_t k) {
+      Box todo = req[j][k];
+      if (j == 0 || acts[ops[gp.first + k].out].group < 0)
+        return todo;
+      const Box &prev = req[j - 1][k], &ob = req[j][k];
+      if (!prev.empty() && !ob.empty() && prev.y1 > ob.y0 && ob.y0 >= prev.y0 && ob.y1 >= prev.y1)
+        todo.y0 = prev.y1;
+      return todo;
+    };
     auto load = [&](size_t j) {
       for (size_t t = gp.first; t <= gp.last; ++t) {
         const PlannedOp &op = ops[t];
+        const Box todo = todo_of(j, t - gp.first);
         for (size_t i = 0; i < op.ins.size(); ++i) {
           const Act &x = acts[op.ins[i]];
-          const Box ib = need_for(op, i, req[j][t - gp.first]);
+          const Box ib = todo.empty() ? Box{} : need_for(op, i, todo);
           if (!x.in_ddr || ib.empty())
             continue;
           const int st = op.stage_in[i];
@@ -306,14 +318,14 @@ Result<void> Compiler::emit_group_compute(size_t s, StepTraffic &traffic, OpRepo
             stage_shift[st] = (j % 2) * half(st);
         if (op.stage_out >= 0)
           stage_shift[op.stage_out] = (j % 2) * half(op.stage_out);
-        Box todo = ob;
+        const Box todo = todo_of(j, t - gp.first);
         if (acts[op.out].group >= 0) {
           // Rolling buffer: the rows of the previous band that this band needs again move to
           // the buffer's start (one copy of the halo rows) instead of being recomputed.
           const Act &a = acts[op.out];
           const Box prev = j > 0 ? req[j - 1][t - gp.first] : Box{};
-          const int64_t keep = prev.y1 - ob.y0, shift = ob.y0 - prev.y0;
-          if (!prev.empty() && keep > 0 && shift > 0 && ob.y1 >= prev.y1) {
+          const int64_t shift = ob.y0 - prev.y0;
+          if (todo.y0 > ob.y0 && shift > 0) {
             // In pieces of at most `shift` rows, first rows first: a piece's source and
             // destination never overlap, and what a piece overwrites was moved before.
             Call copy;
@@ -331,10 +343,7 @@ Result<void> Compiler::emit_group_compute(size_t s, StepTraffic &traffic, OpRepo
             for (auto &r : copy.records)
               prog.streams[c].push_back(r);
             traffic.compute[c] += copy.cost;
-            todo.y0 = prev.y1;
-          } else if (!prev.empty() && keep > 0 && shift == 0 && ob.y1 >= prev.y1) {
-            todo.y0 = prev.y1; // the band starts where the previous one did: rows in place
-          }
+          } // with shift 0 the kept rows are in place already
           band_origin[size_t(op.out)][c] = ob;
           if (todo.empty())
             continue;

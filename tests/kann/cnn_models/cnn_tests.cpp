@@ -33,9 +33,9 @@
 #include "../../common/manycl_platform.h"
 #include "kann/compile.h"
 #include "kann/format.h"
+#include "kann/npy.h"
 #include "kann/session.h"
 #include "manycl/device/config.h"
-#include "kann/npy.h"
 
 namespace {
 
@@ -137,6 +137,7 @@ struct Queue {
 std::mutex kbin_mutex;
 std::map<std::string, std::vector<uint8_t>> kbin_cache;
 std::map<std::string, uint64_t> predicted_cycles;
+std::map<std::string, std::string> chosen_schedule; // CompileOutput::schedule_choice.chosen
 
 // `schedule`: kann::CompileOptions::schedule (the default, "auto", keeps the key short).
 std::string kbin_key(const std::string &model, const std::string &preset,
@@ -173,6 +174,7 @@ std::vector<uint8_t> compile(const std::string &model, const std::string &preset
               1e3 * double(out.value().total_cycles) / options.device.clock_hz,
               out.value().spilled.size());
   predicted_cycles[key] = out.value().total_cycles;
+  chosen_schedule[key] = out.value().schedule_choice.chosen;
   return kbin_cache[key] = bytes.value();
 }
 
@@ -185,12 +187,10 @@ uint64_t predicted(const std::string &model, const std::string &preset,
 }
 
 // Runs `kbin` once per input; returns per input the outputs (in the session's order).
-std::vector<std::vector<std::vector<float>>> infer(cl_context context, cl_device_id device,
-                                                   const std::vector<uint8_t> &kbin,
-                                                   const std::vector<std::vector<float>> &inputs,
-                                                   std::string &error,
-                                                   std::vector<std::string> *names = nullptr,
-                                                   std::vector<uint64_t> *modeled = nullptr) {
+std::vector<std::vector<std::vector<float>>>
+infer(cl_context context, cl_device_id device, const std::vector<uint8_t> &kbin,
+      const std::vector<std::vector<float>> &inputs, std::string &error,
+      std::vector<std::string> *names = nullptr, std::vector<uint64_t> *modeled = nullptr) {
   std::vector<std::vector<std::vector<float>>> results;
   auto session = kann::Session::load(context, device, kbin);
   if (!session) {
@@ -301,34 +301,45 @@ TEST_P(Cnn, Fp32OneCluster) {
   check("mppa3", "fp32", 1, devices().context, devices().per_cluster[0], kFp32Abs, kFp32Rel);
 }
 
-// The schedules (`kann compile --schedule`): layer and pipeline each on 1, 2 and 5 clusters
-// against ONNX Runtime (FP32; the check also asks predicted = simulated cycles). Then auto
-// (the default) and layer give the same bytes on 5 clusters: the schedules differ in when
-// parameters load and in how convolutions are split, not in the order of the arithmetic of
-// an output element; and auto is predicted no slower than layer.
+// The schedules (`kann compile --schedule`): layer, pipeline and group each on 1, 2 and 5
+// clusters against ONNX Runtime (FP32; the check also asks predicted = simulated cycles);
+// the group schedule finds a layer group in every model (its largest activation's). Then auto
+// (the default) and group give the same bytes as layer on 5 clusters: the schedules differ in
+// when parameters load, in how convolutions are split and in which rows a call computes, not
+// in the order of the arithmetic of an output element; and auto is predicted no slower than
+// layer.
 TEST_P(Cnn, Schedules) {
   Devices &d = devices();
-  for (const char *schedule : {"layer", "pipeline"}) {
+  for (const char *schedule : {"layer", "pipeline", "group"}) {
     SCOPED_TRACE(schedule);
     check("mppa3", "fp32", 5, d.context, d.root, kFp32Abs, kFp32Rel, schedule);
     check("mppa3", "fp32", 2, d.context, d.two, kFp32Abs, kFp32Rel, schedule);
     check("mppa3", "fp32", 1, d.context, d.per_cluster[0], kFp32Abs, kFp32Rel, schedule);
   }
+  for (unsigned clusters : {1u, 2u, 5u}) {
+    std::lock_guard lock(kbin_mutex);
+    EXPECT_EQ(chosen_schedule[kbin_key(GetParam(), "mppa3", "fp32", clusters, "group")], "group")
+        << clusters << " cluster(s)";
+  }
   std::string error;
   auto layer = compile(GetParam(), "mppa3", "fp32", 5, error, "layer");
   auto automatic = compile(GetParam(), "mppa3", "fp32", 5, error);
-  ASSERT_FALSE(layer.empty() || automatic.empty()) << error;
+  auto grouped = compile(GetParam(), "mppa3", "fp32", 5, error, "group");
+  ASSERT_FALSE(layer.empty() || automatic.empty() || grouped.empty()) << error;
   EXPECT_LE(predicted(GetParam(), "mppa3", "fp32", 5),
             predicted(GetParam(), "mppa3", "fp32", 5, "layer"));
   auto a = infer(d.context, d.root, layer, {input}, error);
-  auto b = infer(d.context, d.root, automatic, {input}, error);
   ASSERT_EQ(a.size(), 1u) << error;
-  ASSERT_EQ(b.size(), 1u) << error;
-  ASSERT_EQ(a[0].size(), b[0].size());
-  for (size_t j = 0; j < a[0].size(); ++j) {
-    ASSERT_EQ(a[0][j].size(), b[0][j].size());
-    EXPECT_EQ(std::memcmp(a[0][j].data(), b[0][j].data(), a[0][j].size() * sizeof(float)), 0)
-        << "output " << j << ": auto and layer differ";
+  for (const auto *kbin : {&automatic, &grouped}) {
+    const char *name = kbin == &automatic ? "auto" : "group";
+    auto b = infer(d.context, d.root, *kbin, {input}, error);
+    ASSERT_EQ(b.size(), 1u) << error;
+    ASSERT_EQ(a[0].size(), b[0].size());
+    for (size_t j = 0; j < a[0].size(); ++j) {
+      ASSERT_EQ(a[0][j].size(), b[0][j].size());
+      EXPECT_EQ(std::memcmp(a[0][j].data(), b[0][j].data(), a[0][j].size() * sizeof(float)), 0)
+          << "output " << j << ": " << name << " and layer differ";
+    }
   }
 }
 

@@ -127,11 +127,15 @@ const std::set<std::string> kSupportedOps = {"Conv",
                                              "Selu",
                                              "Celu",
                                              "ThresholdedRelu",
-                                             "Shrink"};
+                                             "Shrink",
+                                             "ConvTranspose",
+                                             "Pad"};
 
 // Operand positions that are parameters of the operator (kann wants them constant).
 const std::map<std::string, std::set<int>> kParameterOperands = {
     {"Conv", {1, 2}},
+    {"ConvTranspose", {1, 2}},
+    {"Pad", {1, 2, 3}},
     {"Gemm", {1, 2}},
     {"MatMul", {1}},
     {"BatchNormalization", {1, 2, 3, 4}},

@@ -847,8 +847,8 @@ Result<void> infer_node(Graph &g, Node &n) {
   const ShapeRule rule = ir::op_info(n.op).shape;
   // Image operators compute one image: whole tensors with a first dimension > 1 are no image.
   const bool image_rule = rule == ShapeRule::Conv || rule == ShapeRule::ConvTranspose ||
-                          rule == ShapeRule::Pad || rule == ShapeRule::Window ||
-                          rule == ShapeRule::GlobalPool || rule == ShapeRule::Resize;
+                          rule == ShapeRule::Window || rule == ShapeRule::GlobalPool ||
+                          rule == ShapeRule::Resize;
   if (image_rule && !x.empty() && x[0] != 1)
     return make_error(where(n) + ": a first dimension of " + std::to_string(x[0]) +
                       " (image operators take one image: batch 1)");
@@ -869,11 +869,13 @@ Result<void> infer_node(Graph &g, Node &n) {
       return make_error(where(n) + ": weights must be constant");
     const auto &w = in(1).shape; // [cin][cout/group][kh][kw]
     const int64_t group = n.attr("group", 1);
-    if (w.size() != 4 || x.size() != 4 || group != 1 || x[1] != w[0])
-      return make_error(where(n) + (group != 1 ? ": groups other than 1 are not supported"
-                                               : ": weight shape does not match the input"));
-    if (has(2) && (!in(2).is_const || in(2).elements() != w[1]))
-      return make_error(where(n) + ": bias must be a constant of " + std::to_string(w[1]));
+    if (w.size() != 4 || x.size() != 4)
+      return make_error(where(n) + ": only 2-D (NCHW) transposed convolutions are supported");
+    if (group <= 0 || x[1] != w[0] || w[0] % group)
+      return make_error(where(n) + ": weight shape does not match the input");
+    const int64_t cout = w[1] * group;
+    if (has(2) && (!in(2).is_const || in(2).elements() != cout))
+      return make_error(where(n) + ": bias must be a constant of " + std::to_string(cout));
     auto kernel = n.attrs("kernel_shape", {w[2], w[3]});
     auto strides = n.attrs("strides", {1, 1});
     auto dil = n.attrs("dilations", {1, 1});
@@ -883,18 +885,42 @@ Result<void> infer_node(Graph &g, Node &n) {
     if (kernel.size() != 2 || strides.size() != 2 || dil.size() != 2 || pads.size() != 4 ||
         extra.size() != 2 || kernel[0] != w[2] || kernel[1] != w[3])
       return make_error(where(n) + ": expected 2-D kernel, strides, dilations, 4 pads");
-    if (n.ints.count("output_shape") || (auto_pad != "NOTSET" && auto_pad != "VALID"))
-      return make_error(where(n) + ": output_shape and SAME auto_pad are not supported");
+    if (auto_pad != "NOTSET" && auto_pad != "VALID" && auto_pad != "SAME_UPPER" &&
+        auto_pad != "SAME_LOWER")
+      return make_error(where(n) + ": unknown auto_pad '" + auto_pad + "'");
     if (auto_pad == "VALID")
       pads = {0, 0, 0, 0};
-    y.shape = {1, w[1], 0, 0};
+    // An output shape (given, or the input's times the strides for SAME) sets the pads:
+    // ONNX's total padding, its odd half at the end for SAME_UPPER (and for an explicit
+    // output_shape), at the start for SAME_LOWER.
+    std::vector<int64_t> out_shape = n.attrs("output_shape");
+    int64_t grow[2] = {0, 0}; // output rows / columns past the full result (only the bias)
+    if (out_shape.size() == 4) // [N, C, H, W] is allowed as well as [H, W]
+      out_shape = {out_shape[2], out_shape[3]};
+    if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")
+      out_shape = {x[2] * strides[0], x[3] * strides[1]};
+    if (!out_shape.empty()) {
+      if (out_shape.size() != 2)
+        return make_error(where(n) + ": output_shape must give 2 spatial sizes");
+      for (int i = 0; i < 2; ++i) {
+        const int64_t total =
+            strides[i] * (x[2 + i] - 1) + extra[i] + (kernel[i] - 1) * dil[i] + 1 - out_shape[i];
+        if (total < 0) { // a larger output: its last rows are past every tap (ONNX's reference)
+          pads[i] = pads[i + 2] = 0, grow[i] = -total;
+          continue;
+        }
+        const int64_t start = auto_pad == "SAME_LOWER" ? total - total / 2 : total / 2;
+        pads[i] = start, pads[i + 2] = total - start;
+      }
+    }
+    y.shape = {1, cout, 0, 0};
     for (int i = 0; i < 2; ++i) {
       if (kernel[i] <= 0 || strides[i] <= 0 || dil[i] <= 0 || kernel[i] > 64 || strides[i] > 64 ||
           dil[i] > 64 || extra[i] < 0 || extra[i] >= std::max(strides[i], dil[i]) || pads[i] < 0 ||
           pads[i + 2] < 0)
         return make_error(where(n) + ": kernel, stride, dilation, padding out of range");
-      const int64_t size = (x[2 + i] - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 + extra[i] -
-                           pads[i] - pads[i + 2];
+      const int64_t size = (x[2 + i] - 1) * strides[i] + (kernel[i] - 1) * dil[i] + 1 + extra[i] +
+                           grow[i] - pads[i] - pads[i + 2];
       if (size <= 0 || pads[i] >= (kernel[i] - 1) * dil[i] + 1)
         return make_error(where(n) + ": padding removes the whole output");
       y.shape[2 + i] = size;
@@ -903,28 +929,65 @@ Result<void> infer_node(Graph &g, Node &n) {
     return {};
   }
   case ShapeRule::Pad: {
-    // Constant zero padding of H and W only (opset 11+: pads as an input; opset 2: attribute).
+    // Opset 11+: pads (and constant_value, axes) as inputs; before: attributes. Modes
+    // constant (any value), reflect and edge, over at most three dimensions (with every
+    // other dimension of size 1 and unpadded): lower_layout.cpp.
     const std::string mode = n.strings.count("mode") ? n.strings["mode"] : "constant";
-    std::vector<int64_t> pads = n.attrs("pads");
+    if (mode != "constant" && mode != "reflect" && mode != "edge")
+      return make_error(where(n) + ": mode '" + mode + "' is not supported");
+    std::vector<int64_t> pads = n.attrs(n.ints.count("paddings") ? "paddings" : "pads");
     if (has(1)) {
       if (!in(1).is_const)
         return make_error(where(n) + ": pads must be constant");
       pads = in(1).idata;
     }
     float value = n.floats.count("value") ? n.floats["value"] : 0.0f;
-    if (has(2) && in(2).is_const && !in(2).data.empty())
-      value = in(2).data[0];
-    if (has(3))
-      return make_error(where(n) + ": the axes input is not supported");
-    if (x.size() != 4 || pads.size() != 8)
-      return make_error(where(n) + ": only 4-D (NCHW) padding is supported");
-    if (mode != "constant" || value != 0.0f || pads[0] || pads[1] || pads[4] || pads[5])
-      return make_error(where(n) + ": only zero padding of H and W is supported (mode '" + mode +
-                        "')");
-    if (std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v < 0 || v > 64; }))
-      return make_error(where(n) + ": padding out of range 0..64");
-    y.shape = {x[0], x[1], x[2] + pads[2] + pads[6], x[3] + pads[3] + pads[7]};
+    if (has(2)) {
+      if (!in(2).is_const)
+        return make_error(where(n) + ": constant_value must be constant");
+      if (!in(2).data.empty())
+        value = in(2).data[0];
+    }
+    const size_t rank = x.size();
+    if (has(3)) { // axes: the pads of these axes only
+      if (!in(3).is_const)
+        return make_error(where(n) + ": axes must be constant");
+      const auto &axes = in(3).idata;
+      if (pads.size() != 2 * axes.size())
+        return make_error(where(n) + ": pads must have two values per axis");
+      std::vector<int64_t> full(2 * rank, 0);
+      for (size_t k = 0; k < axes.size(); ++k) {
+        const int64_t a = norm_axis(axes[k], rank);
+        if (a < 0 || a >= int64_t(rank))
+          return make_error(where(n) + ": axis out of range");
+        full[size_t(a)] = pads[k], full[rank + size_t(a)] = pads[axes.size() + k];
+      }
+      pads = full;
+    }
+    if (pads.size() != 2 * rank || rank == 0)
+      return make_error(where(n) + ": pads must have two values per dimension");
+    if (std::any_of(pads.begin(), pads.end(), [](int64_t v) { return v < 0 || v > 1024; }))
+      return make_error(where(n) + ": padding out of range 0..1024 (negative pads crop: not "
+                                   "supported)");
+    if (!std::isfinite(value))
+      return make_error(where(n) + ": the padding value must be finite");
+    y.shape = x;
+    for (size_t d = 0; d < rank; ++d) {
+      y.shape[d] = x[d] + pads[d] + pads[rank + d];
+      const bool padded = pads[d] || pads[rank + d];
+      if (padded && mode == "reflect" && std::max(pads[d], pads[rank + d]) >= x[d])
+        return make_error(where(n) + ": reflect padding of " +
+                          std::to_string(std::max(pads[d], pads[rank + d])) +
+                          " needs a dimension larger than that (" + std::to_string(x[d]) + ")");
+      if (padded && mode == "edge" && x[d] == 0)
+        return make_error(where(n) + ": edge padding of an empty dimension");
+    }
+    if (pads[0] || pads[rank])
+      if (auto r = batch_axis_guard(g, n, {0}); !r)
+        return r;
     n.ints["pads"] = pads;
+    n.floats["value"] = value;
+    n.strings["mode"] = mode;
     n.inputs.resize(1); // the pads are recorded on the node
     return {};
   }

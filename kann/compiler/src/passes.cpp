@@ -83,20 +83,25 @@ int remove_identities(Graph &g) {
 
 // Zero padding of H and W (Pad, mode constant, value 0): nothing when every pad is 0,
 // otherwise added to the pads of the one consumer that pads with zeros itself (a Conv, or an
-// AveragePool counting the padding). Pads that cannot be folded stay, and the tile compiler
-// rejects them.
+// AveragePool counting the padding). Other pads stay: strided copies (lower_layout.cpp).
 int fold_pads(Graph &g) {
   int count = 0;
   for (Node &n : g.nodes) {
     if (n.dead || n.op != Op::Pad)
       continue;
-    const auto pads = n.attrs("pads"); // [n, c, h, w] begins then ends (checked at import)
+    const auto pads = n.attrs("pads"); // begins then ends, one per dimension
     const int in = n.inputs[0], out = n.outputs[0];
     if (std::all_of(pads.begin(), pads.end(), [](int64_t v) { return v == 0; })) {
       n.op = Op::Identity;
       ++count;
       continue;
     }
+    // Only zero padding of H and W of an image folds (other pads: lower_layout.cpp).
+    const bool zeros = (!n.strings.count("mode") || n.strings.at("mode") == "constant") &&
+                       (!n.floats.count("value") || n.floats.at("value") == 0.0f);
+    if (!zeros || pads.size() != 8 || pads[0] || pads[1] || pads[4] || pads[5] ||
+        g.tensors[in].shape.size() != 4 || g.tensors[in].shape[0] != 1)
+      continue;
     const int c = only_consumer(g, out);
     if (c < 0)
       continue;

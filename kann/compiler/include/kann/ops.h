@@ -24,7 +24,7 @@ enum class ShapeRule : uint8_t {
   None,          // never reaches shape inference (expanded at import, or created by a pass)
   Conv,          // NCHW window with constant weights
   ConvTranspose, // transposed window
-  Pad,           // constant pads of H and W
+  Pad,           // constant, reflect or edge pads of up to three dimensions
   Window,        // pooling window
   Reduce,        // reduction over axes (over H and W of an image: global pooling)
   GlobalPool,    // [1,C,1,1]
@@ -153,7 +153,7 @@ enum : uint32_t {
   OP(DepthToSpace,        "DepthToSpace",       Onnx,   Movement,      Layout,     0)                               \
   OP(SpaceToDepth,        "SpaceToDepth",       Onnx,   Movement,      Layout,     0)                               \
   OP(LogSoftmax,          "LogSoftmax",         Onnx,   None,          None,       0)                               \
-  OP(Pad,                 "Pad",                Onnx,   Pad,           None,       0)                               \
+  OP(Pad,                 "Pad",                Onnx,   Pad,           Layout,     0)                               \
   OP(Resize,              "Resize",             Onnx,   Resize,        Resize,     0)                               \
   OP(Flatten,             "Flatten",            Onnx,   Flatten,       View,       kView)                           \
   OP(Reshape,             "Reshape",            Onnx,   Reshape,       View,       kView)                           \

@@ -93,12 +93,19 @@ Result<std::vector<uint8_t>> Compiler::pack_conv_slice(const PlannedOp &op, cons
   std::vector<uint8_t> packed(mcl_native_conv_params_size(op.conv_fn(), &a));
   const float *wslice = w.data.data() + size_t(ob.c0) * per_out;
   std::vector<float> transposed_slice;
-  if (op.transposed) { // [cin][cout][kh][kw]: gather the slice's output channels
+  if (op.transposed) {
+    // ONNX's [cin][cout/groups][kh][kw]: gather the slice's output channels, each input
+    // channel's of its own group. A grouped one is never sliced (plan.cpp): its slice is the
+    // whole tensor and the native layout ([cin][cout/groups][kh][kw]) is ONNX's.
     const size_t cin = size_t(x.C), cout = size_t(out_c(op)), taps = size_t(op.kh * op.kw);
+    const size_t groups = size_t(op.groups), cin_g = cin / groups, cout_g = cout / groups;
+    if (groups > 1 && ob.chans() != int64_t(cout))
+      return make_error(where(n) + ": internal error: a grouped transposed convolution sliced");
     for (size_t ci = 0; ci < cin; ++ci)
       for (size_t co = size_t(ob.c0); co < size_t(ob.c1); ++co)
-        for (size_t t = 0; t < taps; ++t)
-          transposed_slice.push_back(w.data[(ci * cout + co) * taps + t]);
+        if (co / cout_g == ci / cin_g)
+          for (size_t t = 0; t < taps; ++t)
+            transposed_slice.push_back(w.data[(ci * cout_g + co % cout_g) * taps + t]);
     wslice = transposed_slice.data();
   }
   std::vector<uint16_t> half;

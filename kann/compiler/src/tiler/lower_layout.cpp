@@ -63,10 +63,10 @@ void Compiler::strided_calls(std::vector<int64_t> dims, std::vector<std::vector<
     for (size_t k = 0; k < n; ++k)
       S[k].push_back(strides[k][d]);
   }
-  while (D.size() < 3) { // pad to h, w, c
+  while (D.size() < 3) { // pad to h, w, c (stride 1: an output's channels need one)
     D.insert(D.begin(), 1);
     for (auto &s : S)
-      s.insert(s.begin(), 0);
+      s.insert(s.begin(), 1);
   }
   const size_t outer = D.size() - 3;
   int64_t calls = 1;
@@ -149,6 +149,77 @@ Result<void> Compiler::call_strided(const PlannedOp &op, const CallTiles &t, Cal
       for (int64_t p : perm)
         in_str.push_back(xs.value()[size_t(p)]);
       copy(x, in, t.out, yt.shape, in_str, ystr);
+      return {};
+    }
+    if (n.op == Op::Pad) {
+      // In three dimensions (h, w, c: the padded or non-unit ones, ordered by the output's
+      // strides so that c is contiguous), whatever the tensor's rank and storage.
+      auto xs = strides_or_error(x, xt, in);
+      if (!xs)
+        return xs.error();
+      const auto pads = n.attrs("pads");
+      const size_t rank = xt.shape.size();
+      std::vector<size_t> kept;
+      for (size_t d = 0; d < rank; ++d)
+        if (yt.shape[d] > 1)
+          kept.push_back(d);
+      if (kept.size() > 3)
+        return make_error(where(n) + ": padding a tensor of more than three dimensions larger "
+                                     "than 1 is not supported");
+      std::stable_sort(kept.begin(), kept.end(),
+                       [&](size_t a, size_t b) { return ystr[a] > ystr[b]; });
+      std::vector<int64_t> xd(3, 1), yd(3, 1), xs3(3, 0), ys3(3, 0), pb(3, 0), pe(3, 0);
+      for (size_t k = 0; k < kept.size(); ++k) {
+        const size_t d = kept[k], j = 3 - kept.size() + k;
+        xd[j] = xt.shape[d], yd[j] = yt.shape[d], xs3[j] = xs.value()[d], ys3[j] = ystr[d];
+        pb[j] = pads[d], pe[j] = pads[rank + d];
+      }
+      auto at = [&](mcl_tile base, const std::vector<int64_t> &pos, const std::vector<int64_t> &s,
+                    int64_t es) {
+        for (size_t j = 0; j < 3; ++j)
+          base.offset += uint32_t(pos[j] * s[j] * es);
+        return base;
+      };
+      const std::string mode = n.strings.count("mode") ? n.strings.at("mode") : "constant";
+      if (mode == "constant") { // one native pad: the value around the copied input
+        mcl_pad_args a{};
+        a.input = in, a.output = t.out;
+        a.input.h = uint32_t(xd[0]), a.input.w = uint32_t(xd[1]), a.input.c = uint32_t(xd[2]);
+        a.input.row_stride = uint32_t(xs3[0]), a.input.pixel_stride = uint32_t(xs3[1]);
+        a.input.channel_stride = uint32_t(xs3[2]);
+        a.output.h = uint32_t(yd[0]), a.output.w = uint32_t(yd[1]), a.output.c = uint32_t(yd[2]);
+        a.output.row_stride = uint32_t(ys3[0]), a.output.pixel_stride = uint32_t(ys3[1]);
+        a.output.channel_stride = uint32_t(ys3[2]);
+        a.pad_top = uint32_t(pb[0]), a.pad_left = uint32_t(pb[1]), a.pad_channel = uint32_t(pb[2]);
+        a.value = n.floats.count("value") ? n.floats.at("value") : 0.0f;
+        a.quant = {1.0f, 0};
+        call.add(MCL_NATIVE_FN_PAD, a);
+        return {};
+      }
+      // Reflect / edge: the input copied inside, then each border slice copied from the
+      // output slice it mirrors (or repeats): channels first, then columns, then rows, each
+      // slice spanning the dimensions already padded, so corners come out right.
+      copy(x, in, at(t.out, pb, ys3, y.es), xd, xs3, ys3);
+      const bool reflect = mode == "reflect";
+      for (int k = 2; k >= 0; --k) {
+        std::vector<int64_t> dims(3), from(3);
+        for (int j = 0; j < 3; ++j) {
+          const bool done = j > k; // already padded: the whole extent
+          dims[size_t(j)] = done ? yd[size_t(j)] : xd[size_t(j)];
+          from[size_t(j)] = done ? 0 : pb[size_t(j)];
+        }
+        dims[size_t(k)] = 1;
+        const int64_t lo = pb[size_t(k)], n_in = xd[size_t(k)];
+        auto slice = [&](int64_t dst, int64_t src) {
+          std::vector<int64_t> d = from, s = from;
+          d[size_t(k)] = dst, s[size_t(k)] = src;
+          copy(y, at(t.out, s, ys3, y.es), at(t.out, d, ys3, y.es), dims, ys3, ys3);
+        };
+        for (int64_t i = 0; i < lo; ++i) // before: index lo - 1 - i mirrors lo + 1 + i
+          slice(lo - 1 - i, reflect ? lo + 1 + i : lo);
+        for (int64_t i = 0; i < pe[size_t(k)]; ++i) // after the last input index lo + n_in - 1
+          slice(lo + n_in + i, reflect ? lo + n_in - 2 - i : lo + n_in - 1);
+      }
       return {};
     }
     if (n.op == Op::StridedSlice || n.op == Op::Expand || n.op == Op::Tile ||

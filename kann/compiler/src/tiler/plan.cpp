@@ -117,6 +117,8 @@ std::vector<Box> Compiler::weight_slices(const PlannedOp &op, const Box &b) cons
   std::vector<Box> v;
   if (b.empty())
     return v;
+  if (op.transposed && op.groups != 1) // its weights are packed whole (lower_conv.cpp)
+    return {b};
   const int64_t panels = (b.chans() + kPanel - 1) / kPanel;
   const int64_t n = std::clamp<int64_t>(op.wslices, 1, panels);
   for (int64_t j = 0; j < n; ++j) {
@@ -310,7 +312,8 @@ bool Compiler::choose_channel_split(const PlannedOp &op) const {
   const Act &y = acts[op.out];
   const int64_t yc = out_c(op);
   const bool depthwise = op.groups > 1 && op.groups == x.C && op.groups == yc;
-  if ((op.groups != 1 && !depthwise) || yc < int64_t(K) || out_off(op) != 0 ||
+  // A grouped transposed convolution reads every input channel: rows only (lower_conv.cpp).
+  if ((op.groups != 1 && (!depthwise || op.transposed)) || yc < int64_t(K) || out_off(op) != 0 ||
       chan_offset.count(g.nodes[op.node].outputs[0]))
     return false;
   // Every cluster would hold the whole input (a depthwise one reads only its channels, but

@@ -135,9 +135,16 @@ TEST(EndToEndTiling, LargeImageOnSmallPresetTilesAndSpills) {
   ASSERT_TRUE(passes::optimize(graph.value()).ok());
   CompileOptions options;
   options.device = manycl::device::preset("small").value();
+  options.schedule = "layer"; // one operator per step: bands, then a spill
   auto out = compile_graph(graph.value(), options);
   ASSERT_TRUE(out.ok()) << out.error().message;
   EXPECT_FALSE(out.value().spilled.empty());
+  // auto removes the spill with a layer group (docs/kann.md, "Schedules").
+  options.schedule = "auto";
+  auto automatic = compile_graph(graph.value(), options);
+  ASSERT_TRUE(automatic.ok()) << automatic.error().message;
+  EXPECT_EQ(automatic.value().schedule_choice.chosen, "group");
+  EXPECT_TRUE(automatic.value().spilled.empty()) << automatic.value().report_text();
   bool tiled = false;
   for (const auto &op : out.value().ops)
     tiled |= op.split.find(" x") != std::string::npos;

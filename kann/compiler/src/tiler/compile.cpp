@@ -365,7 +365,7 @@ std::vector<std::vector<int>> choose_groups(const Graph &graph, const CompileOpt
 Result<std::optional<CompileOutput>> compile_groups(const Graph &graph,
                                                     const CompileOptions &options,
                                                     unsigned clusters, const Policy &layer,
-                                                    bool any) {
+                                                    bool any, Policy &best_policy) {
   std::optional<CompileOutput> best;
   std::set<std::vector<std::vector<int>>> tried;
   for (double share : {0.5, 0.25}) {
@@ -407,8 +407,10 @@ Result<std::optional<CompileOutput>> compile_groups(const Graph &graph,
     }
     if (!built)
       continue; // the groups do not fit: not a candidate
-    if (!best || built.value().total_cycles < best->total_cycles)
+    if (!best || built.value().total_cycles < best->total_cycles) {
       best = std::move(built.value());
+      best_policy = p;
+    }
   }
   return best;
 }
@@ -440,11 +442,24 @@ Result<CompileOutput> compile_image(const Graph &graph, const CompileOptions &op
       return r.error();
     piped = std::move(r.value());
   }
+  bool group_pipelined = false;
   if (want == "group" || (want == "auto" && !l.spilled.empty())) {
-    auto r = compile_groups(graph, options, clusters, policy, want == "group");
+    Policy group_policy;
+    auto r = compile_groups(graph, options, clusters, policy, want == "group", group_policy);
     if (!r)
       return r.error();
     grouped = std::move(r.value());
+    // The pipeline schedule's parameter pieces on the groups' layout (group.cpp emits the
+    // pieces of the group's parameter-only steps): kept when predicted faster.
+    if (grouped) {
+      auto gp = compile_pipeline(graph, options, clusters, group_policy, *grouped);
+      if (!gp)
+        return gp.error();
+      if (gp.value() && gp.value()->total_cycles < grouped->total_cycles) {
+        grouped = std::move(gp.value());
+        group_pipelined = true;
+      }
+    }
   }
   ScheduleReport figures = l.schedule_choice;
   std::string text = std::to_string(l.total_cycles) + " layer";
@@ -454,7 +469,8 @@ Result<CompileOutput> compile_image(const Graph &graph, const CompileOptions &op
   }
   if (grouped) {
     figures.group_cycles = grouped->total_cycles;
-    text += ", " + std::to_string(grouped->total_cycles) + " group";
+    text += ", " + std::to_string(grouped->total_cycles) + " group" +
+            (group_pipelined ? " (parameters pipelined)" : "");
   }
   CompileOutput *chosen = &l;
   std::string why;

@@ -239,7 +239,9 @@ Result<void> Compiler::emit_group_member_step(size_t s, uint64_t &clock) {
   std::vector<uint64_t> ddr(K, 0);
   if (policy.no_prefetch.count(op.node))
     emit_param_loads(s, ddr);
-  if (!policy.no_prefetch.count(ops[s + 1].node))
+  if (!pieces_at.empty()) // the pipeline schedule on groups: its pieces for this step
+    emit_pieces(s + 1, ddr);
+  else if (!policy.no_prefetch.count(ops[s + 1].node))
     emit_param_loads(s + 1, ddr);
   if (s + 1 == gp.last)
     end_step();

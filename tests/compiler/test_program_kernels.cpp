@@ -3,6 +3,12 @@
 #include "helpers.h"
 
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <unistd.h>
 
 using namespace mct;
 
@@ -68,6 +74,95 @@ TEST_P(ProgramKernels, HelperLocalArraysStayInRegisters) {
       ASSERT_EQ(out[g], s) << g;
     }
   }
+}
+
+// CLBlast's Xgemm shape: tiles in __local memory between barriers, and private arrays (the
+// accumulators, a copy of A's and B's values) that live across them, so they are per-item
+// context arrays. Each array has its own alias scope, also where it is reached through element
+// addresses: the accumulators then stay in registers through the inner loop (a `<4 x float>`
+// phi) instead of a store and a reload per multiply-add.
+const char *kTileAccumulators = R"(
+kernel void acc_tiles(global const float *a, global const float4 *b, global float4 *c, int K,
+                      int kt) {
+  local float ta[8][8];
+  local float4 tb[8][8];
+  const int lx = get_local_id(0), ly = get_local_id(1);
+  const int gx = get_global_id(0), gy = get_global_id(1), nx = get_global_size(0);
+  float4 acc[2];
+  float bpm[2];
+  for (int i = 0; i < 2; ++i) // loops over the arrays, as CLBlast's `#pragma unroll` ones are
+    acc[i] = (float4)(0.0f);  // before the optimizer unrolls them: element addresses
+  for (int t = 0; t < K; t += kt) {
+    ta[ly][lx] = a[gy * K + t + lx];
+    tb[ly][lx] = b[(t + ly) * nx + gx];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int k = 0; k < kt; ++k) {
+      const float4 apm = tb[k][lx];
+      for (int i = 0; i < 2; ++i)
+        bpm[i] = ta[ly][(k + i) % kt];
+      for (int i = 0; i < 2; ++i)
+        acc[i] = fma(apm, (float4)(bpm[i]), acc[i]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  c[gy * nx + gx] = acc[0] - acc[1] * 0.5f;
+}
+)";
+
+TEST_P(ProgramKernels, PrivateAccumulatorsAcrossBarriers) {
+  auto p = buildLoad(kTileAccumulators);
+  ASSERT_TRUE(p);
+  EXPECT_TRUE(p->kernel("acc_tiles")->info().region_based);
+  const int K = 24, kt = 8, nx = 16, ny = 16;
+  std::vector<float> a(ny * K), b(K * nx * 4), c(ny * nx * 4);
+  for (size_t i = 0; i < a.size(); ++i)
+    a[i] = float(int(i * 7 % 11) - 5); // small integers: every sum is exact
+  for (size_t i = 0; i < b.size(); ++i)
+    b[i] = float(int(i * 5 % 13) - 6);
+  NDRange r;
+  r.work_dim = 2;
+  r.global[0] = nx;
+  r.global[1] = ny;
+  r.local[0] = 8;
+  r.local[1] = 8;
+  ASSERT_TRUE(runND(*p, "acc_tiles",
+                    {ArgValue::pointer(a.data()), ArgValue::pointer(b.data()),
+                     ArgValue::pointer(c.data()), ArgValue::of(K), ArgValue::of(kt)},
+                    r, GetParam().mode, GetParam().pes));
+  for (int y = 0; y < ny; ++y)
+    for (int x = 0; x < nx; ++x)
+      for (int e = 0; e < 4; ++e) {
+        float acc0 = 0, acc1 = 0;
+        for (int t = 0; t < K; t += kt)
+          for (int k = 0; k < kt; ++k) {
+            float bv = b[((t + k) * nx + x) * 4 + e];
+            acc0 += bv * a[y * K + t + k];
+            acc1 += bv * a[y * K + t + (k + 1) % kt];
+          }
+        ASSERT_EQ(c[(y * nx + x) * 4 + e], acc0 - acc1 * 0.5f) << x << "," << y << "," << e;
+      }
+}
+
+TEST(ProgramKernelsGolden, PrivateAccumulatorsStayInRegisters) {
+  const std::string dump = (std::filesystem::temp_directory_path() /
+                            ("manycl-acc-tiles-" + std::to_string(getpid()) + ".ll"))
+                               .string();
+  setenv("MANYCL_DUMP_IR", dump.c_str(), 1);
+  setenv("MANYCL_CACHE", "0", 1);
+  auto p = buildLoad(kTileAccumulators);
+  unsetenv("MANYCL_DUMP_IR");
+  unsetenv("MANYCL_CACHE");
+  ASSERT_TRUE(p);
+  std::ifstream f(dump);
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string ir = ss.str();
+  std::remove(dump.c_str());
+  const size_t at = ir.find("define i32 @__manycl_region_acc_tiles(");
+  ASSERT_NE(at, std::string::npos) << ir;
+  const std::string region = ir.substr(at, ir.find("\n}\n", at) - at);
+  EXPECT_NE(region.find("phi <4 x float>"), std::string::npos) << region;
+  EXPECT_NE(ir.find("manycl.frame"), std::string::npos); // the arrays' alias scopes
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, ProgramKernels,

@@ -129,6 +129,8 @@ constexpr int kRegionExit = -1;
 // Alias-scope domain of the context arrays of loop-barrier kernels (wgfunc.cpp): accesses in
 // it are host bookkeeping, not modeled PE work (cost_instrument.cpp).
 inline constexpr const char *kLoopFrameDomain = "manycl.loop-frame";
+/// Alias-scope domain of the per-item context arrays of kernels with barriers of their own.
+inline constexpr const char *kFrameDomain = "manycl.frame";
 
 using WgFn = void (*)(void **args, WiCtx *ctx, uint64_t x0, uint64_t x1, uint64_t r0, uint64_t r1);
 using RegionFn = int32_t (*)(void **args, WiCtx *ctx, int32_t region, uint64_t x0, uint64_t x1,

@@ -1094,17 +1094,16 @@ static constexpr uint64_t kUnrolledLoopSize = 256;
 /// would hold it once per work-item of the group).
 static constexpr uint64_t kMaxLoopBarrierPrivate = 256;
 
-// Default: on when the cost instrumentation is off (MANYCL_COST=0). With the instrumentation,
-// the modeled cycles of a kernel whose loops were exchanged would differ from those of its
-// plain work-group function (the instrumentation costs the code that runs: the exchanged
-// loops' bookkeeping, their unrolling and overhead differ), so they stay off unless
-// MANYCL_LOOP_BARRIERS=1 asks for them (the model then charges each work-item a trip's loop
-// overhead per region call and nothing for the context arrays: close, not equal).
+// Default: on, with or without the cost instrumentation (MANYCL_LOOP_BARRIERS=0 turns them
+// off). The instrumentation costs the code that runs, so an exchanged kernel's modeled cycles
+// are close to its plain work-group function's, not equal: each item pays a trip's loop
+// overhead (kLoopTripSlots in cost_instrument.cpp) where the plain function pays its latch,
+// unrolled or not (KernelCost.LoopBarriersKeepModeledCyclesClose: within 25 %).
 static bool loopBarriersEnabled() {
   const char *v = std::getenv("MANYCL_LOOP_BARRIERS");
   if (v && *v)
     return std::string(v) != "0";
-  return !costInstrumentation();
+  return true;
 }
 
 /// Puts a barrier at the end of each trip of the uniform loops of `wi` (clean SSA, barrier

@@ -1,7 +1,8 @@
 """Operators of issue 14 against ONNX Runtime, through the ICD (kann.Session), on small models
 built here with onnx.helper: grouped and depthwise ConvTranspose, Pad in its reflect and edge
-modes (and pads given as inputs). FP32 within 1e-4 and FP16 within 2e-2 (absolute +
-relative), on 1 and 5 clusters. Runs in the test venv (scripts/setup-venv.sh: Debian's
+modes (and pads given as inputs), FP32 within 1e-4 and FP16 within 2e-2 (absolute +
+relative), on 1 and 5 clusters; com.microsoft QLinearAdd / QLinearConcat (from ONNX Runtime's
+quantizer and by hand) within one quantization step. Runs in the test venv (scripts/setup-venv.sh: Debian's
 interpreter plus ONNX Runtime); exits 77 (skipped) without it.
 """
 import sys
@@ -118,6 +119,137 @@ class OperatorsAgainstOnnxRuntime(unittest.TestCase):
                 self.compare(*self.pad_model(mode, [3, 4, 6], [1, 0, 2, 2, 1, 0]))
                 self.compare(*self.pad_model(mode, [4, 5, 6], [2, 1], value=-0.5, axes=[-1],
                                              opset=18))
+
+    def compare_quantized(self, model, feeds_list, step, literal=None):
+        """INT8 networks: kann's output within one quantization step (`step`, the output's
+        scale) of ONNX Runtime's everywhere, and equal to `literal(feeds)` (the QDQ
+        definition in NumPy) when given. ONNX Runtime's QLinearAdd kernel rounds
+        (a - za) * (sa / sc) + (b - zb) * (sb / sc), not the definition's
+        (sa * (a - za) + sb * (b - zb)) / sc: one step apart on some elements."""
+        reference = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+        for k in (1, 5):
+            session = kann.Session(kann.compile(model, clusters=k))
+            same = total = 0
+            for feeds in feeds_list:
+                got = session.run(None, feeds)
+                for g, e in zip(got, reference.run(None, feeds)):
+                    self.assertEqual(g.shape, e.shape)
+                    np.testing.assert_allclose(g, e, atol=step * 1.001, rtol=0)
+                    same += int(np.sum(g == e))
+                    total += g.size
+                if literal is not None:
+                    np.testing.assert_array_equal(got[0], literal(feeds))
+            print(f"  int8 on {k} cluster(s): {same} of {total} outputs equal to ORT's")
+
+    def test_qlinear_add_concat_from_the_quantizer(self):
+        """ONNX Runtime's quantize_static in QOperator format (QLinearConv, com.microsoft
+        QLinearAdd and QLinearConcat, uint8 activations, int8 weights) of a network with a
+        residual Add and a channel Concat."""
+        try:
+            from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                                  quantize_static)
+        except ImportError as e:
+            self.skipTest(f"onnxruntime.quantization: {e}")
+        import os
+        import tempfile
+        rng = np.random.default_rng(3)
+        inits = [weight(rng, "w1", (8, 3, 3, 3)), weight(rng, "b1", (8,), 0.1),
+                 weight(rng, "w2", (8, 8, 3, 3)), weight(rng, "b2", (8,), 0.1),
+                 weight(rng, "w3", (8, 8, 1, 1)), weight(rng, "b3", (8,), 0.1),
+                 weight(rng, "w4", (6, 16, 3, 3)), weight(rng, "b4", (6,), 0.1)]
+        nodes = [
+            helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", ["c1"], ["r1"]),
+            helper.make_node("Conv", ["r1", "w2", "b2"], ["c2"], pads=[1, 1, 1, 1]),
+            helper.make_node("Relu", ["c2"], ["r2"]),
+            helper.make_node("Add", ["r1", "r2"], ["s"]),
+            helper.make_node("Conv", ["s", "w3", "b3"], ["c3"]),
+            helper.make_node("Relu", ["c3"], ["r3"]),
+            helper.make_node("Concat", ["s", "r3"], ["cat"], axis=1),
+            helper.make_node("Conv", ["cat", "w4", "b4"], ["y"], pads=[1, 1, 1, 1]),
+        ]
+        shape = (1, 3, 12, 10)
+        float_model = make_model(nodes, [("x", list(shape))], ["y"], inits)
+        samples = [rng.standard_normal(shape).astype(np.float32) for _ in range(8)]
+
+        class Reader(CalibrationDataReader):
+            def __init__(self):
+                self.data = iter([{"x": x} for x in samples])
+
+            def get_next(self):
+                return next(self.data, None)
+
+        with tempfile.TemporaryDirectory() as tmp:
+            src, dst = os.path.join(tmp, "float.onnx"), os.path.join(tmp, "int8.onnx")
+            with open(src, "wb") as f:
+                f.write(float_model)
+            quantize_static(src, dst, Reader(), quant_format=QuantFormat.QOperator,
+                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+            quantized = onnx.load(dst)
+        ops = {(n.domain, n.op_type) for n in quantized.graph.node}
+        self.assertIn(("com.microsoft", "QLinearAdd"), ops)
+        self.assertIn(("com.microsoft", "QLinearConcat"), ops)
+        step = float([numpy_helper.to_array(i) for i in quantized.graph.initializer
+                      if i.name == "y_scale"][0])
+        feeds = [{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(3)]
+        self.compare_quantized(quantized.SerializeToString(), feeds, step)
+
+    def test_qlinear_add_concat_by_hand(self):
+        """int8 activations, two network inputs, QLinearAdd without C_zero_point (0 of the
+        operands' type), QLinearConcat of the sum and an operand that keeps its own
+        quantization."""
+        def const(name, value, dtype):
+            return numpy_helper.from_array(np.array(value, dtype), name)
+
+        inits = [const("s1", 0.02, np.float32), const("z1", 3, np.int8),
+                 const("s2", 0.03, np.float32), const("z2", -5, np.int8),
+                 const("sa", 0.04, np.float32), const("za", 0, np.int8),
+                 const("sy", 0.05, np.float32), const("zy", 2, np.int8)]
+        nodes = [
+            helper.make_node("QuantizeLinear", ["x1", "s1", "z1"], ["q1"]),
+            helper.make_node("QuantizeLinear", ["x2", "s2", "z2"], ["q2"]),
+            helper.make_node("QLinearAdd", ["q1", "s1", "z1", "q2", "s2", "z2", "sa"], ["qa"],
+                             domain="com.microsoft"),
+            helper.make_node("QLinearConcat", ["sy", "zy", "qa", "sa", "za", "q1", "s1", "z1"],
+                             ["qc"], axis=1, domain="com.microsoft"),
+            helper.make_node("DequantizeLinear", ["qc", "sy", "zy"], ["y"]),
+        ]
+        graph = helper.make_graph(
+            nodes, "qlinear",
+            [helper.make_tensor_value_info("x1", TensorProto.FLOAT, [1, 4, 5, 6]),
+             helper.make_tensor_value_info("x2", TensorProto.FLOAT, [1, 4, 5, 6])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 8, 5, 6])], inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13),
+                                                        helper.make_opsetid("com.microsoft", 1)])
+        model.ir_version = 8
+        rng = np.random.default_rng(9)
+        feeds = [{"x1": rng.standard_normal((1, 4, 5, 6)).astype(np.float32) * 2,
+                  "x2": rng.standard_normal((1, 4, 5, 6)).astype(np.float32) * 2}
+                 for _ in range(3)]
+
+        def quantize(x, scale, zero):
+            return np.clip(np.rint(x / np.float32(scale)) + zero, -128, 127)
+
+        def dequantize(q, scale, zero):
+            return (q - zero).astype(np.float32) * np.float32(scale)
+
+        def literal(feeds):
+            q1 = quantize(feeds["x1"], 0.02, 3)
+            q2 = quantize(feeds["x2"], 0.03, -5)
+            qa = quantize(dequantize(q1, 0.02, 3) + dequantize(q2, 0.03, -5), 0.04, 0)
+            qc = np.concatenate([quantize(dequantize(qa, 0.04, 0), 0.05, 2),
+                                 quantize(dequantize(q1, 0.02, 3), 0.05, 2)], axis=1)
+            return dequantize(qc, 0.05, 2)
+
+        self.compare_quantized(model.SerializeToString(), feeds, 0.05, literal)
+        # The contrib operators exist in com.microsoft only; a malformed one is one line.
+        model.graph.node[2].domain = ""
+        with self.assertRaisesRegex(kann.Error, "QLinearAdd.*unsupported operator"):
+            kann.compile(model.SerializeToString(), clusters=1)
+        model.graph.node[2].domain = "com.microsoft"
+        del model.graph.node[3].attribute[:]
+        with self.assertRaisesRegex(kann.Error, "QLinearConcat.*the axis attribute is required"):
+            kann.compile(model.SerializeToString(), clusters=1)
 
 
 if __name__ == "__main__":

@@ -223,7 +223,94 @@ public:
     return {};
   }
 
+  // com.microsoft QLinearAdd (A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale,
+  // C_zero_point): DequantizeLinear of both operands, Add, QuantizeLinear; the INT8 add of
+  // lower_qdq_to_int8 (per-operand scale and zero point, requantized output).
+  Result<void> expand_add(const std::string &output) {
+    if (n_.inputs.size() < 7 || n_.inputs.size() > 8 || n_.inputs[0] < 0 || n_.inputs[3] < 0)
+      return make_error(where(n_) + ": needs A, B and the scales (7 or 8 inputs)");
+    auto a = dequantized(n_.inputs[0], n_.inputs[1], n_.inputs[2], "a_float");
+    if (!a)
+      return a.error();
+    auto b = dequantized(n_.inputs[3], n_.inputs[4], n_.inputs[5], "b_float");
+    if (!b)
+      return b.error();
+    Node add = part(Op::Add, "", {a.value(), b.value()});
+    add.name = n_.name;
+    const int sum = emit(std::move(add), n_.name + ".output_float");
+    return quantized(sum, n_.inputs[6], n_.inputs.size() > 7 ? n_.inputs[7] : -1, output);
+  }
+
+  // com.microsoft QLinearConcat (Y_scale, Y_zero_point, then X, X_scale, X_zero_point per
+  // operand; attribute axis): DequantizeLinear of each, Concat, QuantizeLinear; lowered to
+  // requantizing copies, or none where an operand has the output's quantization.
+  Result<void> expand_concat(const std::string &output) {
+    if (n_.inputs.size() < 5 || (n_.inputs.size() - 2) % 3 != 0)
+      return make_error(where(n_) + ": needs Y_scale, Y_zero_point and (X, X_scale, "
+                                    "X_zero_point) per operand");
+    if (!n_.ints.count("axis"))
+      return make_error(where(n_) + ": the axis attribute is required");
+    std::vector<int> parts;
+    for (size_t i = 2; i < n_.inputs.size(); i += 3) {
+      if (n_.inputs[i] < 0)
+        return make_error(where(n_) + ": operand " + std::to_string((i - 2) / 3) + " is missing");
+      auto x = dequantized(n_.inputs[i], n_.inputs[i + 1], n_.inputs[i + 2],
+                           "input" + std::to_string((i - 2) / 3) + "_float");
+      if (!x)
+        return x.error();
+      parts.push_back(x.value());
+    }
+    Node concat = part(Op::Concat, "", parts);
+    concat.name = n_.name;
+    concat.ints["axis"] = n_.ints.at("axis");
+    const int joined = emit(std::move(concat), n_.name + ".output_float");
+    return quantized(joined, n_.inputs[0], n_.inputs[1], output);
+  }
+
 private:
+  // A zero point: the given constant, or 0 of the operands' quantized type (that of the
+  // first zero point given; uint8, ONNX's default, when there is none).
+  Result<int> zero_point(int zp, const std::string &what) {
+    if (zp >= 0) {
+      const Tensor &z = g_.tensors[zp];
+      if (!z.is_const || (z.dtype != DType::S8 && z.dtype != DType::U8))
+        return make_error(where(n_) + ": zero point '" + z.name +
+                          "' must be an int8 or uint8 constant");
+      return zp;
+    }
+    DType type = DType::U8;
+    for (int i : n_.inputs)
+      if (i >= 0 && g_.tensors[i].is_const &&
+          (g_.tensors[i].dtype == DType::S8 || g_.tensors[i].dtype == DType::U8) &&
+          g_.tensors[i].elements() == 1) {
+        type = g_.tensors[i].dtype;
+        break;
+      }
+    Tensor z;
+    z.name = n_.name + "." + what + "_zero_point";
+    z.is_const = true;
+    z.dtype = type;
+    z.data = {0.0f};
+    return g_.add_tensor(std::move(z));
+  }
+  Result<int> dequantized(int x, int scale, int zp, const std::string &name) {
+    if (scale < 0)
+      return make_error(where(n_) + ": a scale is missing");
+    auto z = zero_point(zp, name);
+    if (!z)
+      return z.error();
+    return emit(part(Op::DequantizeLinear, name, {x, scale, z.value()}), n_.name + "." + name);
+  }
+  Result<void> quantized(int x, int scale, int zp, const std::string &output) {
+    if (scale < 0)
+      return make_error(where(n_) + ": the output scale is missing");
+    auto z = zero_point(zp, "output");
+    if (!z)
+      return z.error();
+    emit(part(Op::QuantizeLinear, "output", {x, scale, z.value()}), output);
+    return {};
+  }
+
   Node part(Op op, const std::string &suffix, std::vector<int> inputs) const {
     Node p;
     p.op = op;
@@ -341,6 +428,8 @@ int64_t first_opset(Op op) {
   case Op::DequantizeLinear:
   case Op::QLinearConv:
   case Op::QLinearMatMul:
+  case Op::QLinearAdd: // com.microsoft, next to ai.onnx 10 and later
+  case Op::QLinearConcat:
   case Op::Slice:
     return 10;
   case Op::Celu:
@@ -417,12 +506,18 @@ Result<Graph> convert(const onnx::ModelProto &model, bool split_batch) {
     // Until the operator is known (kann/ops.h), errors name it as the model does.
     const std::string as_in_model = "node '" + n.name + "' (" + np.op_type() + ")";
     std::optional<Op> op;
-    if (!np.domain().empty() && np.domain() != "ai.onnx") {
+    const bool ms_qlinear = np.domain() == "com.microsoft" &&
+                            (np.op_type() == "QLinearAdd" || np.op_type() == "QLinearConcat");
+    if (ms_qlinear) { // ONNX Runtime's contrib operators of quantized exports
+      op = ir::op_from_onnx(np.op_type());
+    } else if (!np.domain().empty() && np.domain() != "ai.onnx") {
       if (auto custom = kann::custom::import_node(np.domain(), np.op_type(), n); !custom)
         return make_error(as_in_model + ": " + custom.error().message);
       op = n.op; // a user's native function (custom_ops.h)
     } else {
       op = ir::op_from_onnx(np.op_type());
+      if (op == Op::QLinearAdd || op == Op::QLinearConcat)
+        op.reset(); // only in the com.microsoft domain
     }
     if (!op)
       return make_error(as_in_model + ": unsupported operator");
@@ -550,12 +645,17 @@ Result<Graph> convert(const onnx::ModelProto &model, bool split_batch) {
       }
       continue;
     }
-    if (n.op == Op::QLinearConv || n.op == Op::QLinearMatMul) {
+    if (n.op == Op::QLinearConv || n.op == Op::QLinearMatMul || n.op == Op::QLinearAdd ||
+        n.op == Op::QLinearConcat) {
       if (np.output_size() != 1 || np.output(0).empty())
         return make_error(where(n) + ": needs one output");
       if (graph.find(np.output(0)) >= 0)
         return make_error(where(n) + ": output '" + np.output(0) + "' defined twice");
-      if (auto r = QLinearExpander(graph, n).expand(np.output(0)); !r)
+      QLinearExpander expander(graph, n);
+      auto r = n.op == Op::QLinearAdd      ? expander.expand_add(np.output(0))
+               : n.op == Op::QLinearConcat ? expander.expand_concat(np.output(0))
+                                           : expander.expand(np.output(0));
+      if (!r)
         return r.error();
       continue;
     }

@@ -169,6 +169,8 @@ enum : uint32_t {
   OP(DequantizeLinear,    "DequantizeLinear",   Onnx,   Quantize,      Convert,    kWritesIntoConcat)               \
   OP(QLinearConv,         "QLinearConv",        Onnx,   None,          None,       0)                               \
   OP(QLinearMatMul,       "QLinearMatMul",      Onnx,   None,          None,       0)                               \
+  OP(QLinearAdd,          "QLinearAdd",         Onnx,   None,          None,       0) /* com.microsoft */ \
+  OP(QLinearConcat,       "QLinearConcat",      Onnx,   None,          None,       0) /* com.microsoft */ \
   OP(ScaleShift,          "ScaleShift",         Kann,   SameShape,     ScaleShift, kFusesActivation | kWritesIntoConcat) \
   OP(ChannelShuffle,      "ChannelShuffle",     Kann,   None,          Shuffle,    0)                               \
   OP(Custom,              "Custom",             Kann,   SameShape,     Math,       0) /* custom_ops.h */   \

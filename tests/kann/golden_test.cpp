@@ -171,6 +171,23 @@ TEST(Golden, SmallCnnTightSpm) {
                on("small", 2, "fp32"));
 }
 
+// The same in the group schedule: the spilled chain (the first convolution and its pooling)
+// runs as one layer group, band by band with its intermediate in a rolling band buffer (the
+// halo rows copied to the buffer's start), so nothing spills.
+TEST(Golden, SmallCnnTightSpmGroup) {
+  CompileOptions options = on("small", 2, "fp32");
+  options.schedule = "group";
+  auto g = import_onnx_bytes(test::make_small_cnn(160, 144, false).onnx);
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  ASSERT_TRUE(passes::optimize(g.value()).ok());
+  options.dump_schedule = true;
+  auto out = compile_graph(g.value(), options);
+  ASSERT_TRUE(out.ok()) << out.error().message;
+  EXPECT_EQ(out.value().schedule_choice.chosen, "group");
+  EXPECT_TRUE(out.value().spilled.empty());
+  expect_golden("small_cnn_tight_spm_group.schedule.txt", out.value().schedule);
+}
+
 // The small CNN quantized to INT8 from one calibration sample (the QDQ form lowered to INT8
 // kernels: <name>.int8.txt), on 2 clusters: INT8 convolutions, pooling, Add and Gemm, with
 // the QuantizeLinear / DequantizeLinear copies at the network's edges.

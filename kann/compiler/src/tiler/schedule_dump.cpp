@@ -66,7 +66,13 @@ std::string Compiler::schedule_text() const {
       o << "step " << step << ": " << n.name << " " << ir::op_name(n.op)
         << (n.act.kind != MCL_ACT_NONE ? "+act" : "") << ", lowering " << ir::lowering_name(op.kind)
         << ", split " << op.split << ", " << op.chunks << " band(s), "
-        << std::max<size_t>(1, op.params.slices()) << " parameter slice(s)\n";
+        << std::max<size_t>(1, op.params.slices()) << " parameter slice(s)";
+      if (step - 1 < group_of_op.size() && group_of_op[step - 1] >= 0) {
+        const GroupPlan &gp = groups[size_t(group_of_op[step - 1])];
+        o << ", layer group of steps " << gp.first + 1 << ".." << gp.last + 1
+          << " (computed in step " << gp.last + 1 << ", bands of the last operator's rows)";
+      }
+      o << "\n";
       const int yt = n.outputs[0];
       o << "  writes " << g.tensors[yt].name;
       if (chan_offset.count(yt))

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
+#include <functional>
 #include <sstream>
 #include <unistd.h>
 
@@ -163,6 +164,44 @@ TEST(ProgramKernelsGolden, PrivateAccumulatorsStayInRegisters) {
   const std::string region = ir.substr(at, ir.find("\n}\n", at) - at);
   EXPECT_NE(region.find("phi <4 x float>"), std::string::npos) << region;
   EXPECT_NE(ir.find("manycl.frame"), std::string::npos); // the arrays' alias scopes
+}
+
+// Inlining walks the call sites it brings in (a worklist, linear in the code inlined): a deep
+// chain of helpers each called several times is inlined whole, and recursion, direct or
+// through other functions, is a build failure with a log line, never a hang.
+TEST(ProgramKernelsInline, DeepHelperChainsAndRecursion) {
+  std::string src;
+  src += "uint h0(uint x) { return x * 3u + 1u; }\n";
+  for (int i = 1; i <= 12; ++i) // h_i calls h_{i-1} twice: 4096 calls of h0 once inlined
+    src += "uint h" + std::to_string(i) + "(uint x) { return h" + std::to_string(i - 1) +
+           "(x) ^ h" + std::to_string(i - 1) + "(x + " + std::to_string(i) + "u); }\n";
+  src += "kernel void deep(global uint *out) { out[get_global_id(0)] = "
+         "h12((uint)get_global_id(0)); }\n";
+  auto p = buildLoad(src);
+  ASSERT_TRUE(p);
+  std::function<uint32_t(int, uint32_t)> h = [&](int i, uint32_t x) -> uint32_t {
+    return i == 0 ? x * 3u + 1u : h(i - 1, x) ^ h(i - 1, x + uint32_t(i));
+  };
+  NDRange r;
+  r.global[0] = 8;
+  r.local[0] = 4;
+  std::vector<uint32_t> out(8);
+  ASSERT_TRUE(runND(*p, "deep", {ArgValue::pointer(out.data())}, r, ExecMode::LWI, 1));
+  for (uint32_t i = 0; i < 8; ++i)
+    EXPECT_EQ(out[i], h(12, i)) << i;
+
+  for (const char *rec : {R"(
+uint f(uint x) { return x == 0 ? 0 : f(x - 1) + 1; }
+kernel void k(global uint *out) { out[0] = f(out[0]); })",
+                          R"(
+uint g(uint x);
+uint f(uint x) { return x == 0 ? 0 : g(x - 1) + 1; }
+uint g(uint x) { return x == 0 ? 0 : f(x - 1) + 2; }
+kernel void k(global uint *out) { out[0] = f(out[0]); })"}) {
+    BuildResult b = build(rec, "", dev());
+    EXPECT_EQ(b.status.code, ErrorCode::BuildFailure);
+    EXPECT_NE(b.log.find("recursion"), std::string::npos) << b.log;
+  }
 }
 
 INSTANTIATE_TEST_SUITE_P(Modes, ProgramKernels,

@@ -15,6 +15,8 @@
 #include <llvm/Support/raw_ostream.h>
 
 #include <atomic>
+#include <chrono>
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <string>
@@ -117,6 +119,15 @@ static std::string toBitcode(llvm::Module &M, std::string_view source = {},
   return s;
 }
 
+// MANYCL_TIMING=1: the front end's time, next to finalizeModule's phases.
+static void timing(const char *what, std::chrono::steady_clock::time_point since) {
+  static const bool on = std::getenv("MANYCL_TIMING") != nullptr;
+  if (on)
+    std::fprintf(stderr, "manycl: %s %.1f ms\n", what,
+                 std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - since)
+                     .count());
+}
+
 static BuildResult fail(ErrorCode c, std::string log, std::string msg) {
   BuildResult r;
   r.status = Status::error(c, std::move(msg));
@@ -165,7 +176,9 @@ BuildResult build(std::string_view source, std::string_view options, const Devic
           return fromContainer(std::move(c), true);
       }
     }
+    auto t0 = std::chrono::steady_clock::now();
     auto fe = runFrontend(ctx, source, po, dev, {}, false);
+    timing("front end", t0);
     if (fe.invalidOptions)
       return fail(ErrorCode::InvalidOptions, fe.log, "invalid build options");
     if (!fe.ok)
@@ -197,7 +210,9 @@ BuildResult compile(std::string_view source, std::string_view options, const Dev
       return fail(ErrorCode::InvalidOptions, "error: " + po.error + "\n", po.error);
     initLLVM();
     llvm::LLVMContext ctx;
+    auto t0 = std::chrono::steady_clock::now();
     auto fe = runFrontend(ctx, source, po, dev, headers, false);
+    timing("front end (compile)", t0);
     if (fe.invalidOptions)
       return fail(ErrorCode::InvalidOptions, fe.log, "invalid compile options");
     if (!fe.ok)
@@ -208,7 +223,7 @@ BuildResult compile(std::string_view source, std::string_view options, const Dev
     c.device_key = dev.key();
     c.log = fe.log;
     c.kernels = extractKernels(*fe.module);
-    c.bitcode = toBitcode(*fe.module);
+    c.bitcode = toBitcode(*fe.module, source, options);
     return fromContainer(std::move(c), false);
   } catch (const std::exception &e) {
     return fail(ErrorCode::Internal, std::string("internal error: ") + e.what() + "\n", e.what());

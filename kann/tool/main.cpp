@@ -1,6 +1,6 @@
 // kann: the model compiler's command-line tool.
 //   kann compile model.onnx -o model.kbin [--clusters N] [--precision fp32|fp16|int8]
-//                [--calibration inputs.npy ...] [--calibration-percentile P]
+//                [--calibration [NAME=]inputs.npy ...] [--calibration-percentile P]
 //                [--device-config preset|file.json] [--report report.html] [--report-json f]
 //                [--batch N] [--batch-split auto|sequential|clusters[:G]]
 //   kann inspect model.kbin [--records]
@@ -61,7 +61,7 @@ int usage() {
       stderr,
       "usage:\n"
       "  kann compile MODEL.onnx -o OUT.kbin [--clusters N] [--precision fp32|fp16|int8]\n"
-      "               [--calibration INPUTS.npy ...] [--calibration-percentile P]\n"
+      "               [--calibration [NAME=]INPUTS.npy ...] [--calibration-percentile P]\n"
       "               [--device-config PRESET|FILE.json] [--report REPORT.html]\n"
       "               [--report-json FILE] [--dump-ir] [--dump-schedule]\n"
       "               [--batch N] [--batch-split auto|sequential|clusters[:G]]\n"
@@ -129,7 +129,8 @@ manycl::Result<std::vector<uint8_t>> read_file(const std::string &path) {
 }
 
 // --precision int8 on a float model: calibrate on the samples of the --calibration files
-// (each a .npy of N samples stacked on the batch axis) and quantize the graph.
+// (each a .npy of N samples of one input stacked on the batch axis; NAME=FILE.npy names the
+// input, as a model with several inputs needs) and quantize the graph.
 manycl::Result<void> quantize_if_asked(kann::ir::Graph &graph, const kann::CompileOptions &options,
                                        const std::vector<std::string> &files,
                                        const std::string &percentile_text) {
@@ -143,10 +144,9 @@ manycl::Result<void> quantize_if_asked(kann::ir::Graph &graph, const kann::Compi
     return {};
   }
   if (files.empty())
-    return manycl::make_error("--precision int8 on a float model needs calibration data: "
-                              "--calibration inputs.npy (samples stacked on the batch axis)");
-  if (graph.inputs.size() != 1)
-    return manycl::make_error("--calibration: only single-input models can be calibrated");
+    return manycl::make_error(
+        "--precision int8 on a float model needs calibration data: "
+        "--calibration [NAME=]inputs.npy (samples stacked on the batch axis)");
   kann::quantize::CalibrationOptions calibration;
   try {
     size_t used = 0;
@@ -156,21 +156,32 @@ manycl::Result<void> quantize_if_asked(kann::ir::Graph &graph, const kann::Compi
   } catch (...) {
     return manycl::make_error("--calibration-percentile needs a number");
   }
-  const int64_t per_sample = graph.tensors[graph.inputs[0]].elements();
-  std::vector<std::vector<std::vector<float>>> samples;
-  for (const auto &file : files) {
-    auto arr = kann::npy::read(file);
+  // FILE.npy (a single-input model) or NAME=FILE.npy (the input named NAME).
+  std::vector<kann::quantize::CalibrationSource> sources;
+  for (const auto &spec : files) {
+    kann::quantize::CalibrationSource src;
+    std::string path = spec;
+    const size_t eq = spec.find('=');
+    if (eq != std::string::npos) {
+      const std::string name = spec.substr(0, eq);
+      for (int t : graph.inputs)
+        if (graph.tensors[t].name == name)
+          src.input = name, path = spec.substr(eq + 1);
+      if (src.input.empty() && graph.inputs.size() > 1)
+        return manycl::make_error("--calibration " + spec + ": '" + name +
+                                  "' is not an input of the model");
+    }
+    auto arr = kann::npy::read(path);
     if (!arr)
       return arr.error();
-    const auto &data = arr.value().data;
-    if (data.empty() || data.size() % size_t(per_sample))
-      return manycl::make_error(file + ": " + std::to_string(data.size()) +
-                                " values is not a whole number of samples of " +
-                                std::to_string(per_sample));
-    for (size_t at = 0; at < data.size(); at += size_t(per_sample))
-      samples.push_back({std::vector<float>(data.begin() + ptrdiff_t(at),
-                                            data.begin() + ptrdiff_t(at + per_sample))});
+    src.origin = path;
+    src.values = std::move(arr.value().data);
+    sources.push_back(std::move(src));
   }
+  auto samples_or = kann::quantize::calibration_samples(graph, sources);
+  if (!samples_or)
+    return samples_or.error();
+  const auto &samples = samples_or.value();
   kann::quantize::split_activations(graph);
   std::fprintf(stderr, "kann: calibrating on %zu samples\n", samples.size());
   auto ranges = kann::quantize::calibrate(graph, options, samples, calibration);

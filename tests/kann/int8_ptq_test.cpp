@@ -446,4 +446,90 @@ TEST(QuantizeDigits, ToolCompileAndSimulate) {
   fs::remove_all(tmp);
 }
 
+// A model with two inputs, calibrated per input (`--calibration NAME=FILE.npy`, several files
+// of one input adding up), compiled to INT8 and simulated against the float definition; the
+// one-line errors of calibration data that does not fit the inputs.
+TEST(QuantizeTwoInputs, ToolCalibratesEachNamedInput) {
+  test::OnnxBuilder b;
+  b.input("a", {1, 3, 6, 6});
+  b.input("b", {1, 3, 6, 6});
+  const auto wa = b.weight("wa", {4, 3, 1, 1}), wb = b.weight("wb", {4, 3, 1, 1});
+  b.node("Conv", {"a", "wa"}, {"ca"});
+  b.node("Conv", {"b", "wb"}, {"cb"});
+  b.node("Add", {"ca", "cb"}, {"s"});
+  b.node("Relu", {"s"}, {"y"});
+  b.output("y");
+  const fs::path tmp = fs::temp_directory_path() / ("kann_int8_two_" + std::to_string(::getpid()));
+  fs::create_directories(tmp);
+  {
+    std::ofstream f(tmp / "m.onnx", std::ios::binary);
+    f << b.bytes();
+  }
+  constexpr size_t per = 3 * 6 * 6;
+  auto samples = [&](size_t n, float phase, float gain) { // n samples of one input
+    std::vector<float> v(n * per);
+    for (size_t i = 0; i < v.size(); ++i)
+      v[i] = gain * std::sin(phase + 0.37f * float(i));
+    return v;
+  };
+  const auto a = samples(12, 0.0f, 1.0f), b1 = samples(4, 1.0f, 2.0f), b2 = samples(8, 2.0f, 2.0f);
+  test::write_npy((tmp / "a.npy").string(), {12, 3, 6, 6}, a);
+  test::write_npy((tmp / "b1.npy").string(), {4, 3, 6, 6}, b1);
+  test::write_npy((tmp / "b2.npy").string(), {8, 3, 6, 6}, b2);
+  test::write_npy((tmp / "a0.npy").string(), {1, 3, 6, 6}, {a.begin(), a.begin() + per});
+  test::write_npy((tmp / "b0.npy").string(), {1, 3, 6, 6}, {b1.begin(), b1.begin() + per});
+  auto sh = [](const std::string &cmd, std::string &out) {
+    FILE *p = popen((cmd + " 2>&1").c_str(), "r");
+    out.clear();
+    char buf[4096];
+    while (p && fgets(buf, sizeof buf, p))
+      out += buf;
+    const int st = p ? pclose(p) : -1;
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+  };
+  const std::string tool = KANN_TOOL_PATH, d = tmp.string() + "/";
+  const std::string compile =
+      tool + " compile " + d + "m.onnx -o " + d + "m.kbin --precision int8 --clusters 2";
+  std::string log;
+  ASSERT_EQ(sh(compile + " --calibration b=" + d + "b1.npy --calibration a=" + d +
+                   "a.npy --calibration b=" + d + "b2.npy",
+               log),
+            0)
+      << log;
+  EXPECT_NE(log.find("calibrating on 12 samples"), std::string::npos) << log;
+  ASSERT_EQ(sh(tool + " simulate " + d + "m.kbin --input a=" + d + "a0.npy --input b=" + d +
+                   "b0.npy --output-dir " + d,
+               log),
+            0)
+      << log;
+  const auto y = test::read_npy_tail(d + "y.npy", 4 * 36);
+  ASSERT_EQ(y.size(), 4u * 36);
+  double worst = 0, range = 0;
+  for (size_t o = 0; o < 4; ++o)
+    for (size_t p = 0; p < 36; ++p) {
+      double want = 0;
+      for (size_t c = 0; c < 3; ++c)
+        want += double(wa[o * 3 + c]) * a[c * 36 + p] + double(wb[o * 3 + c]) * b1[c * 36 + p];
+      want = std::max(want, 0.0);
+      worst = std::max(worst, std::fabs(double(y[o * 36 + p]) - want));
+      range = std::max(range, want);
+    }
+  EXPECT_LT(worst, 0.03 * range) << "INT8 error " << worst << " of an output range " << range;
+  // Errors: a file naming no input, an input without samples, different sample counts, an
+  // unknown input.
+  const std::pair<std::string, std::string> errors[] = {
+      {" --calibration " + d + "a.npy --calibration b=" + d + "b2.npy",
+       "names no input, and the model has 2 ('a', 'b')"},
+      {" --calibration a=" + d + "a.npy", "no samples for input 'b'"},
+      {" --calibration a=" + d + "a.npy --calibration b=" + d + "b2.npy",
+       "input 'b' has 8 samples, input 'a' 12"},
+      {" --calibration c=" + d + "a.npy", "'c' is not an input of the model"}};
+  for (const auto &[args, message] : errors) {
+    EXPECT_NE(sh(compile + args, log), 0) << args;
+    EXPECT_NE(log.find(message), std::string::npos) << log;
+    EXPECT_EQ(std::count(log.begin(), log.end(), '\n'), 2) << log; // "importing", the error
+  }
+  fs::remove_all(tmp);
+}
+
 } // namespace

@@ -2,7 +2,7 @@
 built here with onnx.helper: grouped and depthwise ConvTranspose, Pad in its reflect and edge
 modes (and pads given as inputs), FP32 within 1e-4 and FP16 within 2e-2 (absolute +
 relative), on 1 and 5 clusters; com.microsoft QLinearAdd / QLinearConcat (from ONNX Runtime's
-quantizer and by hand) within one quantization step. Runs in the test venv (scripts/setup-venv.sh: Debian's
+quantizer and by hand) within one quantization step; INT8 calibration of a two-input model. Runs in the test venv (scripts/setup-venv.sh: Debian's
 interpreter plus ONNX Runtime); exits 77 (skipped) without it.
 """
 import sys
@@ -250,6 +250,36 @@ class OperatorsAgainstOnnxRuntime(unittest.TestCase):
         del model.graph.node[3].attribute[:]
         with self.assertRaisesRegex(kann.Error, "QLinearConcat.*the axis attribute is required"):
             kann.compile(model.SerializeToString(), clusters=1)
+
+    def test_int8_calibration_of_two_inputs(self):
+        """Post-training INT8 of a two-input float model, calibrated with a dict {input name:
+        samples} (a list of arrays adds up): within 3 % of the output range of ONNX Runtime's
+        FP32 result; an array without an input name is a ValueError naming the inputs."""
+        rng = np.random.default_rng(4)
+        inits = [weight(rng, "wa", (6, 3, 3, 3)), weight(rng, "wb", (6, 3, 3, 3)),
+                 weight(rng, "bias", (6,), 0.1)]
+        nodes = [helper.make_node("Conv", ["a", "wa", "bias"], ["ca"], pads=[1, 1, 1, 1]),
+                 helper.make_node("Conv", ["b", "wb"], ["cb"], pads=[1, 1, 1, 1]),
+                 helper.make_node("Add", ["ca", "cb"], ["s"]),
+                 helper.make_node("Relu", ["s"], ["y"])]
+        shape = [1, 3, 8, 8]
+        model = make_model(nodes, [("a", shape), ("b", shape)], ["y"], inits)
+        a = rng.standard_normal((16, 3, 8, 8)).astype(np.float32)
+        b = 2 * rng.standard_normal((16, 3, 8, 8)).astype(np.float32)
+        reference = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+        session = kann.Session(kann.compile(model, clusters=2, precision="int8",
+                                            calibration={"a": a, "b": [b[:6], b[6:]]}))
+        for i in range(3):
+            feeds = {"a": a[i:i + 1], "b": b[i:i + 1]}
+            (expected,) = reference.run(None, feeds)
+            (got,) = session.run(None, feeds)
+            error = float(np.abs(got - expected).max())
+            print(f"  int8 sample {i}: max |kann - ORT FP32| {error:.3g} of {expected.max():.3g}")
+            self.assertLess(error, 0.03 * float(expected.max()))
+        with self.assertRaisesRegex(ValueError, "names no input, and the model has 2 \\('a', 'b'\\)"):
+            kann.compile(model, clusters=1, precision="int8", calibration=a)
+        with self.assertRaisesRegex(ValueError, "input 'b' has 6 samples, input 'a' 16"):
+            kann.compile(model, clusters=1, precision="int8", calibration={"a": a, "b": b[:6]})
 
 
 if __name__ == "__main__":

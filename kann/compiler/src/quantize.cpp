@@ -64,6 +64,61 @@ struct Collector {
 
 } // namespace
 
+Result<std::vector<std::vector<std::vector<float>>>>
+calibration_samples(const Graph &g, const std::vector<CalibrationSource> &sources) {
+  if (sources.empty())
+    return make_error("calibration: no samples");
+  std::string names;
+  for (int t : g.inputs)
+    names += (names.empty() ? "'" : ", '") + g.tensors[t].name + "'";
+  // Each input's values, its sources one after the other.
+  std::vector<std::vector<float>> per_input(g.inputs.size());
+  std::vector<std::string> origins(g.inputs.size());
+  for (const CalibrationSource &src : sources) {
+    size_t k = 0;
+    if (src.input.empty()) {
+      if (g.inputs.size() != 1)
+        return make_error("calibration: '" + src.origin + "' names no input, and the model has " +
+                          std::to_string(g.inputs.size()) + " (" + names +
+                          "): give each input its samples as NAME=FILE.npy");
+    } else {
+      while (k < g.inputs.size() && g.tensors[g.inputs[k]].name != src.input)
+        ++k;
+      if (k == g.inputs.size())
+        return make_error("calibration: '" + src.input + "' is not an input of the model (" +
+                          names + ")");
+    }
+    const int64_t per_sample = g.tensors[g.inputs[k]].elements();
+    if (src.values.empty() || src.values.size() % size_t(per_sample))
+      return make_error(src.origin + ": " + std::to_string(src.values.size()) +
+                        " values is not a whole number of samples of " +
+                        std::to_string(per_sample) + " (input '" + g.tensors[g.inputs[k]].name +
+                        "')");
+    per_input[k].insert(per_input[k].end(), src.values.begin(), src.values.end());
+    origins[k] = src.origin;
+  }
+  size_t count = 0;
+  for (size_t k = 0; k < g.inputs.size(); ++k) {
+    const size_t n = per_input[k].size() / size_t(g.tensors[g.inputs[k]].elements());
+    if (n == 0)
+      return make_error("calibration: no samples for input '" + g.tensors[g.inputs[k]].name +
+                        "' (give each input its samples as NAME=FILE.npy)");
+    if (k > 0 && n != count)
+      return make_error("calibration: input '" + g.tensors[g.inputs[k]].name + "' has " +
+                        std::to_string(n) + " samples, input '" + g.tensors[g.inputs[0]].name +
+                        "' " + std::to_string(count) + " (every input needs as many)");
+    count = n;
+  }
+  std::vector<std::vector<std::vector<float>>> samples(count);
+  for (size_t i = 0; i < count; ++i)
+    for (size_t k = 0; k < g.inputs.size(); ++k) {
+      const size_t e = size_t(g.tensors[g.inputs[k]].elements());
+      samples[i].emplace_back(per_input[k].begin() + ptrdiff_t(i * e),
+                              per_input[k].begin() + ptrdiff_t((i + 1) * e));
+    }
+  return samples;
+}
+
 Result<std::vector<Range>> calibrate(const Graph &g, const CompileOptions &options,
                                      const std::vector<std::vector<std::vector<float>>> &samples,
                                      const CalibrationOptions &calibration) {

@@ -127,35 +127,45 @@ std::string fspath(const py::handle &object, const char *what) {
   }
 }
 
-// The calibration samples of a single-input model: one array of N stacked samples, a path to
-// such a .npy, or a list of them.
-std::vector<std::vector<std::vector<float>>> calibration_samples(const py::handle &calibration,
-                                                                 int64_t per_sample) {
-  std::vector<py::object> items;
-  if (py::isinstance<py::list>(calibration) || py::isinstance<py::tuple>(calibration)) {
-    for (auto item : calibration)
-      items.push_back(py::reinterpret_borrow<py::object>(item));
+// Calibration data: for a single-input model one array of N stacked samples, a path to such a
+// .npy, or a list of them; for any model a dict {input name: any of those}.
+std::vector<kann::quantize::CalibrationSource> calibration_sources(const py::handle &calibration) {
+  std::vector<std::pair<std::string, py::object>> items; // (input name or "", array or path)
+  auto add = [&](const std::string &input, const py::handle &value) {
+    if (py::isinstance<py::list>(value) || py::isinstance<py::tuple>(value)) {
+      for (auto item : value)
+        items.emplace_back(input, py::reinterpret_borrow<py::object>(item));
+    } else {
+      items.emplace_back(input, py::reinterpret_borrow<py::object>(value));
+    }
+  };
+  if (py::isinstance<py::dict>(calibration)) {
+    for (auto [key, value] : py::reinterpret_borrow<py::dict>(calibration)) {
+      if (!py::isinstance<py::str>(key))
+        throw py::type_error("calibration: the dict's keys must be input names");
+      add(py::cast<std::string>(key), value);
+    }
   } else {
-    items.push_back(py::reinterpret_borrow<py::object>(calibration));
+    add("", calibration);
   }
   auto numpy = py::module_::import("numpy");
-  std::vector<std::vector<std::vector<float>>> samples;
-  for (auto &item : items) {
+  std::vector<kann::quantize::CalibrationSource> sources;
+  for (auto &[input, item] : items) {
     py::object array = item;
-    if (py::isinstance<py::str>(item) || py::hasattr(item, "__fspath__"))
+    kann::quantize::CalibrationSource src;
+    src.input = input;
+    src.origin = input.empty() ? "calibration" : "calibration['" + input + "']";
+    if (py::isinstance<py::str>(item) || py::hasattr(item, "__fspath__")) {
+      src.origin = py::str(item);
       array = numpy.attr("load")(item);
+    }
     auto values = py::array_t<float, py::array::c_style | py::array::forcecast>::ensure(array);
     if (!values)
       throw py::type_error("calibration: expected NumPy arrays (or .npy paths) of float samples");
-    const size_t n = size_t(values.size());
-    if (n == 0 || n % size_t(per_sample))
-      throw py::value_error("calibration: " + std::to_string(n) +
-                            " values is not a whole number of samples of " +
-                            std::to_string(per_sample));
-    for (size_t at = 0; at < n; at += size_t(per_sample))
-      samples.push_back({std::vector<float>(values.data() + at, values.data() + at + per_sample)});
+    src.values.assign(values.data(), values.data() + values.size());
+    sources.push_back(std::move(src));
   }
-  return samples;
+  return sources;
 }
 
 std::shared_ptr<Network> compile(const py::object &model, py::object clusters,
@@ -243,9 +253,10 @@ std::shared_ptr<Network> compile(const py::object &model, py::object clusters,
       throw py::value_error(quantized
                                 ? "calibration: the model is already quantized (QDQ / QLinear)"
                                 : "calibration is only used with precision='int8'");
-    if (g.inputs.size() != 1)
-      throw py::value_error("calibration: only single-input models can be calibrated");
-    samples = calibration_samples(calibration, g.tensors[g.inputs[0]].elements());
+    auto zipped = kann::quantize::calibration_samples(g, calibration_sources(calibration));
+    if (!zipped)
+      throw py::value_error(zipped.error().message);
+    samples = std::move(zipped.value());
   } else if (precision == "int8" && !quantized) {
     throw py::value_error("precision='int8' on a float model needs calibration data: "
                           "calibration=array of samples stacked on the batch axis");

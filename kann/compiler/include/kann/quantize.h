@@ -10,6 +10,7 @@
 //                   a QDQ model (int32 biases are made by the tiler at x_scale * w_scale)
 #pragma once
 
+#include <string>
 #include <vector>
 
 #include "kann/compile.h"
@@ -34,6 +35,18 @@ struct CalibrationOptions {
 // its own node again (then an INT8 activation on the quantized product). Run before
 // calibrate() so the tensor between them is measured. Returns the number of nodes split.
 int split_activations(ir::Graph &g);
+
+// One source of calibration data: N samples of one network input stacked on the batch axis.
+struct CalibrationSource {
+  std::string input;         // the graph input's name; empty: the model's only input
+  std::string origin;        // where the values come from (a file name), for errors
+  std::vector<float> values; // N * the input's elements
+};
+
+// The samples of calibrate() from per-input sources: each input's sources in order (several
+// add up), split into samples. Every input needs sources giving the same number of samples.
+manycl::Result<std::vector<std::vector<std::vector<float>>>>
+calibration_samples(const ir::Graph &g, const std::vector<CalibrationSource> &sources);
 
 // samples[i] = the network inputs of sample i (one float vector per graph input, NCHW).
 // Returns one Range per tensor of g (indexed like g.tensors; seen = false when the tensor is

@@ -345,8 +345,10 @@ TEST_P(Cnn, Schedules) {
 
 // FP16 absolute tolerance per model where the default is too tight, with the measured error.
 double fp16_abs(const std::string &model) {
-  // A MobileNetV3 backbone, ASPP and a 16x bilinear upsampling of the 21 class maps: max
-  // |diff| 0.029 of a 2.55 range (1.1 %) in 238 of 1.4 M elements.
+  // Max |diff| 0.029 of a 2.55 range (1.1 %). binary16 weights alone do more: ONNX Runtime
+  // in FP32 with the weights rounded to binary16 is 0.037 off (1.41x the 2e-2 bar), its
+  // float16 model 0.036; the first block's weights alone 0.019 (this random-weight backbone
+  // amplifies early perturbations; scripts/models/fp16_sensitivity.py, docs/kann.md).
   if (model == "deeplabv3_mobilenet")
     return 3.5e-2;
   return kFp16Abs;

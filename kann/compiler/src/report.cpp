@@ -179,8 +179,8 @@ std::string CompileOutput::report_html() const {
       const double w = std::max(1.0, double(r.cycles) * scale);
       o << "<rect x='" << x << "' y='" << c * 24 + 4 << "' width='" << w << "' height='16' fill='"
         << colors[i % 10] << "' opacity='" << (c < r.spm_peak.size() && r.spm_peak[c] ? 0.9 : 0.25)
-        << "'><title>" << escape(r.name) << " " << escape(r.op) << " " << r.cycles
-        << " cycles</title></rect>";
+        << "'><title>" << escape(r.name) << " " << escape(r.op) << ", " << escape(r.split) << ", "
+        << r.cycles << " cycles</title></rect>";
     }
   }
   o << "</svg>";

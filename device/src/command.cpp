@@ -294,6 +294,86 @@ void ClusterContext::advance_to(uint64_t cycle, const char *what, const std::str
                                    cycle, detail);
 }
 
+void ClusterContext::defer(uint64_t offset, uint64_t bytes, const std::byte *source) {
+  std::lock_guard lock(deferred_mutex_);
+  // The bytes this transfer replaces are not needed any more; the rest of an older deferred
+  // copy it overlaps stays deferred.
+  cut_deferred_locked(offset, bytes, false);
+  Deferred d{offset, bytes, source};
+  // Pieces of one parameter block arrive as adjacent transfers of adjacent source bytes:
+  // merged, a native function finds its whole block in one range.
+  for (bool merged = true; merged;) {
+    merged = false;
+    for (size_t i = 0; i < deferred_.size(); ++i) {
+      const Deferred &e = deferred_[i];
+      if (e.offset + e.bytes == d.offset && e.source + e.bytes == d.source) {
+        d = {e.offset, e.bytes + d.bytes, e.source};
+      } else if (d.offset + d.bytes == e.offset && d.source + d.bytes == e.source) {
+        d.bytes += e.bytes;
+      } else {
+        continue;
+      }
+      deferred_[i] = deferred_.back();
+      deferred_.pop_back();
+      merged = true;
+      break;
+    }
+  }
+  deferred_.push_back(d);
+  deferred_count_.store(deferred_.size(), std::memory_order_release);
+}
+
+void ClusterContext::cut_deferred_locked(uint64_t offset, uint64_t bytes, bool copy) {
+  std::byte *spm = spm_base();
+  const uint64_t end = offset + bytes;
+  for (size_t i = 0; i < deferred_.size();) {
+    const Deferred e = deferred_[i];
+    const uint64_t e_end = e.offset + e.bytes;
+    if (e_end <= offset || end <= e.offset) {
+      ++i;
+      continue;
+    }
+    const uint64_t lo = std::max(offset, e.offset), hi = std::min(end, e_end);
+    if (copy)
+      std::memcpy(spm + lo, e.source + (lo - e.offset), hi - lo);
+    deferred_[i] = deferred_.back();
+    deferred_.pop_back();
+    // What lies outside [offset, end) stays deferred.
+    if (e.offset < lo)
+      deferred_.push_back({e.offset, lo - e.offset, e.source});
+    if (hi < e_end)
+      deferred_.push_back({hi, e_end - hi, e.source + (hi - e.offset)});
+    if (e.offset < lo || hi < e_end)
+      i = 0; // pieces were appended: look again (few entries)
+  }
+  deferred_count_.store(deferred_.size(), std::memory_order_release);
+}
+
+void ClusterContext::materialize(uint64_t offset, uint64_t bytes) {
+  if (!has_deferred())
+    return;
+  std::lock_guard lock(deferred_mutex_);
+  cut_deferred_locked(offset, bytes, true);
+}
+
+void ClusterContext::overwrite(uint64_t offset, uint64_t bytes) {
+  if (!has_deferred())
+    return;
+  std::lock_guard lock(deferred_mutex_);
+  cut_deferred_locked(offset, bytes, false);
+}
+
+const std::byte *ClusterContext::deferred_view(uint64_t offset, uint64_t bytes) {
+  if (!has_deferred())
+    return nullptr;
+  std::lock_guard lock(deferred_mutex_);
+  for (const Deferred &e : deferred_)
+    if (offset >= e.offset && bytes <= e.bytes && offset - e.offset <= e.bytes - bytes)
+      return e.source + (offset - e.offset);
+  cut_deferred_locked(offset, bytes, true);
+  return nullptr;
+}
+
 void ClusterContext::note_spm_used(uint64_t end_offset) {
   std::lock_guard lock(mutex_);
   stats_.spm_high_water = std::max(stats_.spm_high_water, std::min(end_offset, spm_size()));
@@ -396,7 +476,8 @@ Result<DmaHandle> ClusterContext::dma(const DmaRequest &r) {
   }
 
   // ---- the copy itself (eager: the host performs it at issue; the modeled completion
-  // time is what wait() and signals use) ----
+  // time is what wait() and signals use; a contiguous transfer from an immutable source
+  // may be deferred, see deferred_view) ----
   // Rows that follow each other on both sides are one longer row (and planes likewise): the
   // same bytes move with fewer, longer copies.
   DmaShape s = r.shape;
@@ -437,6 +518,19 @@ Result<DmaHandle> ClusterContext::dma(const DmaRequest &r) {
   const uint64_t blocks = std::max<uint64_t>(1, bytes.value() / kBlockBytes);
   const uint64_t cuts = overlapping ? 1 : by_bytes ? blocks : std::min(blocks, total_rows);
   const size_t ndst = dsts.size();
+  // Deferred copies the transfer reads or overwrites become SPM bytes first.
+  const bool defers = r.immutable_source && r.src.space == DmaSpace::Ddr &&
+                      r.dst.space == DmaSpace::Spm && total_rows == 1 && !targets.empty();
+  if (r.src.space == DmaSpace::Spm)
+    command_.context(r.src.cluster).materialize(r.src.offset, src_extent.value());
+  if (!defers) {
+    for (unsigned t : targets) { // a strided destination keeps the bytes between its rows
+      if (total_rows == 1)
+        command_.context(t).overwrite(r.dst.offset, dst_extent.value());
+      else
+        command_.context(t).materialize(r.dst.offset, dst_extent.value());
+    }
+  }
   auto copy_block = [&](std::byte *dst, uint64_t block) {
     if (by_bytes) {
       const uint64_t begin = s.row_bytes * block / cuts, end = s.row_bytes * (block + 1) / cuts;
@@ -445,7 +539,11 @@ Result<DmaHandle> ClusterContext::dma(const DmaRequest &r) {
       copy_rows(dst, total_rows * block / cuts, total_rows * (block + 1) / cuts);
     }
   };
-  if (copied >= 2 * kBlockBytes && !overlapping && HostPool::shared().threads() > 1) {
+  if (defers) {
+    if (bytes.value() > 0)
+      for (unsigned t : targets)
+        command_.context(t).defer(r.dst.offset, bytes.value(), src.value());
+  } else if (copied >= 2 * kBlockBytes && !overlapping && HostPool::shared().threads() > 1) {
     HostPool::shared().run(static_cast<unsigned>(ndst * cuts),
                            [&](unsigned i) { copy_block(dsts[i % ndst], i / ndst); });
   } else if (bytes.value() > 0) {

@@ -112,7 +112,7 @@ uint64_t mcl_spm_size(void) {
   return c ? c->spm_size() : 0;
 }
 
-mcl_dma_handle mcl_dma_start(const mcl_dma_desc *desc) {
+static mcl_dma_handle dma_start(const mcl_dma_desc *desc, bool immutable_source) {
   try {
     if (!desc) {
       set_error(MCL_ERR_ARGUMENT, "mcl_dma_start: NULL descriptor");
@@ -130,11 +130,36 @@ mcl_dma_handle mcl_dma_start(const mcl_dma_desc *desc) {
     r.notify_signal = desc->notify_signal;
     if (desc->label)
       r.label = desc->label;
+    r.immutable_source = immutable_source;
     return start(r);
   } catch (...) {
     set_error(MCL_ERR_ARGUMENT, "mcl_dma_start: out of host memory");
     return 0;
   }
+}
+
+mcl_dma_handle mcl_dma_start(const mcl_dma_desc *desc) {
+  return dma_start(desc, false);
+}
+mcl_dma_handle mcl_dma_start_immutable(const mcl_dma_desc *desc) {
+  return dma_start(desc, true);
+}
+
+const void *mcl_spm_view(uint64_t offset, uint64_t bytes) {
+  auto *c = current_cluster_context();
+  return c ? static_cast<const void *>(c->deferred_view(offset, bytes)) : nullptr;
+}
+void mcl_spm_materialize(uint64_t offset, uint64_t bytes) {
+  if (auto *c = current_cluster_context())
+    c->materialize(offset, bytes);
+}
+void mcl_spm_overwrite(uint64_t offset, uint64_t bytes) {
+  if (auto *c = current_cluster_context())
+    c->overwrite(offset, bytes);
+}
+int mcl_spm_has_deferred(void) {
+  auto *c = current_cluster_context();
+  return c && c->has_deferred() ? 1 : 0;
 }
 
 mcl_dma_handle mcl_dma_get(const mcl_ddr_window *window, uint64_t ddr_offset, uint64_t spm_offset,

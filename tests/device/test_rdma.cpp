@@ -235,3 +235,66 @@ TEST_F(Rdma, RejectionWithoutFailingTheCommandWhenAsked) {
   EXPECT_TRUE(r.ok());
   EXPECT_TRUE(rec->end().ok);
 }
+
+// Transfers from an immutable source of contiguous bytes are deferred copies: the SPM range
+// reads as the source (deferred_view) without a host copy, pieces of adjacent source bytes
+// merge, and every other access sees exactly the bytes an eager copy would have left.
+TEST_F(Rdma, DeferredCopiesReadAsTheirSourceAndMaterializeExactly) {
+  const uint64_t size = 4096;
+  const uint64_t params = ddr_block(2 * size, 21);
+  const uint64_t out = ddr_block(2 * size, 0);
+  for (unsigned c = 0; c < 4; ++c)
+    std::memset(spm(c), 0x77, 64 << 10);
+  auto rec = begin();
+  auto r = on_cluster0(rec, [&](ClusterContext &ctx) {
+    // Two pieces of one block, the second first, multicast to clusters 0 and 1.
+    for (uint64_t piece : {1u, 0u}) {
+      DmaRequest req{DmaEndpoint::ddr(params + piece * size / 2),
+                     DmaEndpoint::spm(0, 8192 + piece * size / 2), DmaShape::linear(size / 2)};
+      req.multicast = {0, 1};
+      req.immutable_source = true;
+      ASSERT_TRUE(ctx.dma(req).ok());
+    }
+    ASSERT_TRUE(ctx.dma_wait_all().ok());
+    ClusterContext &c1 = rec->context(1);
+    // Nothing was copied; the whole block reads as its source, from either cluster.
+    EXPECT_EQ(spm(0)[8192], 0x77);
+    EXPECT_EQ(spm(1)[8192 + size - 1], 0x77);
+    EXPECT_TRUE(ctx.has_deferred());
+    EXPECT_EQ(ctx.deferred_view(8192, size), reinterpret_cast<const std::byte *>(ddr(params)));
+    EXPECT_EQ(c1.deferred_view(8192 + 100, 50),
+              reinterpret_cast<const std::byte *>(ddr(params)) + 100);
+    // An eager transfer overwriting the middle of cluster 1's copy: the rest stays deferred
+    // and reads as before.
+    ASSERT_TRUE(ctx.dma({DmaEndpoint::ddr(out), DmaEndpoint::spm(1, 8192 + 1000),
+                         DmaShape::linear(500)})
+                    .ok());
+    EXPECT_EQ(c1.deferred_view(8192, 1000), reinterpret_cast<const std::byte *>(ddr(params)));
+    EXPECT_EQ(c1.deferred_view(8192 + 1500, size - 1500),
+              reinterpret_cast<const std::byte *>(ddr(params)) + 1500);
+    // A store of cluster 0's block, a strided gather into cluster 1 and a view across the
+    // overwritten bytes all need the SPM bytes: materialized, then no longer deferred.
+    ASSERT_TRUE(ctx.dma({DmaEndpoint::spm(0, 8192), DmaEndpoint::ddr(out + size),
+                         DmaShape::linear(size)})
+                    .ok());
+    ASSERT_TRUE(ctx.dma({DmaEndpoint::ddr(out), DmaEndpoint::spm(1, 8192 + 2000),
+                         DmaShape::strided_2d(16, 4, 16, 64)})
+                    .ok());
+    EXPECT_EQ(c1.deferred_view(8192, size), nullptr);
+    ASSERT_TRUE(ctx.dma_wait_all().ok());
+  });
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  // What an eager copy leaves: cluster 0 holds the block (materialized for the store, which
+  // wrote the same bytes to DDR); cluster 1 holds the block with the two eager writes on top.
+  EXPECT_EQ(std::memcmp(spm(0) + 8192, ddr(params), size), 0);
+  EXPECT_EQ(std::memcmp(ddr(out + size), ddr(params), size), 0);
+  std::vector<uint8_t> want(ddr(params), ddr(params) + size);
+  std::memcpy(want.data() + 1000, ddr(out), 500);
+  for (unsigned row = 0; row < 4; ++row)
+    std::memcpy(want.data() + 2000 + row * 64, ddr(out) + row * 16, 16);
+  EXPECT_EQ(std::memcmp(spm(1) + 8192, want.data(), size), 0);
+  EXPECT_EQ(spm(2)[8192], 0x77); // not a destination
+  const CommandStats &s = rec->stats();
+  EXPECT_EQ(s.noc_bytes, 2 * size + 500 + size + 64); // modeled as eager transfers
+  EXPECT_EQ(s.multicast_saved_bytes, size);
+}

@@ -118,6 +118,23 @@ static inline mcl_dma_shape mcl_shape_3d(uint64_t row_bytes, uint64_t rows, uint
 
 /* The general form: any supported direction (DDR->SPM, SPM->DDR, SPM->SPM, multicast). */
 mcl_dma_handle mcl_dma_start(const mcl_dma_desc *desc);
+/* mcl_dma_start for a DDR source that stays unchanged until the command ends (a program's
+   parameters): a contiguous DDR -> SPM transfer may be left as a deferred copy, the
+   destination reading as the source until mcl_spm_materialize (docs/device-model.md,
+   "Deferred copies"). The same modeled time. */
+mcl_dma_handle mcl_dma_start_immutable(const mcl_dma_desc *desc);
+/* Host bytes to read [offset, offset + bytes) of the calling cluster's SPM from: the source
+   of the deferred copy holding the whole range, else NULL (the SPM holds the bytes then;
+   deferred bytes the range overlaps have been copied into it). */
+const void *mcl_spm_view(uint64_t offset, uint64_t bytes);
+/* Copies the deferred bytes overlapping [offset, offset + bytes) into the calling cluster's
+   SPM: required before reading or writing a range other than through mcl_spm_view. */
+void mcl_spm_materialize(uint64_t offset, uint64_t bytes);
+/* Forgets the deferred bytes of [offset, offset + bytes): the caller writes every byte of the
+   range before anything reads it. */
+void mcl_spm_overwrite(uint64_t offset, uint64_t bytes);
+/* 1 when the calling cluster's SPM has deferred copies. */
+int mcl_spm_has_deferred(void);
 /* DDR -> the calling cluster's SPM. */
 mcl_dma_handle mcl_dma_get(const mcl_ddr_window *window, uint64_t ddr_offset, uint64_t spm_offset,
                            const mcl_dma_shape *shape);

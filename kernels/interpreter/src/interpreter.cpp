@@ -68,6 +68,11 @@ int run_dma(const mcl_kbin_cluster_run *run, const kbin_dma_args &d, std::string
     break;
   }
   case KBIN_DMA_STORE:
+    // The parameters are read-only: their loads may leave deferred copies that read them.
+    if (d.ddr.space == KBIN_DDR_PARAMS) {
+      error = "DMA store into the parameters";
+      return MCL_ERR_ARGUMENT;
+    }
     desc.src.space = MCL_DMA_SPM;
     desc.src.cluster = self;
     desc.src.offset = d.spm_offset;
@@ -100,11 +105,29 @@ int run_dma(const mcl_kbin_cluster_run *run, const kbin_dma_args &d, std::string
     error = "DMA into an empty DDR buffer";
     return MCL_ERR_RANGE;
   }
-  if (mcl_dma_start(&desc) == 0) {
+  // Parameter loads (immutable during the command) may be deferred copies: a multicast of
+  // weights is then one set of host bytes, not one per cluster (docs/device-model.md).
+  const bool immutable = desc.src.space == MCL_DMA_DDR && d.ddr.space == KBIN_DDR_PARAMS;
+  if ((immutable ? mcl_dma_start_immutable(&desc) : mcl_dma_start(&desc)) == 0) {
     error = std::string("DMA failed: ") + mcl_last_error();
     return MCL_ERR_RANGE;
   }
   return MCL_OK;
+}
+
+// The native functions' operand hook: SPM bytes a call reads or writes are made current
+// (deferred copies materialized), and its parameter block is read from the source of the
+// deferred copy holding it.
+const uint8_t *spm_operand(void *, uint64_t offset, uint64_t bytes, uint32_t kind) {
+  if (!mcl_spm_has_deferred())
+    return nullptr;
+  if (kind == MCL_NATIVE_OPERAND_PARAMS)
+    return static_cast<const uint8_t *>(mcl_spm_view(offset, bytes));
+  if (kind == MCL_NATIVE_OPERAND_WRITTEN)
+    mcl_spm_overwrite(offset, bytes);
+  else
+    mcl_spm_materialize(offset, bytes);
+  return nullptr;
 }
 
 } // namespace
@@ -130,6 +153,7 @@ extern "C" int mcl_kbin_run_cluster(const mcl_kbin_cluster_run *run, char *msg, 
   exec.account_cycles = mcl_exec_account_cycles;
   exec.resolve = run->resolve;
   exec.resolve_user = run->resolve_user;
+  exec.operand = spm_operand;
 
   // Argument blocks are copied to aligned storage: the stream only guarantees 8-byte
   // alignment of record starts, and a block must never be modified in place.

@@ -337,13 +337,13 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
   j.cout_g = l.cout_g;
   j.groups = l.groups;
   j.depthwise = l.depthwise;
-  j.weights = spm + a.params_offset;
+  const uint8_t *params = params_at(exec, a.params_offset, conv_params_size(fn, a));
+  j.weights = params;
   j.weights_group_stride = l.group_stride;
-  j.bias = spm + a.params_offset + l.bias_offset;
-  j.multipliers = reinterpret_cast<const float *>(spm + a.params_offset + l.mult_offset);
+  j.bias = params + l.bias_offset;
+  j.multipliers = reinterpret_cast<const float *>(params + l.mult_offset);
   if (l.weight_zp_offset)
-    j.weight_zero_points =
-        reinterpret_cast<const int32_t *>(spm + a.params_offset + l.weight_zp_offset);
+    j.weight_zero_points = reinterpret_cast<const int32_t *>(params + l.weight_zp_offset);
   j.act = a.act;
   j.in_zp = a.input_zero_point;
   j.out_zp = a.output_zero_point;

@@ -135,6 +135,7 @@ void mcl_native_host_pool_destroy(mcl_native_host_pool *pool) {
 
 void mcl_native_host_exec_init(mcl_native_exec *exec, mcl_native_host_pool *pool,
                                uint8_t *spm_base, uint64_t spm_size) {
+  *exec = mcl_native_exec{}; // optional hooks (resolve, operand, params_view) off
   exec->spm_base = spm_base;
   exec->spm_size = spm_size;
   exec->pe_count = pool ? pool->threads : 1;

@@ -287,7 +287,34 @@ Status run_unary(const mcl_native_exec &exec, uint32_t fn, const mcl_unary_args 
 Status run_resize(const mcl_native_exec &exec, const mcl_resize_args &a);
 Status run_pad(const mcl_native_exec &exec, const mcl_pad_args &a);
 
-Status validate(uint32_t fn, const void *args, size_t size, uint64_t spm_size);
+// The SPM ranges a call's arguments name (collected by validate).
+struct OperandRecorder {
+  struct Range {
+    uint64_t offset, bytes;
+    uint32_t kind; // mcl_native_operand_kind
+  };
+  static constexpr uint32_t kMax = 16; // more than any function names
+  Range ranges[kMax];
+  uint32_t count = 0;
+  bool overflow = false; // then the hook is told the whole SPM is an operand
+  void add(uint64_t offset, uint64_t bytes, uint32_t kind) {
+    if (count < kMax)
+      ranges[count++] = {offset, bytes, kind};
+    else
+      overflow = true;
+  }
+};
+Status validate(uint32_t fn, const void *args, size_t size, uint64_t spm_size,
+                OperandRecorder *record = nullptr);
+
+// A function's parameter block: from exec.params_view when the block lies inside it (a
+// deferred copy's source), else from the SPM.
+inline const uint8_t *params_at(const mcl_native_exec &exec, uint64_t offset, uint64_t bytes) {
+  if (exec.params_view && offset >= exec.params_view_offset && bytes <= exec.params_view_size &&
+      offset - exec.params_view_offset <= exec.params_view_size - bytes)
+    return exec.params_view + (offset - exec.params_view_offset);
+  return exec.spm_base + offset;
+}
 bool conv_is_depthwise(const mcl_conv_args &a);
 uint64_t conv_params_size(uint32_t fn, const mcl_conv_args &a);
 mcl_conv_args gemm_as_conv(const mcl_gemm_args &g);

@@ -432,8 +432,8 @@ static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
   struct Block {
     const int32_t *tabs[kPixels];
     T *orow[kPixels];
-    uint32_t np;
-    int32_t step; // != 0: every pixel's taps are the first pixel's moved by i * step
+    uint32_t np = 0;
+    int32_t step = 0; // != 0: every pixel's taps are the first pixel's moved by i * step
     // With step: pixel 0's tap t reads element tap0[t] + shift.
     const int32_t *tap0;
     int32_t shift;

@@ -369,7 +369,8 @@ Status run_eltwise(const mcl_native_exec &exec, const mcl_eltwise_args &a) {
 
 Status run_scale_shift(const mcl_native_exec &exec, const mcl_scale_shift_args &a) {
   uint8_t *spm = exec.spm_base;
-  const float *scale = reinterpret_cast<const float *>(spm + a.params_offset);
+  const float *scale = reinterpret_cast<const float *>(
+      params_at(exec, a.params_offset, (uint64_t)a.input.c * 8));
   const float *shift = scale + a.input.c;
   const Act act(a.act);
   with_type(a.input.dtype, [&](auto tag) {

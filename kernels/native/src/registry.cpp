@@ -26,7 +26,7 @@ enum class Role {
 // Collects the first error; later checks become no-ops.
 class Checker {
 public:
-  explicit Checker(uint64_t spm) : spm_(spm) {}
+  explicit Checker(uint64_t spm, OperandRecorder *record = nullptr) : spm_(spm), record_(record) {}
   bool ok() const { return status_.ok(); }
   Status status() const { return status_; }
 
@@ -40,7 +40,8 @@ public:
   }
 
   // A byte range [offset, offset+bytes) inside the SPM with the given alignment.
-  bool range(const char *what, uint64_t offset, u128 bytes, uint64_t align) {
+  bool range(const char *what, uint64_t offset, u128 bytes, uint64_t align,
+             uint32_t kind = MCL_NATIVE_OPERAND_DATA) {
     if (!ok())
       return false;
     if (align > 1 && offset % align != 0)
@@ -51,6 +52,8 @@ public:
       return fail(MCL_NATIVE_ERR_OUT_OF_RANGE,
                   std::string(what) + ": range at offset " + std::to_string(offset) +
                       " exceeds the SPM (" + std::to_string(spm_) + " bytes)");
+    if (record_)
+      record_->add(offset, (uint64_t)bytes, kind);
     return true;
   }
 
@@ -78,7 +81,11 @@ public:
                       (u128)(t.c - 1) * t.channel_stride;
     if (last >= (1u << 31))
       return fail(MCL_NATIVE_ERR_OUT_OF_RANGE, name + ": extent exceeds 2^31 elements");
-    return range(what, t.offset, (last + 1) * es, es);
+    // An output tile without gaps has every byte of its range written.
+    const bool whole = role == Role::Output && (t.w == 1 || t.pixel_stride == t.c) &&
+                       (t.h == 1 || (uint64_t)t.row_stride == (uint64_t)t.w * t.pixel_stride);
+    return range(what, t.offset, (last + 1) * es, es,
+                 whole ? MCL_NATIVE_OPERAND_WRITTEN : MCL_NATIVE_OPERAND_DATA);
   }
 
   bool activation(const mcl_activation &a) {
@@ -105,6 +112,7 @@ public:
 
 private:
   uint64_t spm_;
+  OperandRecorder *record_;
   Status status_;
 };
 
@@ -181,7 +189,7 @@ void check_conv(Checker &ck, uint32_t fn, const mcl_conv_args &a, bool from_gemm
       (stored_table && !ck.range("address table", a.table_offset, (u128)m * taps * 4, 4)))
     return;
   // Packed parameters: compute the size only once its factors are known to be small.
-  if (!ck.range("params", a.params_offset, conv_params_size(fn, a), 4))
+  if (!ck.range("params", a.params_offset, conv_params_size(fn, a), 4, MCL_NATIVE_OPERAND_PARAMS))
     return;
   if (a.flags & MCL_CONV_NO_TABLE) {
     ck.require(fn == MCL_NATIVE_FN_CONV2D, "conv: transposed convolution needs a table");
@@ -240,7 +248,8 @@ template <class T> T load_block(const void *p) {
 
 } // namespace
 
-Status validate(uint32_t fn, const void *args, size_t size, uint64_t spm_size) {
+Status validate(uint32_t fn, const void *args, size_t size, uint64_t spm_size,
+                OperandRecorder *record) {
   if (fn == 0 || fn >= MCL_NATIVE_FN_COUNT_)
     return Status::Error(MCL_NATIVE_ERR_UNKNOWN_FUNCTION,
                          "unknown native function id " + std::to_string(fn));
@@ -250,7 +259,7 @@ Status validate(uint32_t fn, const void *args, size_t size, uint64_t spm_size) {
                              " bytes, expected " + std::to_string(kArgsSize[fn]));
   if (spm_size > kMaxSpm)
     return Status::Error(MCL_NATIVE_ERR_BAD_ARGS, "SPM larger than 4 GiB is not addressable");
-  Checker ck(spm_size);
+  Checker ck(spm_size, record);
   switch (fn) {
   case MCL_NATIVE_FN_CONV2D:
   case MCL_NATIVE_FN_CONV_TRANSPOSE2D:
@@ -326,7 +335,8 @@ Status validate(uint32_t fn, const void *args, size_t size, uint64_t spm_size) {
     ck.activation(a.act);
     ck.quant("scale_shift input", a.in_quant, a.input.dtype);
     ck.quant("scale_shift output", a.out_quant, a.output.dtype);
-    ck.range("scale_shift params", a.params_offset, (u128)a.input.c * 8, 4);
+    ck.range("scale_shift params", a.params_offset, (u128)a.input.c * 8, 4,
+             MCL_NATIVE_OPERAND_PARAMS);
     break;
   }
   case MCL_NATIVE_FN_ACTIVATION:
@@ -521,7 +531,32 @@ int mcl_native_run(const mcl_native_exec *exec, uint32_t fn, const void *args, s
     write_message(Status::Error(MCL_NATIVE_ERR_BAD_ARGS, "no execution context"), msg, cap);
     return MCL_NATIVE_ERR_BAD_ARGS;
   }
-  Status s = validate(fn, args, size, exec->spm_size);
+  // With an operand hook, the operand ranges are collected while validating and handed to
+  // it once the whole block is valid (it may make SPM bytes current, or say where the
+  // parameter block can be read instead).
+  OperandRecorder operands;
+  Status s = validate(fn, args, size, exec->spm_size, exec->operand ? &operands : nullptr);
+  mcl_native_exec with_view;
+  if (s.ok() && exec->operand) {
+    with_view = *exec;
+    with_view.params_view = nullptr;
+    if (operands.overflow)
+      exec->operand(exec->operand_user, 0, exec->spm_size, MCL_NATIVE_OPERAND_DATA);
+    // What the call reads first, then what it only writes (an output may be an input too).
+    for (const bool written : {false, true})
+      for (uint32_t i = 0; i < operands.count; ++i) {
+        const OperandRecorder::Range &r = operands.ranges[i];
+        if ((r.kind == MCL_NATIVE_OPERAND_WRITTEN) != written)
+          continue;
+        const uint8_t *view = exec->operand(exec->operand_user, r.offset, r.bytes, r.kind);
+        if (view && r.kind == MCL_NATIVE_OPERAND_PARAMS) {
+          with_view.params_view = view;
+          with_view.params_view_offset = r.offset;
+          with_view.params_view_size = r.bytes;
+        }
+      }
+    exec = &with_view;
+  }
   // The modeled cost depends on the arguments only, so it is accounted before the host runs
   // the function: the cluster's clock moves to the function's end at once, and clusters
   // waiting for it at the DDR arbiter or a signal go on while the host computes (an error

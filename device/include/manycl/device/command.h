@@ -127,6 +127,22 @@ public:
   bool dma_done(DmaHandle handle) const;
   DmaHandle last_handle() const;
 
+  // ---- deferred copies (host work only: modeled time and results are unaffected) ----
+  // A DmaRequest::immutable_source transfer of contiguous bytes does not copy them into the
+  // SPM: the destination range reads as its source until something needs the SPM bytes.
+  // Every other transfer that reads or writes an SPM range first copies the deferred bytes
+  // it overlaps (materialize); so must any other reader or writer of the SPM. A multicast of
+  // parameters is then one set of bytes the clusters' native functions read, not five copies.
+  // The host bytes of [offset, offset + bytes) when that range lies inside one deferred
+  // copy, else null (after copying the deferred bytes the range overlaps).
+  const std::byte *deferred_view(uint64_t offset, uint64_t bytes);
+  // Copies the deferred bytes overlapping [offset, offset + bytes) into the SPM.
+  void materialize(uint64_t offset, uint64_t bytes);
+  // Forgets the deferred bytes of [offset, offset + bytes): every byte of the range is about
+  // to be written.
+  void overwrite(uint64_t offset, uint64_t bytes);
+  bool has_deferred() const { return deferred_count_.load(std::memory_order_acquire) != 0; }
+
   // ---- synchronization ----
   // Barrier over all clusters of the command. Compute timelines leave at
   // max(arrivals) + barrier_latency_cycles. Outstanding DMA is not waited for.
@@ -169,6 +185,12 @@ private:
   uint64_t signal_release_locked(unsigned signal, uint64_t value) const;
   void advance_to(uint64_t cycle, const char *what, const std::string &detail);
   void receive_signal(unsigned signal, uint64_t count, uint64_t stamp);
+  // Records [offset, offset + bytes) of this SPM as reading `source` (merged with adjacent
+  // deferred copies of adjacent source bytes).
+  void defer(uint64_t offset, uint64_t bytes, const std::byte *source);
+  // Removes [offset, offset + bytes) from the deferred copies (copying those bytes into the
+  // SPM first with `copy`); the parts of a copy outside the range stay deferred.
+  void cut_deferred_locked(uint64_t offset, uint64_t bytes, bool copy);
 
   CommandRecorder &command_;
   unsigned group_index_;
@@ -198,6 +220,14 @@ private:
   };
   Signal *signals();
   std::atomic<Signal *> signals_{nullptr};
+
+  struct Deferred {
+    uint64_t offset, bytes;
+    const std::byte *source;
+  };
+  std::mutex deferred_mutex_;
+  std::vector<Deferred> deferred_; // disjoint ranges (under deferred_mutex_)
+  std::atomic<size_t> deferred_count_{0};
 };
 
 class CommandRecorder : public std::enable_shared_from_this<CommandRecorder> {

@@ -95,6 +95,10 @@ struct DmaRequest {
   // time stays deterministic without the clusters taking turns on the host at every transfer.
   // For the many small copies OpenCL C work-groups issue (async_work_group_copy).
   bool private_ddr_share = false;
+  // The DDR source stays unchanged until the command ends (a program's parameters): a DDR ->
+  // SPM transfer of contiguous bytes may then leave its destination as a deferred copy (see
+  // ClusterContext::deferred_view). Modeled time is the same either way.
+  bool immutable_source = false;
 };
 
 // Identifies a transfer of one cluster's engine within a command: 1, 2, 3... in issue order.

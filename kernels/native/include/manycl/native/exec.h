@@ -29,6 +29,16 @@ typedef void (*mcl_native_account_fn)(void *exec_user, uint64_t cycles);
  * when none of the registered native libraries exports it. */
 typedef void *(*mcl_native_resolve_fn)(void *resolve_user, const char *name);
 
+/* Kinds of SPM operand ranges (mcl_native_exec::operand). */
+enum mcl_native_operand_kind {
+  MCL_NATIVE_OPERAND_DATA = 0,    /* a tile, table or pad row: read and/or written */
+  MCL_NATIVE_OPERAND_PARAMS = 1,  /* the packed parameter block: only read */
+  MCL_NATIVE_OPERAND_WRITTEN = 2  /* an output that writes every byte of its range (reported
+                                     after the operands the call reads) */
+};
+typedef const uint8_t *(*mcl_native_operand_fn)(void *operand_user, uint64_t offset,
+                                                 uint64_t bytes, uint32_t kind);
+
 enum mcl_native_exec_flags {
   /* Checked mode: compute functions also verify data-dependent addresses (conv address
    * tables) against the SPM before using them, and fail instead of computing. */
@@ -45,6 +55,16 @@ typedef struct mcl_native_exec {
   void *user;                              /* passed back to both callbacks */
   mcl_native_resolve_fn resolve;           /* NULL: custom-operator records fail */
   void *resolve_user;                      /* passed back to resolve */
+  /* Optional (NULL: none): called by mcl_native_run for every SPM range the call reads or
+   * writes, once its arguments are validated and before the function runs. For the
+   * parameter block (kind MCL_NATIVE_OPERAND_PARAMS) it may return where to read those
+   * bytes from instead of the SPM (e.g. the source of a deferred copy); otherwise NULL. */
+  mcl_native_operand_fn operand;
+  void *operand_user;
+  /* Set by mcl_native_run from `operand`: the bytes of SPM range
+   * [params_view_offset, +params_view_size) are read at params_view. */
+  const uint8_t *params_view;
+  uint64_t params_view_offset, params_view_size;
 } mcl_native_exec;
 
 /* Host implementation: a pool of `threads` std::threads (0 or 1: serial). Cycles reported

@@ -168,7 +168,6 @@ void Compiler::plan_group_buffers() {
       acts[a].buffer = b;
       band_buffer[a] = b;
     }
-    gp.stages.assign(gp.last - gp.first + 1, {});
     std::vector<std::vector<uint64_t>> stage_bytes(gp.last - gp.first + 1);
     uint64_t out_bytes = 0;
     for (size_t s = gp.first; s <= gp.last; ++s)
@@ -199,7 +198,6 @@ void Compiler::plan_group_buffers() {
     for (size_t s = gp.first; s <= gp.last; ++s) {
       PlannedOp &op = ops[s];
       const size_t k = s - gp.first;
-      gp.stages[k] = op.stage_in;
       if (op.params.buffer >= 0)
         buffers[op.params.buffer].last = step;
       if (op.pad_row >= 0)

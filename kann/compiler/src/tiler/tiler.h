@@ -178,9 +178,8 @@ struct Policy {
 // held in the SPM one band at a time (`band_buffer`).
 struct GroupPlan {
   size_t first = 0, last = 0;
-  std::vector<int> inner;               // intermediate activations
-  std::map<int, int> producer;          // intermediate activation -> operator index
-  std::vector<std::vector<int>> stages; // per operator in the group: per input, DDR staging
+  std::vector<int> inner;      // intermediate activations
+  std::map<int, int> producer; // intermediate activation -> operator index
 };
 
 // Why an allocation failed: the buffer that did not fit and what it competed with.

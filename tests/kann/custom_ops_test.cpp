@@ -17,6 +17,16 @@ uint64_t seven_per_element_plus_p0(const mcl_custom_call *call) {
   return uint64_t(t.h) * t.w * t.c * 7 + uint64_t(call->params[0]);
 }
 
+// [a, b] and [n] -> [a * alpha, b]; 1 (refused) without two inputs.
+int rows_times_alpha(const mcl_custom_shape *in, uint32_t count, const float *params, uint32_t,
+                     mcl_custom_shape *out) {
+  if (count != 2 || in[0].rank != 2)
+    return 1;
+  *out = in[0];
+  out->dims[0] = int64_t(float(in[0].dims[0]) * params[0]);
+  return 0;
+}
+
 const char *const kAttributes[] = {"alpha", "beta", nullptr};
 const float kDefaults[] = {2.0f, 0.5f};
 
@@ -101,5 +111,40 @@ TEST(CustomOps, InvalidTablesAreRefusedWithTheirReason) {
   d.attributes = many;
   d.attribute_defaults = nullptr;
   EXPECT_NE(refused(d).find("attributes"), std::string::npos);
+  d = entry("A", "fine");
+  d.output_shape = rows_times_alpha;
+  EXPECT_NE(refused(d).find("output_shape is for MCL_CUSTOM_WHOLE"), std::string::npos);
   EXPECT_EQ(kann::custom::find("test.custom", "A"), nullptr) << "nothing of a bad table is kept";
+}
+
+// MCL_CUSTOM_WHOLE: the output shape from the callback (with the node's attributes), or the
+// first input's without one; a record naming every input tile, its cost on the output.
+TEST(CustomOps, WholeOperatorsTakeSeveralInputsAndDeclareTheirShape) {
+  mcl_custom_op table[2] = {entry("Whole", "whole_fn"), entry("WholeSame", "whole_same_fn")};
+  table[0].kind = table[1].kind = MCL_CUSTOM_WHOLE;
+  table[0].output_shape = rows_times_alpha;
+  ASSERT_TRUE(kann::custom::register_operators(table, 2, "test table"));
+  kann::ir::Node n;
+  ASSERT_TRUE(kann::custom::import_node("test.custom", "Whole", n));
+  n.floats["alpha"] = 3.0f;
+  const Operator *op = kann::custom::of(n);
+  ASSERT_NE(op, nullptr);
+  auto shape = kann::custom::output_shape(*op, n, {{2, 5}, {7}});
+  ASSERT_TRUE(shape) << shape.error().message;
+  EXPECT_EQ(shape.value(), (std::vector<int64_t>{6, 5}));
+  auto refused = kann::custom::output_shape(*op, n, {{2, 5}});
+  ASSERT_FALSE(refused);
+  EXPECT_NE(refused.error().message.find("returned 1"), std::string::npos);
+  kann::ir::Node m;
+  ASSERT_TRUE(kann::custom::import_node("test.custom", "WholeSame", m));
+  auto same = kann::custom::output_shape(*kann::custom::of(m), m, {{1, 3, 4, 4}, {9}});
+  ASSERT_TRUE(same);
+  EXPECT_EQ(same.value(), (std::vector<int64_t>{1, 3, 4, 4}));
+  mcl_custom_args a =
+      kann::custom::make_args(*op, n, {tile(2, 5, 1), tile(1, 7, 1)}, tile(6, 5, 1), 2);
+  EXPECT_EQ(a.kind, uint32_t(MCL_CUSTOM_WHOLE));
+  EXPECT_EQ(a.input_count, 2u);
+  EXPECT_EQ(a.input.w, 5u);
+  EXPECT_EQ(a.more_inputs[0].w, 7u);
+  EXPECT_EQ(a.cycles, 45u) << "3 cycles x 30 output elements / 2 PEs";
 }

@@ -127,6 +127,26 @@ TEST(NativeCustom, ValidatorRejectsBadNamesAndTiles) {
   a.output.offset = static_cast<uint32_t>(spm.size()) - 4;
   EXPECT_NE(validate(spm, a), "");
   a = good;
-  a.kind = 1;
+  a.kind = 7;
   EXPECT_NE(validate(spm, a).find("kind"), std::string::npos);
+  a = good;
+  a.input_count = 2; // element-wise: one input
+  EXPECT_NE(validate(spm, a).find("one input"), std::string::npos);
+  // MCL_CUSTOM_WHOLE: any output shape, 1..MCL_CUSTOM_INPUT_MAX valid input tiles of the
+  // output's type.
+  a = good;
+  a.kind = MCL_CUSTOM_WHOLE;
+  a.output.w = 1;
+  a.input_count = 2;
+  a.more_inputs[0] = good.input;
+  EXPECT_EQ(validate(spm, a), "");
+  a.input_count = 0;
+  EXPECT_NE(validate(spm, a).find("input_count"), std::string::npos);
+  a.input_count = MCL_CUSTOM_INPUT_MAX + 1;
+  EXPECT_NE(validate(spm, a).find("input_count"), std::string::npos);
+  a.input_count = 3; // more_inputs[1] is no tile
+  EXPECT_NE(validate(spm, a), "");
+  a.input_count = 2;
+  a.more_inputs[0].dtype = MCL_DTYPE_F16;
+  EXPECT_NE(validate(spm, a).find("one element type"), std::string::npos);
 }

@@ -2,6 +2,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <memory>
@@ -59,13 +60,17 @@ manycl::Result<size_t> register_operators(const mcl_custom_op *table, uint32_t c
     op->dtypes = d.dtypes ? d.dtypes : 1u << MCL_DTYPE_F32;
     op->cycles_per_element = d.cycles_per_element;
     op->cost = d.cost;
+    op->output_shape = d.output_shape;
     if (!is_identifier(op->function))
       return manycl::make_error(where + ": function '" + op->function +
                                 "' is not a C identifier shorter than " +
                                 std::to_string(MCL_CUSTOM_FUNCTION_MAX) + " bytes");
-    if (op->kind != MCL_CUSTOM_ELEMENTWISE)
+    if (op->kind != MCL_CUSTOM_ELEMENTWISE && op->kind != MCL_CUSTOM_WHOLE)
       return manycl::make_error(where + ": unknown kind " + std::to_string(op->kind) +
-                                " (only MCL_CUSTOM_ELEMENTWISE)");
+                                " (MCL_CUSTOM_ELEMENTWISE or MCL_CUSTOM_WHOLE)");
+    if (op->kind == MCL_CUSTOM_ELEMENTWISE && op->output_shape)
+      return manycl::make_error(where + ": an element-wise operator has its input's shape "
+                                        "(output_shape is for MCL_CUSTOM_WHOLE)");
     if (!(op->cycles_per_element >= 0) || !std::isfinite(op->cycles_per_element))
       return manycl::make_error(where + ": cycles_per_element must be a finite number >= 0");
     for (size_t a = 0; d.attributes && d.attributes[a]; ++a) {
@@ -146,27 +151,74 @@ const Operator *of(const ir::Node &n) {
   return find(domain->second, op_type->second);
 }
 
-mcl_custom_args make_args(const Operator &op, const ir::Node &n, const mcl_tile &input,
-                          const mcl_tile &output, uint32_t pes_per_cluster) {
-  mcl_custom_args a{};
-  a.input = input;
-  a.output = output;
-  std::memcpy(a.function, op.function.data(), op.function.size()); // < MCL_CUSTOM_FUNCTION_MAX
-  a.kind = op.kind;
-  a.param_count = static_cast<uint32_t>(op.attributes.size());
+std::vector<float> params_of(const Operator &op, const ir::Node &n) {
+  std::vector<float> params;
   for (size_t i = 0; i < op.attributes.size(); ++i) {
     float value = op.defaults[i];
     if (auto f = n.floats.find(op.attributes[i]); f != n.floats.end())
       value = f->second;
     else if (auto k = n.ints.find(op.attributes[i]); k != n.ints.end() && k->second.size() == 1)
       value = static_cast<float>(k->second[0]);
-    a.params[i] = value;
+    params.push_back(value);
   }
+  return params;
+}
+
+manycl::Result<std::vector<int64_t>>
+output_shape(const Operator &op, const ir::Node &n,
+             const std::vector<std::vector<int64_t>> &input_shapes) {
+  if (input_shapes.empty())
+    return manycl::make_error("no input");
+  if (!op.output_shape)
+    return input_shapes[0];
+  std::vector<mcl_custom_shape> in(input_shapes.size());
+  for (size_t i = 0; i < input_shapes.size(); ++i) {
+    if (input_shapes[i].size() > MCL_CUSTOM_RANK_MAX)
+      return manycl::make_error("input " + std::to_string(i) + " has more than " +
+                                std::to_string(MCL_CUSTOM_RANK_MAX) + " dimensions");
+    in[i].rank = static_cast<uint32_t>(input_shapes[i].size());
+    std::copy(input_shapes[i].begin(), input_shapes[i].end(), in[i].dims);
+  }
+  const std::vector<float> params = params_of(op, n);
+  mcl_custom_shape out{};
+  const int status = op.output_shape(in.data(), static_cast<uint32_t>(in.size()), params.data(),
+                                     static_cast<uint32_t>(params.size()), &out);
+  if (status != 0)
+    return manycl::make_error("the output_shape callback of " + op.domain + "::" + op.op_type +
+                              " returned " + std::to_string(status));
+  if (out.rank == 0 || out.rank > MCL_CUSTOM_RANK_MAX)
+    return manycl::make_error("the output_shape callback of " + op.domain + "::" + op.op_type +
+                              " gave a rank of " + std::to_string(out.rank));
+  std::vector<int64_t> shape(out.dims, out.dims + out.rank);
+  for (int64_t d : shape)
+    if (d <= 0 || d > (int64_t(1) << 24))
+      return manycl::make_error("the output_shape callback of " + op.domain + "::" + op.op_type +
+                                " gave a dimension of " + std::to_string(d));
+  return shape;
+}
+
+mcl_custom_args make_args(const Operator &op, const ir::Node &n,
+                          const std::vector<mcl_tile> &inputs, const mcl_tile &output,
+                          uint32_t pes_per_cluster) {
+  mcl_custom_args a{};
+  a.input = inputs.at(0);
+  a.output = output;
+  a.input_count = static_cast<uint32_t>(std::min<size_t>(inputs.size(), MCL_CUSTOM_INPUT_MAX));
+  for (uint32_t i = 1; i < a.input_count; ++i)
+    a.more_inputs[i - 1] = inputs[i];
+  std::memcpy(a.function, op.function.data(), op.function.size()); // < MCL_CUSTOM_FUNCTION_MAX
+  a.kind = op.kind;
+  const std::vector<float> params = params_of(op, n);
+  a.param_count = static_cast<uint32_t>(params.size());
+  std::copy(params.begin(), params.end(), a.params);
   const uint32_t pes = pes_per_cluster ? pes_per_cluster : 1;
   if (op.cost) {
     mcl_custom_call geometry{};
-    geometry.input_tile = input;
+    geometry.input_tile = a.input;
     geometry.output_tile = output;
+    geometry.input_count = a.input_count;
+    for (uint32_t i = 0; i < a.input_count; ++i)
+      geometry.input_tiles[i] = inputs[i];
     geometry.params = a.params;
     geometry.param_count = a.param_count;
     geometry.pe_count = pes;

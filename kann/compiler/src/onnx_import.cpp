@@ -1182,6 +1182,33 @@ Result<void> infer_node(Graph &g, Node &n) {
     return {};
   }
   case ShapeRule::SameShape: {
+    if (n.op == Op::Custom) { // a user's operator (custom_ops.h)
+      const kann::custom::Operator *op = kann::custom::of(n);
+      if (!op)
+        return make_error(where(n) + ": custom operator no longer registered");
+      if (n.outputs.size() != 1)
+        return make_error(where(n) + ": a custom operator has one output");
+      const size_t inputs = op->kind == MCL_CUSTOM_WHOLE ? n.inputs.size() : 1;
+      if (inputs > MCL_CUSTOM_INPUT_MAX)
+        return make_error(where(n) + ": more than " + std::to_string(MCL_CUSTOM_INPUT_MAX) +
+                          " inputs");
+      std::vector<std::vector<int64_t>> shapes;
+      for (size_t i = 0; i < inputs; ++i) {
+        if (!has(i) || in(i).is_const)
+          return make_error(where(n) + ": input " + std::to_string(i) +
+                            " must be an activation (constant or missing inputs are not "
+                            "supported)");
+        if (in(i).dtype != in(0).dtype)
+          return make_error(where(n) + ": the inputs must have one element type");
+        shapes.push_back(in(i).shape);
+      }
+      n.inputs.resize(inputs);
+      auto shape = kann::custom::output_shape(*op, n, shapes);
+      if (!shape)
+        return make_error(where(n) + ": " + shape.error().message);
+      y.shape = shape.value();
+      return {};
+    }
     if (n.outputs.size() > 1 && n.op == Op::Dropout)
       n.outputs.resize(1); // the mask output is unused in inference
     if (n.op == Op::BatchNormalization && n.outputs.size() > 1)

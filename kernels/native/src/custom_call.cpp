@@ -32,6 +32,12 @@ Status run_custom(const mcl_native_exec &exec, const mcl_custom_args &a) {
   call.params = a.params;
   call.param_count = a.param_count;
   call.pe_count = exec.pe_count;
+  call.input_count = a.kind == MCL_CUSTOM_WHOLE ? a.input_count : 1;
+  for (uint32_t i = 0; i < call.input_count && i < MCL_CUSTOM_INPUT_MAX; ++i) {
+    const mcl_tile &t = i == 0 ? a.input : a.more_inputs[i - 1];
+    call.inputs[i] = exec.spm_base + t.offset;
+    call.input_tiles[i] = t;
+  }
   // A data pointer from dlsym converts to a function pointer (POSIX guarantees it).
   const auto function = reinterpret_cast<mcl_custom_fn>(address);
   const int status = function(&call);

@@ -125,10 +125,22 @@ void check_custom(Checker &ck, const mcl_custom_args &a) {
   ck.tile("output", a.output, Role::Output);
   if (!ck.ok())
     return;
-  ck.same_shape("custom", a.input, a.output);
   ck.require(a.input.dtype == a.output.dtype && float_type(a.input.dtype),
              "custom: input and output must both be F32 or both F16");
-  ck.require(a.kind == MCL_CUSTOM_ELEMENTWISE, "custom: unknown kind");
+  if (a.kind == MCL_CUSTOM_WHOLE) { // whole tensors: any shapes, 1..MCL_CUSTOM_INPUT_MAX inputs
+    if (!ck.require(a.input_count >= 1 && a.input_count <= MCL_CUSTOM_INPUT_MAX,
+                    "custom: input_count out of range"))
+      return;
+    for (uint32_t i = 1; i < a.input_count; ++i) {
+      ck.tile("input", a.more_inputs[i - 1], Role::Broadcast);
+      ck.require(a.more_inputs[i - 1].dtype == a.output.dtype,
+                 "custom: inputs and output must have one element type");
+    }
+  } else {
+    ck.require(a.kind == MCL_CUSTOM_ELEMENTWISE, "custom: unknown kind");
+    ck.require(a.input_count <= 1, "custom: an element-wise operator has one input");
+    ck.same_shape("custom", a.input, a.output);
+  }
   ck.require(a.param_count <= MCL_CUSTOM_PARAM_MAX, "custom: too many parameters");
   size_t length = 0;
   while (length < MCL_CUSTOM_FUNCTION_MAX && a.function[length] != 0)

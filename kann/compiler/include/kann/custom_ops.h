@@ -25,6 +25,8 @@ struct Operator {
   std::vector<float> defaults;
   double cycles_per_element = 0;
   uint64_t (*cost)(const mcl_custom_call *call) = nullptr;
+  int (*output_shape)(const mcl_custom_shape *inputs, uint32_t input_count, const float *params,
+                      uint32_t param_count, mcl_custom_shape *output) = nullptr; // WHOLE
 };
 
 // Loads a library (kept loaded) and registers its operators; returns how many. A library
@@ -52,9 +54,24 @@ manycl::Result<void> import_node(const std::string &domain, const std::string &o
 // The operator of an Op::Custom node (nullptr if its library is no longer registered).
 const Operator *of(const ir::Node &n);
 
-// The record of one call: input and output tiles (SPM offsets), the node's attributes, the
-// modeled cycles from the operator's cost.
-mcl_custom_args make_args(const Operator &op, const ir::Node &n, const mcl_tile &input,
-                          const mcl_tile &output, uint32_t pes_per_cluster);
+// The record of one call: input and output tiles (SPM offsets; an MCL_CUSTOM_WHOLE operator
+// has one per input), the node's attributes, the modeled cycles from the operator's cost.
+mcl_custom_args make_args(const Operator &op, const ir::Node &n,
+                          const std::vector<mcl_tile> &inputs, const mcl_tile &output,
+                          uint32_t pes_per_cluster);
+inline mcl_custom_args make_args(const Operator &op, const ir::Node &n, const mcl_tile &input,
+                                 const mcl_tile &output, uint32_t pes_per_cluster) {
+  return make_args(op, n, std::vector<mcl_tile>{input}, output, pes_per_cluster);
+}
+
+// The node's float attributes as the function's params (the descriptor's defaults where the
+// node sets none).
+std::vector<float> params_of(const Operator &op, const ir::Node &n);
+
+// The output shape of an MCL_CUSTOM_WHOLE node from its inputs' shapes (its output_shape
+// callback, or the first input's shape).
+manycl::Result<std::vector<int64_t>>
+output_shape(const Operator &op, const ir::Node &n,
+             const std::vector<std::vector<int64_t>> &input_shapes);
 
 } // namespace kann::custom

@@ -5,6 +5,7 @@
 // element strides in the SPM (image_strides), so images (channel-last) and row-major
 // tensors mix; the loop nest is merged to at most three dimensions per native call (a
 // tile's h, w and c) and the remaining outer dimensions become one call each.
+#include "kann/custom_ops.h"
 #include "tiler/tiler.h"
 
 #include <numeric>
@@ -135,6 +136,23 @@ Result<void> Compiler::call_strided(const PlannedOp &op, const CallTiles &t, Cal
                     call.add(MCL_NATIVE_FN_COPY, a);
                   });
   };
+  if (n.op == Op::Custom) { // MCL_CUSTOM_WHOLE: the user's function on the whole tensors
+    const custom::Operator *custom = custom::of(n);
+    if (!custom)
+      return make_error(where(n) + ": custom operator no longer registered");
+    std::vector<mcl_tile> inputs;
+    for (size_t i = 0; i < op.ins.size(); ++i) {
+      inputs.push_back(input_tile(i));
+      if (inputs.back().dtype != t.out.dtype || t.out.dtype >= 32 ||
+          !(custom->dtypes & (1u << t.out.dtype)))
+        return make_error(where(n) + ": custom operator " + custom->domain +
+                          "::" + custom->op_type +
+                          " does not accept this element type (its mcl_custom_op.dtypes)");
+    }
+    call.add(MCL_NATIVE_FN_CUSTOM,
+             custom::make_args(*custom, n, inputs, t.out, opt.device.pes_per_cluster));
+    return {};
+  }
   switch (op.kind) {
   case Lowering::Layout: {
     const Act &x = acts[op.ins[0]];

@@ -6,7 +6,20 @@
 
 #include <numeric>
 
+#include "kann/custom_ops.h"
+
 namespace kann::tiler {
+
+namespace {
+// A custom operator on whole tensors (MCL_CUSTOM_WHOLE): one call on one cluster with every
+// input whole (lower_layout.cpp), never in place.
+bool whole_custom(const Node &n) {
+  if (n.op != Op::Custom)
+    return false;
+  const custom::Operator *op = custom::of(n);
+  return op && op->kind == MCL_CUSTOM_WHOLE;
+}
+} // namespace
 
 // Channel concats whose inputs are each read only by the concat and produced by a
 // row-split operator: the producers write into the concat's buffer, no copy runs.
@@ -218,7 +231,7 @@ Result<void> Compiler::plan() {
     PlannedOp op;
     op.node = int(ni);
     op.kind = copy_view ? Lowering::Layout : lowering;
-    op.strided = op.kind == Lowering::Layout || op.kind == Lowering::Reduce;
+    op.strided = op.kind == Lowering::Layout || op.kind == Lowering::Reduce || whole_custom(n);
     op.transposed = n.op == Op::ConvTranspose;
     if (n.op == Op::Slice)
       op.in_c0 = n.attrs("channels").at(0);
@@ -253,7 +266,7 @@ Result<void> Compiler::plan() {
       const int64_t axis = n.attr("axis", 1);
       op.strided = !(yt.shape.size() == 4 && yt.shape[0] == 1 && (axis == 1 || axis == -3));
     }
-    if (op.kind == Lowering::Eltwise || op.kind == Lowering::Concat) {
+    if (op.kind == Lowering::Eltwise || op.kind == Lowering::Concat || whole_custom(n)) {
       for (int i : n.inputs) {
         if (g.tensors[i].is_const)
           return make_error(where(n) + ": constant operands must be per-channel (folded into a "
@@ -544,6 +557,7 @@ std::vector<int> Compiler::plan_in_place() const {
          op.kind != Lowering::Activation && op.kind != Lowering::Math) ||
         y.in_ddr || y.first != step || chan_offset.count(yt) || act_of.at(yt) != op.out ||
         is_io(op.out) || (y.dtype != MCL_DTYPE_F32 && y.dtype != MCL_DTYPE_F16) ||
+        whole_custom(g.nodes[op.node]) || // the user's function may read any input element
         group_of_op[s] >= 0) // a group writes band by band
       continue;
     for (size_t i = 0; i < op.ins.size(); ++i) {

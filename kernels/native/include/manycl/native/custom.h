@@ -14,11 +14,17 @@
  * function a kbin names when it loads the binary (CL_INVALID_BINARY, with the missing name
  * in the build log, when one is not exported by any registered library).
  *
- * Semantics the compiler assumes (MCL_CUSTOM_ELEMENTWISE, the only kind so far): one
- * activation input, one output of the input's shape and element type, and every output
- * element depends only on the input element at the same position. The compiler then splits
- * the operator over clusters and row bands like any element-wise operator, and may run it
- * in place (call->output == call->input). */
+ * Semantics the compiler assumes, per kind:
+ *   MCL_CUSTOM_ELEMENTWISE: one activation input, one output of the input's shape and
+ *     element type, and every output element depends only on the input element at the same
+ *     position. The compiler then splits the operator over clusters and row bands like any
+ *     element-wise operator, and may run it in place (call->output == call->input).
+ *   MCL_CUSTOM_WHOLE: 1 to MCL_CUSTOM_INPUT_MAX activation inputs (call->inputs), one
+ *     output whose shape the descriptor's output_shape callback gives (the first input's
+ *     when NULL), all of one element type; the function is called once, on one cluster,
+ *     with the whole tensors (never in place). A 4-D [1,C,H,W] tensor is the tile (H, W, C)
+ *     (channel-last); any other is stored row-major as (elements / last dimension, last
+ *     dimension, 1). */
 #ifndef MANYCL_NATIVE_CUSTOM_H
 #define MANYCL_NATIVE_CUSTOM_H
 
@@ -32,6 +38,8 @@ extern "C" {
 
 #define MCL_CUSTOM_FUNCTION_MAX 48 /* bytes of a function name, NUL included */
 #define MCL_CUSTOM_PARAM_MAX 8     /* float attributes passed to the function */
+#define MCL_CUSTOM_INPUT_MAX 4     /* activation inputs of an MCL_CUSTOM_WHOLE operator */
+#define MCL_CUSTOM_RANK_MAX 8      /* dimensions of a tensor shape (output_shape) */
 
 /* ---- what the user's function receives ---- */
 typedef struct mcl_custom_call {
@@ -44,13 +52,25 @@ typedef struct mcl_custom_call {
   const float *params; /* the operator's float attributes, in the descriptor's order */
   uint32_t param_count;
   uint32_t pe_count; /* processing elements of the cluster (informational) */
+  /* MCL_CUSTOM_WHOLE: every input (inputs[0] == input, input_tiles[0] == input_tile);
+   * ELEMENTWISE: input_count 1, the same. */
+  const void *inputs[MCL_CUSTOM_INPUT_MAX];
+  mcl_tile input_tiles[MCL_CUSTOM_INPUT_MAX];
+  uint32_t input_count;
 } mcl_custom_call;
+
+/* An ONNX tensor shape (output_shape callback). */
+typedef struct mcl_custom_shape {
+  uint32_t rank;
+  int64_t dims[MCL_CUSTOM_RANK_MAX];
+} mcl_custom_shape;
 
 typedef int (*mcl_custom_fn)(const mcl_custom_call *call);
 
 /* ---- what `kann compile --custom-ops` reads ---- */
 enum mcl_custom_kind {
-  MCL_CUSTOM_ELEMENTWISE = 0 /* output shape = input shape, element by element */
+  MCL_CUSTOM_ELEMENTWISE = 0, /* output shape = input shape, element by element */
+  MCL_CUSTOM_WHOLE = 1        /* whole tensors, several inputs, any output shape */
 };
 
 typedef struct mcl_custom_op {
@@ -68,6 +88,10 @@ typedef struct mcl_custom_op {
    * cycles_per_element * output elements / pe_count. */
   double cycles_per_element;
   uint64_t (*cost)(const mcl_custom_call *call);
+  /* MCL_CUSTOM_WHOLE: the output's ONNX shape from the inputs' and the params (returns 0,
+   * anything else is a compile error naming the node); NULL: the first input's shape. */
+  int (*output_shape)(const mcl_custom_shape *inputs, uint32_t input_count, const float *params,
+                      uint32_t param_count, mcl_custom_shape *output);
 } mcl_custom_op;
 
 typedef const mcl_custom_op *(*mcl_custom_operators_fn)(uint32_t *count);
@@ -81,6 +105,10 @@ typedef struct mcl_custom_args {
   uint32_t param_count;
   uint32_t kind;   /* mcl_custom_kind */
   uint64_t cycles; /* modeled cycles of this call, computed by the compiler */
+  /* MCL_CUSTOM_WHOLE: inputs 1.. (input is the first); input_count 1 for ELEMENTWISE */
+  mcl_tile more_inputs[MCL_CUSTOM_INPUT_MAX - 1];
+  uint32_t input_count;
+  uint32_t reserved;
 } mcl_custom_args;
 
 #ifdef __cplusplus

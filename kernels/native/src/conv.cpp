@@ -472,8 +472,13 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
   const uint64_t panel_bytes = l.group_stride / std::max<uint32_t>(1, l.nblocks);
   const bool packs_rows = !l.int8 && conv_float_packs_rows(l.taps, l.cin_g);
   const uint32_t min_panels = packs_rows ? std::min(kPackedPanels, l.nblocks) : 1;
+  // Packed rows: what stays in L2 is one K-chunk of each panel (the chunks stream through),
+  // and every packed row block serves all the task's panels.
+  const uint64_t resident_panel_bytes =
+      packs_rows ? std::min<uint64_t>(panel_bytes, (uint64_t)kPackK * kPanelWidth * esize)
+                 : panel_bytes;
   const uint32_t nb_chunk = (uint32_t)std::clamp<uint64_t>(
-      (256u << 10) / std::max<uint64_t>(1, panel_bytes), min_panels, l.nblocks);
+      (256u << 10) / std::max<uint64_t>(1, resident_panel_bytes), min_panels, l.nblocks);
   const uint32_t n_chunks = (l.nblocks + nb_chunk - 1) / nb_chunk;
   const uint32_t mr = (uint32_t)isa.rows;
   const uint32_t want_m_chunks =

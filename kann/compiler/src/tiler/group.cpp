@@ -36,7 +36,8 @@ bool Compiler::in_group_node(int node) const {
 bool Compiler::group_member_ok(const PlannedOp &op) const {
   const bool kind = (op.kind == Lowering::Conv && !op.transposed) || op.kind == Lowering::Pool ||
                     op.kind == Lowering::Eltwise || op.kind == Lowering::ScaleShift ||
-                    op.kind == Lowering::Activation;
+                    op.kind == Lowering::Activation || op.kind == Lowering::Resize ||
+                    op.kind == Lowering::Concat || op.kind == Lowering::Convert;
   return kind && !op.strided && op.split == "rows" && op.wslices <= 1 && acts[op.out].H > 1 &&
          !chan_offset.count(g.nodes[op.node].outputs[0]) &&
          act_of.at(g.nodes[op.node].outputs[0]) == op.out;

@@ -1003,4 +1003,27 @@ TEST(EndToEndAnyRank, OneSlopePReluIsALeakyRelu) {
     EXPECT_EQ(got.value()[i], x[i] < 0 ? 0.25f * x[i] : x[i]) << i;
 }
 
+// PRelu with one slope per channel (PyTorch's nn.PReLU(C), slope [C,1,1]) on an image:
+// Relu(x) + (-slope) * Relu(-x), the product a per-channel ScaleShift; on 1 and 2 clusters.
+TEST(EndToEndAnyRank, PerChannelPReluMatchesDefinition) {
+  test::OnnxBuilder b;
+  b.input("x", {1, 3, 4, 5});
+  b.weight("slope", {3, 1, 1}, 0.0f, {0.25f, -0.5f, 2.0f});
+  b.node("PRelu", {"x", "slope"}, {"y"});
+  b.output("y");
+  std::vector<float> x(60);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = std::sin(0.7f * float(i)) * 3.0f;
+  const float slope[3] = {0.25f, -0.5f, 2.0f};
+  for (unsigned clusters : {1u, 2u}) {
+    auto got = compile_and_run(b.bytes(), clusters, "fp32", x);
+    ASSERT_TRUE(got.ok()) << got.error().message;
+    ASSERT_EQ(got.value().size(), x.size());
+    for (size_t i = 0; i < x.size(); ++i) {
+      const float s = slope[i / 20];
+      EXPECT_FLOAT_EQ(got.value()[i], x[i] < 0 ? s * x[i] : x[i]) << i << " x" << clusters;
+    }
+  }
+}
+
 } // namespace

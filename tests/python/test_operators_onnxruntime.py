@@ -120,6 +120,18 @@ class OperatorsAgainstOnnxRuntime(unittest.TestCase):
                 self.compare(*self.pad_model(mode, [4, 5, 6], [2, 1], value=-0.5, axes=[-1],
                                              opset=18))
 
+    def test_per_channel_prelu(self):
+        """nn.PReLU(C)'s export: a [C,1,1] slope after a convolution."""
+        rng = np.random.default_rng(21)
+        inits = [weight(rng, "w", (4, 3, 3, 3)),
+                 numpy_helper.from_array(np.array([0.25, -0.5, 2.0, 0.0], np.float32)
+                                         .reshape(4, 1, 1), "slope")]
+        nodes = [helper.make_node("Conv", ["x", "w"], ["c"], pads=[1, 1, 1, 1]),
+                 helper.make_node("PRelu", ["c", "slope"], ["y"])]
+        model = make_model(nodes, [("x", [1, 3, 7, 6])], ["y"], inits)
+        feeds = [{"x": rng.standard_normal((1, 3, 7, 6)).astype(np.float32)} for _ in range(2)]
+        self.compare(model, feeds)
+
     def compare_quantized(self, model, feeds_list, step, literal=None):
         """INT8 networks: kann's output within one quantization step (`step`, the output's
         scale) of ONNX Runtime's everywhere, and equal to `literal(feeds)` (the QDQ

@@ -595,6 +595,40 @@ Result<Graph> convert(const onnx::ModelProto &model, bool split_batch) {
       graph.nodes.push_back(std::move(log));
       continue;
     }
+    // PRelu with a constant slope of several values (nn.PReLU(C): one per channel):
+    // Relu(x) + (-slope) * Relu(-x), the product a per-channel ScaleShift (passes). One value:
+    // a LeakyRelu (infer_node).
+    if (n.op == Op::PRelu && n.inputs.size() == 2 && n.inputs[0] >= 0 && n.inputs[1] >= 0 &&
+        graph.tensors[n.inputs[1]].is_const && graph.tensors[n.inputs[1]].dtype == DType::F32 &&
+        graph.tensors[n.inputs[1]].elements() > 1) {
+      if (np.output_size() != 1 || graph.find(np.output(0)) >= 0)
+        return make_error(where(n) + ": needs one output, defined once");
+      auto emit = [&](Op op, const std::string &suffix, std::vector<int> inputs,
+                      const std::string &out) {
+        Node part;
+        part.op = op;
+        part.name = suffix.empty() ? n.name : n.name + "." + suffix;
+        part.inputs = std::move(inputs);
+        Tensor t;
+        t.name = out;
+        t.producer = static_cast<int>(graph.nodes.size());
+        part.outputs = {graph.add_tensor(std::move(t))};
+        graph.nodes.push_back(std::move(part));
+        return graph.nodes.back().outputs[0];
+      };
+      Tensor negated = graph.tensors[n.inputs[1]];
+      negated.name = n.name + ".negated_slope";
+      for (float &v : negated.data)
+        v = -v;
+      const int slope = graph.add_tensor(std::move(negated));
+      const int x = n.inputs[0];
+      const int positive = emit(Op::Relu, "positive", {x}, n.name + ".positive");
+      const int minus_x = emit(Op::Neg, "negate", {x}, n.name + ".minus_x");
+      const int negative = emit(Op::Relu, "negative", {minus_x}, n.name + ".negative_part");
+      const int scaled = emit(Op::Mul, "slope", {negative, slope}, n.name + ".scaled");
+      emit(Op::Add, "", {positive, scaled}, np.output(0));
+      continue;
+    }
     // Variadic Sum / Max / Min / Mean: a chain of binary nodes (Mean: the sum divided by the
     // count, a constant divisor the passes fold into a ScaleShift).
     if (n.op == Op::Sum || n.op == Op::Max || n.op == Op::Min || n.op == Op::Mean) {

@@ -555,6 +555,19 @@ TEST_P(ConvRandom, LargeKChunked) {
   run_case(s2, 909, 1);
   s2.act = {MCL_ACT_LEAKY_RELU, 0.1f, 0};
   run_case(s2, 910, 2);
+  // A first layer: 3 channels under a 7x7 stride-2 kernel (packed as well: runs of taps over
+  // adjacent pixels are one copy, cut where the padding or a K-chunk ends), and 5x5 with 4.
+  ConvCase f{};
+  f.H = 23, f.W = 29, f.cin = 3, f.cout = 40, f.groups = 1, f.kh = f.kw = 7, f.sh = f.sw = 2;
+  f.dh = f.dw = 1, f.pt = f.pl = f.pb = f.pr = 3, f.OH = 12, f.OW = 15;
+  f.oy0 = f.ox0 = 0, f.oh = 12, f.ow = 15;
+  f.act = {MCL_ACT_RELU, 0, 0};
+  run_case(f, 911, 2, Table::Implicit);
+  run_case(f, 912, 1);
+  f.cin = 4, f.kh = f.kw = 5, f.sh = f.sw = 1, f.pt = f.pl = f.pb = f.pr = 2, f.OH = 23, f.OW = 29;
+  f.oy0 = 2, f.ox0 = 1, f.oh = 17, f.ow = 25;
+  f.dtype = f.out_dtype = MCL_DTYPE_F16;
+  run_case(f, 913, 2, Table::Implicit);
 }
 
 TEST_P(ConvRandom, DepthwiseWideTiles) {

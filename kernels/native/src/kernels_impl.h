@@ -288,10 +288,17 @@ static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
       const int32_t *rows[MR];
       T *orow[MR];
       setup_rows(m0, mr, rows, orow);
+      const uint32_t t_first = q0 / kc, k_first = q0 % kc;
       for (int i = 0; i < MR; ++i) {
         float *dst = apack + (size_t)i * kPackK;
+        uint32_t t = t_first, k = k_first; // of q: no division per tap
         for (uint32_t q = q0; q < q1;) {
-          const uint32_t t = q / kc, k = q % kc, n = std::min(kc - k, q1 - q);
+          // Taps whose pixels follow each other in memory (a kernel row over a dense tile
+          // with few channels) are one copy.
+          uint32_t n = kc - k, t_end = t + 1;
+          while (t_end < j.taps && rows[i][t_end] == rows[i][t_end - 1] + (int32_t)kc)
+            n += kc, ++t_end;
+          n = std::min(n, q1 - q);
           const TI *src = in + rows[i][t] + k;
           if constexpr (std::is_same_v<TI, uint16_t>)
             S::widen_halves(src, n, dst);
@@ -299,6 +306,8 @@ static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
             std::memcpy(dst, src, (size_t)n * sizeof(float));
           dst += n;
           q += n;
+          t += (k + n) / kc;
+          k = (k + n) % kc;
         }
       }
       for (uint32_t nb = r.nb_begin; nb < r.nb_end; ++nb) {

@@ -77,6 +77,31 @@ TEST_F(Tool, DumpIrAndScheduleLeaveTheBinaryAlone) {
   EXPECT_TRUE(abytes == bbytes) << "--dump-schedule changed the binary";
 }
 
+// --schedule group: the tool builds layer groups and says so; the simulated output is the
+// network's; an unknown schedule is a one-line error.
+TEST_F(Tool, ScheduleGroupCompilesAndSimulates) {
+  auto r = sh(kann_tool + " compile " + path("cnn.onnx") + " -o " + path("g.kbin") +
+              " --clusters 2 --schedule group");
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("schedule group (--schedule group"), std::string::npos) << r.output;
+  r = sh(kann_tool + " simulate " + path("g.kbin") + " --input " + path("x.npy") +
+         " --output-dir " + dir.string());
+  ASSERT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("1.0000 x simulated"), std::string::npos) << r.output;
+  std::ifstream f(dir / "probs.npy", std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(f)), {});
+  ASSERT_GE(bytes.size(), 40u + 128);
+  std::vector<float> got(10);
+  std::memcpy(got.data(), bytes.data() + bytes.size() - 40, 40);
+  for (int i = 0; i < 10; ++i)
+    EXPECT_NEAR(got[i], probs[i], 1e-4);
+  r = sh(kann_tool + " compile " + path("cnn.onnx") + " -o " + path("h.kbin") +
+         " --schedule columns");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.output.find("--schedule must be layer, pipeline, group or auto"), std::string::npos)
+      << r.output;
+}
+
 TEST_F(Tool, CompileInspectSimulate) {
   auto r = sh(kann_tool + " compile " + path("cnn.onnx") + " -o " + path("cnn.kbin") +
               " --clusters 2 --device-config small --report " + path("r.html"));

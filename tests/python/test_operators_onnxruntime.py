@@ -40,6 +40,31 @@ def weight(rng, name, shape, scale=0.3):
     return numpy_helper.from_array((rng.standard_normal(shape) * scale).astype(np.float32), name)
 
 
+def quantize_qoperator(float_model, samples):
+    """ONNX Runtime's quantize_static in QOperator format (uint8 activations, int8 weights),
+    calibrated on `samples` of the model's one input "x"."""
+    import os
+    import tempfile
+
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
+                                          quantize_static)
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            self.data = iter([{"x": x} for x in samples])
+
+        def get_next(self):
+            return next(self.data, None)
+
+    with tempfile.TemporaryDirectory() as tmp:
+        src, dst = os.path.join(tmp, "float.onnx"), os.path.join(tmp, "int8.onnx")
+        with open(src, "wb") as f:
+            f.write(float_model)
+        quantize_static(src, dst, Reader(), quant_format=QuantFormat.QOperator,
+                        activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+        return onnx.load(dst)
+
+
 class OperatorsAgainstOnnxRuntime(unittest.TestCase):
     def compare(self, model, feeds_list, clusters=(1, 5), precisions=("fp32", "fp16")):
         reference = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
@@ -157,13 +182,6 @@ class OperatorsAgainstOnnxRuntime(unittest.TestCase):
         """ONNX Runtime's quantize_static in QOperator format (QLinearConv, com.microsoft
         QLinearAdd and QLinearConcat, uint8 activations, int8 weights) of a network with a
         residual Add and a channel Concat."""
-        try:
-            from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType,
-                                                  quantize_static)
-        except ImportError as e:
-            self.skipTest(f"onnxruntime.quantization: {e}")
-        import os
-        import tempfile
         rng = np.random.default_rng(3)
         inits = [weight(rng, "w1", (8, 3, 3, 3)), weight(rng, "b1", (8,), 0.1),
                  weight(rng, "w2", (8, 8, 3, 3)), weight(rng, "b2", (8,), 0.1),
@@ -182,25 +200,42 @@ class OperatorsAgainstOnnxRuntime(unittest.TestCase):
         ]
         shape = (1, 3, 12, 10)
         float_model = make_model(nodes, [("x", list(shape))], ["y"], inits)
-        samples = [rng.standard_normal(shape).astype(np.float32) for _ in range(8)]
-
-        class Reader(CalibrationDataReader):
-            def __init__(self):
-                self.data = iter([{"x": x} for x in samples])
-
-            def get_next(self):
-                return next(self.data, None)
-
-        with tempfile.TemporaryDirectory() as tmp:
-            src, dst = os.path.join(tmp, "float.onnx"), os.path.join(tmp, "int8.onnx")
-            with open(src, "wb") as f:
-                f.write(float_model)
-            quantize_static(src, dst, Reader(), quant_format=QuantFormat.QOperator,
-                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
-            quantized = onnx.load(dst)
+        quantized = quantize_qoperator(float_model, [rng.standard_normal(shape).astype(np.float32)
+                                                     for _ in range(8)])
         ops = {(n.domain, n.op_type) for n in quantized.graph.node}
         self.assertIn(("com.microsoft", "QLinearAdd"), ops)
         self.assertIn(("com.microsoft", "QLinearConcat"), ops)
+        step = float([numpy_helper.to_array(i) for i in quantized.graph.initializer
+                      if i.name == "y_scale"][0])
+        feeds = [{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(3)]
+        self.compare_quantized(quantized.SerializeToString(), feeds, step)
+
+    def test_qlinear_unary_pool_and_mul_from_the_quantizer(self):
+        """QOperator exports of LeakyRelu, AveragePool, a squeeze-and-excitation gate
+        (GlobalAveragePool, Sigmoid, Mul): com.microsoft QLinearLeakyRelu, QLinearAveragePool,
+        QLinearGlobalAveragePool, QLinearSigmoid and QLinearMul."""
+        rng = np.random.default_rng(5)
+        inits = [weight(rng, "w1", (8, 3, 3, 3)), weight(rng, "b1", (8,), 0.1),
+                 weight(rng, "w2", (8, 8, 1, 1)), weight(rng, "b2", (8,), 0.1),
+                 weight(rng, "w3", (4, 8, 3, 3)), weight(rng, "b3", (4,), 0.1)]
+        nodes = [
+            helper.make_node("Conv", ["x", "w1", "b1"], ["c1"], pads=[1, 1, 1, 1]),
+            helper.make_node("LeakyRelu", ["c1"], ["r1"], alpha=0.1),
+            helper.make_node("AveragePool", ["r1"], ["p1"], kernel_shape=[2, 2], strides=[2, 2]),
+            helper.make_node("GlobalAveragePool", ["p1"], ["g"]),
+            helper.make_node("Conv", ["g", "w2", "b2"], ["gc"]),
+            helper.make_node("Sigmoid", ["gc"], ["gate"]),
+            helper.make_node("Mul", ["p1", "gate"], ["m"]),
+            helper.make_node("Conv", ["m", "w3", "b3"], ["y"], pads=[1, 1, 1, 1]),
+        ]
+        shape = (1, 3, 12, 10)
+        float_model = make_model(nodes, [("x", list(shape))], ["y"], inits)
+        quantized = quantize_qoperator(float_model, [rng.standard_normal(shape).astype(np.float32)
+                                                     for _ in range(8)])
+        ops = {(n.domain, n.op_type) for n in quantized.graph.node}
+        for op in ("QLinearLeakyRelu", "QLinearAveragePool", "QLinearGlobalAveragePool",
+                   "QLinearSigmoid", "QLinearMul"):
+            self.assertIn(("com.microsoft", op), ops)
         step = float([numpy_helper.to_array(i) for i in quantized.graph.initializer
                       if i.name == "y_scale"][0])
         feeds = [{"x": rng.standard_normal(shape).astype(np.float32)} for _ in range(3)]

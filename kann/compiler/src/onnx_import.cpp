@@ -98,6 +98,14 @@ Result<Tensor> convert_initializer(const onnx::TensorProto &t) {
 // DequantizeLinear of their integer constants -> QuantizeLinear. lower_qdq_to_int8 then
 // makes them the same INT8 kernels as quantize_static models (INT32 accumulation, one FP32
 // requantization), so both spellings of a quantized network take one path.
+// ONNX Runtime's contrib operators of QOperator exports (domain com.microsoft), imported as
+// DequantizeLinear -> the float operator -> QuantizeLinear.
+bool ms_qlinear_op(Op op) {
+  return op == Op::QLinearAdd || op == Op::QLinearMul || op == Op::QLinearConcat ||
+         op == Op::QLinearSigmoid || op == Op::QLinearLeakyRelu ||
+         op == Op::QLinearGlobalAveragePool || op == Op::QLinearAveragePool;
+}
+
 class QLinearExpander {
 public:
   QLinearExpander(Graph &graph, const Node &node) : g_(graph), n_(node) {}
@@ -226,7 +234,7 @@ public:
   // com.microsoft QLinearAdd (A, A_scale, A_zero_point, B, B_scale, B_zero_point, C_scale,
   // C_zero_point): DequantizeLinear of both operands, Add, QuantizeLinear; the INT8 add of
   // lower_qdq_to_int8 (per-operand scale and zero point, requantized output).
-  Result<void> expand_add(const std::string &output) {
+  Result<void> expand_add(const std::string &output, Op op = Op::Add) {
     if (n_.inputs.size() < 7 || n_.inputs.size() > 8 || n_.inputs[0] < 0 || n_.inputs[3] < 0)
       return make_error(where(n_) + ": needs A, B and the scales (7 or 8 inputs)");
     auto a = dequantized(n_.inputs[0], n_.inputs[1], n_.inputs[2], "a_float");
@@ -235,7 +243,7 @@ public:
     auto b = dequantized(n_.inputs[3], n_.inputs[4], n_.inputs[5], "b_float");
     if (!b)
       return b.error();
-    Node add = part(Op::Add, "", {a.value(), b.value()});
+    Node add = part(op, "", {a.value(), b.value()});
     add.name = n_.name;
     const int sum = emit(std::move(add), n_.name + ".output_float");
     return quantized(sum, n_.inputs[6], n_.inputs.size() > 7 ? n_.inputs[7] : -1, output);
@@ -265,6 +273,29 @@ public:
     concat.ints["axis"] = n_.ints.at("axis");
     const int joined = emit(std::move(concat), n_.name + ".output_float");
     return quantized(joined, n_.inputs[0], n_.inputs[1], output);
+  }
+
+  // com.microsoft QLinearSigmoid / QLinearLeakyRelu (alpha) / QLinearGlobalAveragePool /
+  // QLinearAveragePool (the pooling attributes) with X, X_scale, X_zero_point, Y_scale,
+  // Y_zero_point: DequantizeLinear, the float operator with the node's attributes,
+  // QuantizeLinear (INT8 activation / pooling kernels where lower_qdq_to_int8 has them).
+  Result<void> expand_unary(const std::string &output, Op op) {
+    if (n_.inputs.size() < 4 || n_.inputs.size() > 5 || n_.inputs[0] < 0)
+      return make_error(where(n_) + ": needs X, X_scale, X_zero_point, Y_scale (and "
+                                    "Y_zero_point)");
+    if (n_.attr("channels_last", 0) != 0)
+      return make_error(where(n_) + ": channels_last = 1 is not supported");
+    auto x = dequantized(n_.inputs[0], n_.inputs[1], n_.inputs[2], "input_float");
+    if (!x)
+      return x.error();
+    Node f = part(op, "", {x.value()});
+    f.name = n_.name;
+    f.ints = n_.ints;
+    f.ints.erase("channels_last");
+    f.floats = n_.floats;
+    f.strings = n_.strings;
+    const int y = emit(std::move(f), n_.name + ".output_float");
+    return quantized(y, n_.inputs[3], n_.inputs.size() > 4 ? n_.inputs[4] : -1, output);
   }
 
 private:
@@ -430,6 +461,11 @@ int64_t first_opset(Op op) {
   case Op::QLinearMatMul:
   case Op::QLinearAdd: // com.microsoft, next to ai.onnx 10 and later
   case Op::QLinearConcat:
+  case Op::QLinearMul:
+  case Op::QLinearSigmoid:
+  case Op::QLinearLeakyRelu:
+  case Op::QLinearGlobalAveragePool:
+  case Op::QLinearAveragePool:
   case Op::Slice:
     return 10;
   case Op::Celu:
@@ -506,17 +542,16 @@ Result<Graph> convert(const onnx::ModelProto &model, bool split_batch) {
     // Until the operator is known (kann/ops.h), errors name it as the model does.
     const std::string as_in_model = "node '" + n.name + "' (" + np.op_type() + ")";
     std::optional<Op> op;
-    const bool ms_qlinear = np.domain() == "com.microsoft" &&
-                            (np.op_type() == "QLinearAdd" || np.op_type() == "QLinearConcat");
-    if (ms_qlinear) { // ONNX Runtime's contrib operators of quantized exports
-      op = ir::op_from_onnx(np.op_type());
+    const auto known = ir::op_from_onnx(np.op_type());
+    if (np.domain() == "com.microsoft" && known && ms_qlinear_op(*known)) {
+      op = known; // ONNX Runtime's contrib operators of quantized exports
     } else if (!np.domain().empty() && np.domain() != "ai.onnx") {
       if (auto custom = kann::custom::import_node(np.domain(), np.op_type(), n); !custom)
         return make_error(as_in_model + ": " + custom.error().message);
       op = n.op; // a user's native function (custom_ops.h)
     } else {
       op = ir::op_from_onnx(np.op_type());
-      if (op == Op::QLinearAdd || op == Op::QLinearConcat)
+      if (op && ms_qlinear_op(*op))
         op.reset(); // only in the com.microsoft domain
     }
     if (!op)
@@ -679,16 +714,34 @@ Result<Graph> convert(const onnx::ModelProto &model, bool split_batch) {
       }
       continue;
     }
-    if (n.op == Op::QLinearConv || n.op == Op::QLinearMatMul || n.op == Op::QLinearAdd ||
-        n.op == Op::QLinearConcat) {
+    if (n.op == Op::QLinearConv || n.op == Op::QLinearMatMul || ms_qlinear_op(n.op)) {
       if (np.output_size() != 1 || np.output(0).empty())
         return make_error(where(n) + ": needs one output");
       if (graph.find(np.output(0)) >= 0)
         return make_error(where(n) + ": output '" + np.output(0) + "' defined twice");
       QLinearExpander expander(graph, n);
-      auto r = n.op == Op::QLinearAdd      ? expander.expand_add(np.output(0))
-               : n.op == Op::QLinearConcat ? expander.expand_concat(np.output(0))
-                                           : expander.expand(np.output(0));
+      auto expand = [&]() -> Result<void> {
+        const std::string &y = np.output(0);
+        switch (n.op) {
+        case Op::QLinearAdd:
+          return expander.expand_add(y);
+        case Op::QLinearMul:
+          return expander.expand_add(y, Op::Mul);
+        case Op::QLinearConcat:
+          return expander.expand_concat(y);
+        case Op::QLinearSigmoid:
+          return expander.expand_unary(y, Op::Sigmoid);
+        case Op::QLinearLeakyRelu:
+          return expander.expand_unary(y, Op::LeakyRelu);
+        case Op::QLinearGlobalAveragePool:
+          return expander.expand_unary(y, Op::GlobalAveragePool);
+        case Op::QLinearAveragePool:
+          return expander.expand_unary(y, Op::AveragePool);
+        default: // QLinearConv, QLinearMatMul
+          return expander.expand(y);
+        }
+      };
+      auto r = expand();
       if (!r)
         return r.error();
       continue;

@@ -171,6 +171,11 @@ enum : uint32_t {
   OP(QLinearMatMul,       "QLinearMatMul",      Onnx,   None,          None,       0)                               \
   OP(QLinearAdd,          "QLinearAdd",         Onnx,   None,          None,       0) /* com.microsoft */ \
   OP(QLinearConcat,       "QLinearConcat",      Onnx,   None,          None,       0) /* com.microsoft */ \
+  OP(QLinearMul,          "QLinearMul",         Onnx,   None,          None,       0) /* com.microsoft */ \
+  OP(QLinearSigmoid,      "QLinearSigmoid",     Onnx,   None,          None,       0) /* com.microsoft */ \
+  OP(QLinearLeakyRelu,    "QLinearLeakyRelu",   Onnx,   None,          None,       0) /* com.microsoft */ \
+  OP(QLinearGlobalAveragePool, "QLinearGlobalAveragePool", Onnx, None, None,       0) /* com.microsoft */ \
+  OP(QLinearAveragePool,  "QLinearAveragePool", Onnx,   None,          None,       0) /* com.microsoft */ \
   OP(ScaleShift,          "ScaleShift",         Kann,   SameShape,     ScaleShift, kFusesActivation | kWritesIntoConcat) \
   OP(ChannelShuffle,      "ChannelShuffle",     Kann,   None,          Shuffle,    0)                               \
   OP(Custom,              "Custom",             Kann,   SameShape,     Math,       0) /* custom_ops.h */   \

@@ -1,23 +1,24 @@
 // Layer groups (the "group" schedule): consecutive operators run band by band.
 //
 // A group is a run of operators first..last of Compiler::ops (convolutions, pooling,
-// element-wise operators split by rows) whose outputs, but the last one's, are read only
-// inside the group. All its operators compute in step last + 1: each cluster takes the rows
-// of the last operator's output it owns in `chunks` bands and, per band, walks the group
-// backwards to find the rows each operator must produce (the halo of every window grows
-// the band: backward halo propagation, `group_band`), then forwards to compute them. The
-// intermediates hold one band's rows in an SPM buffer of their own; their halo rows are
-// recomputed by the next band and by the neighbouring clusters instead of being exchanged,
-// so no exchange, barrier or DDR round trip separates the group's operators. Inputs homed
-// in DDR (spilled, or network arguments) are loaded band by band and a DDR-homed output
-// stored band by band, through two staging halves: band j + 1 loads and band j - 1 stores
-// while band j computes.
+// element-wise operators, Resize, Concat copies, conversions, split by rows) whose outputs,
+// but the last one's, are read only inside the group. All its operators compute in step
+// last + 1: each cluster takes the rows of the last operator's output it owns in `chunks`
+// bands and, per band, walks the group backwards to find the rows each operator must produce
+// (the halo of every window grows the band: backward halo propagation, `group_band`), then
+// forwards to compute them. The intermediates hold one band's rows in an SPM buffer of their
+// own, a rolling one: the rows the previous band computed and this one needs again move to
+// the buffer's start (a copy) and only the new rows are computed. Across clusters the halo is
+// recomputed instead of exchanged, so no exchange, barrier or DDR round trip separates the
+// group's operators. Inputs homed in DDR (spilled, or network arguments) are loaded band by
+// band and a DDR-homed output stored band by band, through two staging halves: band j + 1
+// loads and band j - 1 stores while band j computes.
 //
-// The steps first + 1 .. last only issue the parameter loads (each operator's during the
-// step before its own, as in the layer schedule; the last of them waits and meets the other
-// clusters), so every group operator finds its parameters in the SPM. Every output element
-// is computed by the same native call arithmetic as in the layer schedule (only the rows of
-// a tile change), so FP32 results are bit-identical.
+// The steps first + 1 .. last only issue parameter loads (each operator's during the step
+// before its own as in the layer schedule, or the pipeline schedule's pieces; the last of
+// them waits and meets the other clusters), so every group operator finds its parameters in
+// the SPM. Every output element is computed by the same native call arithmetic as in the
+// layer schedule (only the rows of a tile change), so FP32 results are bit-identical.
 #include "tiler/tiler.h"
 
 #include <numeric>

@@ -487,6 +487,50 @@ TEST(EndToEndBroadcast, NonBroadcastableShapesAreRejectedWithTheShapes) {
   EXPECT_EQ(out.error().message.find('\n'), std::string::npos) << out.error().message;
 }
 
+// A grouped convolution (not depthwise) whose weights exceed the `small` SPM streams them in
+// slices of whole groups, each a smaller grouped convolution on its groups' input channels
+// (slices of 16 channels across groups computed wrong results before); against the
+// definition on 1 and 2 clusters.
+TEST(EndToEndGroupedConv, WeightSlicesOfWholeGroupsMatchDefinition) {
+  constexpr int C = 256, G = 8, H = 6, W = 5, K = 3;
+  constexpr int per = C / G; // input and output channels per group
+  test::OnnxBuilder b;
+  b.input("x", {1, C, H, W});
+  auto w = b.weight("w", {C, per, K, K}, 0.1f); // 295 KB of FP32 weights > the 256 KiB SPM
+  auto &conv = b.node("Conv", {"x", "w"}, {"y"});
+  test::OnnxBuilder::int1(conv, "group", G);
+  test::OnnxBuilder::ints(conv, "pads", {1, 1, 1, 1});
+  b.output("y");
+  std::vector<float> x(size_t(C) * H * W);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = std::sin(0.11f * float(i));
+  std::vector<double> want(x.size(), 0.0);
+  for (int o = 0; o < C; ++o)
+    for (int oy = 0; oy < H; ++oy)
+      for (int ox = 0; ox < W; ++ox) {
+        double acc = 0;
+        for (int ci = 0; ci < per; ++ci)
+          for (int ky = 0; ky < K; ++ky)
+            for (int kx = 0; kx < K; ++kx) {
+              const int iy = oy + ky - 1, ix = ox + kx - 1;
+              if (iy < 0 || ix < 0 || iy >= H || ix >= W)
+                continue;
+              const int c = o / per * per + ci; // the output channel's group
+              acc += double(x[(size_t(c) * H + iy) * W + ix]) *
+                     w[((size_t(o) * per + ci) * K + ky) * K + kx];
+            }
+        want[(size_t(o) * H + oy) * W + ox] = acc;
+      }
+  for (unsigned clusters : {1u, 2u}) {
+    auto got = compile_and_run(b.bytes(), clusters, "fp32", x);
+    ASSERT_TRUE(got.ok()) << got.error().message;
+    ASSERT_EQ(got.value().size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got.value()[i], want[i], 1e-4 * (1 + std::fabs(want[i])))
+          << "x" << clusters << " element " << i;
+  }
+}
+
 // ConvTranspose with stride, padding, output padding and dilation, bias and a fused ReLU,
 // on 1 and 2 clusters, FP32, against the definition (each input pixel scatters its taps).
 TEST(EndToEndConvTranspose, StridedPaddedDilatedMatchesDefinition) {

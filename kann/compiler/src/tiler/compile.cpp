@@ -166,10 +166,15 @@ Result<CompileOutput> compile_layer(const Graph &graph, const CompileOptions &op
       // Parameters are sliced down to one panel of output channels, two slices live.
       for (int i : c->failure.candidates) {
         const SpmBuffer &b = c->buffers[i];
-        if (b.weights_of >= 0 && 2 * b.size() > options.device.spm_bytes / 2)
-          return make_error(c->where(graph.nodes[c->ops[b.weights_of].node]) +
+        const PlannedOp *op = b.weights_of >= 0 ? &c->ops[b.weights_of] : nullptr;
+        // A grouped convolution is sliced at whole groups (plan.cpp, weight_slices).
+        const bool grouped = op && op->kind == Lowering::Conv && op->groups > 1 &&
+                             op->groups != c->acts[op->ins[0]].C;
+        const int64_t channels = grouped ? c->out_c(*op) / op->groups : kPanel;
+        if (op && 2 * b.size() > options.device.spm_bytes / 2)
+          return make_error(c->where(graph.nodes[op->node]) +
                             ": the parameters of its smallest output-channel slice (" +
-                            std::to_string(kPanel) + " channels, " + std::to_string(b.size()) +
+                            std::to_string(channels) + " channels, " + std::to_string(b.size()) +
                             " B, double-buffered) leave too little of the " +
                             std::to_string(options.device.spm_bytes) + " B SPM");
       }

@@ -33,11 +33,29 @@ Box Compiler::need_window(const PlannedOp &op, const Act &in, const Box &o) cons
   return {a, b, c0, c1};
 }
 
+namespace {
+// The groups [g0, g1) a slice of output channels `ob` of a grouped convolution (not
+// depthwise, not transposed) covers: weight_slices cuts such convolutions at whole groups,
+// and each slice is a smaller grouped convolution reading only its groups' input channels.
+// {0, groups} for every other operator or a whole one.
+std::pair<int64_t, int64_t> slice_groups(const PlannedOp &op, int64_t in_c, int64_t out_c,
+                                         const Box &ob) {
+  if (op.transposed || op.groups <= 1 || op.groups == in_c || ob.chans() <= 0 ||
+      ob.chans() >= out_c)
+    return {0, op.groups};
+  const int64_t per_group = out_c / op.groups;
+  return {ob.c0 / per_group, ob.c1 / per_group};
+}
+} // namespace
+
 mcl_conv_args Compiler::conv_args_shape(const PlannedOp &op, const Box &ib, const Box &ob) const {
   const Act &x = acts[op.ins[0]];
   const Act &y = acts[op.out];
   mcl_conv_args a{};
-  const uint32_t ic = uint32_t(ib.chans() > 0 ? ib.chans() : x.C);
+  const auto [g0, g1] = slice_groups(op, x.C, out_c(op), ob);
+  const bool group_slice = g1 - g0 != op.groups;
+  const uint32_t ic = group_slice ? uint32_t((g1 - g0) * (x.C / op.groups))
+                                  : uint32_t(ib.chans() > 0 ? ib.chans() : x.C);
   const uint32_t oc = uint32_t(ob.chans() > 0 ? ob.chans() : y.C);
   a.input = {0,
              uint32_t(std::max<int64_t>(ib.rows(), 1)),
@@ -55,8 +73,10 @@ mcl_conv_args Compiler::conv_args_shape(const PlannedOp &op, const Box &ib, cons
               oc,
               1,
               y.dtype};
-  // A depthwise convolution split by channels is a smaller depthwise convolution.
-  a.groups = uint32_t(op.groups > 1 && ic != uint32_t(x.C) ? ic : op.groups);
+  if (group_slice)
+    a.groups = uint32_t(g1 - g0);
+  else // a depthwise convolution split by channels is a smaller depthwise convolution
+    a.groups = uint32_t(op.groups > 1 && ic != uint32_t(x.C) ? ic : op.groups);
   // INT8: the packer folds the input zero point into the bias (native int8_conv.h); the
   // weight-zero-point flag sizes the block. Same at plan, pack and call time.
   const Node &n = g.nodes[op.node];
@@ -139,7 +159,13 @@ void Compiler::call_conv(const PlannedOp &op, const CallTiles &t, Call &call) co
   const mcl_tile &out_tile = t.out;
   const uint64_t params_spm = t.params_spm;
   mcl_conv_args a = conv_args_shape(op, ib, ob);
+  const uint32_t sliced_c = a.input.c;
   a.input = in0;
+  if (const auto [g0, g1] = slice_groups(op, x.C, out_c(op), ob); g1 - g0 != op.groups) {
+    // A slice of a grouped convolution reads its groups' input channels only.
+    a.input.offset += uint32_t(g0 * (x.C / op.groups) * x.es);
+    a.input.c = sliced_c;
+  }
   a.output = out_tile;
   a.params_offset = uint32_t(params_spm);
   a.pad_row_offset = uint32_t(buffers[op.pad_row].offset);

@@ -132,6 +132,20 @@ std::vector<Box> Compiler::weight_slices(const PlannedOp &op, const Box &b) cons
     return v;
   if (op.transposed && op.groups != 1) // its weights are packed whole (lower_conv.cpp)
     return {b};
+  if (op.kind == Lowering::Conv && op.groups > 1 && op.groups != acts[op.ins[0]].C &&
+      b.chans() == out_c(op)) {
+    // A grouped convolution (not depthwise) is cut at whole groups: each slice is a smaller
+    // grouped convolution on its groups' input channels (lower_conv.cpp, slice_groups).
+    const int64_t n = std::clamp<int64_t>(op.wslices, 1, op.groups);
+    const int64_t per_group = b.chans() / op.groups;
+    for (int64_t j = 0; j < n; ++j) {
+      Box x = b;
+      x.c0 = b.c0 + op.groups * j / n * per_group;
+      x.c1 = b.c0 + op.groups * (j + 1) / n * per_group;
+      v.push_back(x);
+    }
+    return v;
+  }
   const int64_t panels = (b.chans() + kPanel - 1) / kPanel;
   const int64_t n = std::clamp<int64_t>(op.wslices, 1, panels);
   for (int64_t j = 0; j < n; ++j) {

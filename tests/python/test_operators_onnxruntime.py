@@ -1,6 +1,6 @@
 """Operators of issue 14 against ONNX Runtime, through the ICD (kann.Session), on small models
 built here with onnx.helper: grouped and depthwise ConvTranspose, Pad in its reflect and edge
-modes (and pads given as inputs), FP32 within 1e-4 and FP16 within 2e-2 (absolute +
+modes (and pads given as inputs), Slice with negative steps, PRelu per channel, FP32 within 1e-4 and FP16 within 2e-2 (absolute +
 relative), on 1 and 5 clusters; com.microsoft QLinearAdd / QLinearConcat (from ONNX Runtime's
 quantizer and by hand) within one quantization step; INT8 calibration of a two-input model. Runs in the test venv (scripts/setup-venv.sh: Debian's
 interpreter plus ONNX Runtime); exits 77 (skipped) without it.
@@ -156,6 +156,25 @@ class OperatorsAgainstOnnxRuntime(unittest.TestCase):
         model = make_model(nodes, [("x", [1, 3, 7, 6])], ["y"], inits)
         feeds = [{"x": rng.standard_normal((1, 3, 7, 6)).astype(np.float32)} for _ in range(2)]
         self.compare(model, feeds)
+
+    def test_slices_with_negative_steps(self):
+        """torch.flip's export (Slice, step -1) of an image's H and W, every other channel
+        backwards, and a row-major tensor walked backwards with a step of -3."""
+        rng = np.random.default_rng(8)
+
+        def sliced(shape, starts, ends, axes, steps):
+            inits = [numpy_helper.from_array(np.array(v, np.int64), k)
+                     for k, v in (("starts", starts), ("ends", ends), ("axes", axes),
+                                  ("steps", steps))]
+            nodes = [helper.make_node("Relu", ["x"], ["r"]),
+                     helper.make_node("Slice", ["r", "starts", "ends", "axes", "steps"], ["y"])]
+            model = make_model(nodes, [("x", shape)], ["y"], inits)
+            return model, [{"x": rng.standard_normal(shape).astype(np.float32)}]
+
+        big = -(2 ** 63)
+        self.compare(*sliced([1, 4, 6, 5], [-1, -1], [big, big], [2, 3], [-1, -1]))
+        self.compare(*sliced([1, 6, 4, 5], [5], [big], [1], [-2]))
+        self.compare(*sliced([7, 11], [9, 1], [0, 6], [1, 0], [-3, 2]))
 
     def compare_quantized(self, model, feeds_list, step, literal=None):
         """INT8 networks: kann's output within one quantization step (`step`, the output's

@@ -1356,7 +1356,8 @@ Result<void> infer_node(Graph &g, Node &n) {
   }
   case ShapeRule::Slice: {
     // Activations: a range of channels of an NCHW tensor (ShuffleNet's split), step 1, split
-    // over the clusters; any other slice with positive steps: a strided copy (StridedSlice).
+    // over the clusters; any other slice: a strided copy (StridedSlice; negative steps one
+    // copy per index of their dimensions).
     for (size_t i = 1; i < n.inputs.size(); ++i)
       if (has(i) && !in(i).is_const)
         return make_error(where(n) + ": starts, ends, axes and steps must be constant");
@@ -1380,18 +1381,22 @@ Result<void> infer_node(Graph &g, Node &n) {
         const int64_t a = norm_axis(axes[k], x.size());
         if (a < 0 || a >= int64_t(x.size()))
           return make_error(where(n) + ": axis out of range");
-        if (steps[k] <= 0)
-          return make_error(where(n) + ": only positive steps are supported");
+        if (steps[k] == 0)
+          return make_error(where(n) + ": a step of 0");
         const int64_t d = x[size_t(a)];
         int64_t s = starts[k] < 0 ? starts[k] + d : starts[k];
         int64_t e = ends[k] < 0 ? ends[k] + d : ends[k];
-        s = std::clamp<int64_t>(s, 0, d);
-        e = std::clamp<int64_t>(e, 0, d);
+        // ONNX: positive steps clamp both to [0, d]; negative ones (walking backwards)
+        // the start to [0, d - 1] and the end to [-1, d - 1].
+        s = std::clamp<int64_t>(s, 0, steps[k] > 0 ? d : d - 1);
+        e = std::clamp<int64_t>(e, steps[k] > 0 ? 0 : -1, steps[k] > 0 ? d : d - 1);
         if (auto r = batch_axis_guard(g, n, {a}); !r)
           return r;
         begin[size_t(a)] = s;
         step[size_t(a)] = steps[k];
-        y.shape[size_t(a)] = e > s ? (e - s + steps[k] - 1) / steps[k] : 0;
+        const int64_t back = -steps[k];
+        y.shape[size_t(a)] = steps[k] > 0 ? (e > s ? (e - s + steps[k] - 1) / steps[k] : 0)
+                                          : (s > e ? (s - e + back - 1) / back : 0);
       }
       n.op = Op::StridedSlice;
       n.ints["begin"] = begin;

@@ -255,8 +255,29 @@ Result<void> Compiler::call_strided(const PlannedOp &op, const CallTiles &t, Cal
           from.offset += uint32_t(begin[d] * xs[d] * x.es);
           in_str[d] = xs[d] * step[d];
         }
-        if (yt.elements() > 0)
-          copy(x, from, t.out, yt.shape, in_str, ystr);
+        if (yt.elements() == 0)
+          return {};
+        // Tile strides are unsigned: a dimension walked backwards (negative step) is one
+        // copy per output index (a flip of 64 rows: 64 calls).
+        std::vector<size_t> back;
+        std::vector<int64_t> dims = yt.shape;
+        int64_t calls = 1;
+        for (size_t d = 0; d < xd.size(); ++d)
+          if (step[d] < 0)
+            back.push_back(d), calls *= dims[d], dims[d] = 1, in_str[d] = 0;
+        for (int64_t i = 0; i < calls; ++i) {
+          mcl_tile src = from, dst = t.out;
+          int64_t rest = i, src_at = int64_t(from.offset), dst_at = int64_t(t.out.offset);
+          for (size_t k = back.size(); k-- > 0;) {
+            const size_t d = back[k];
+            const int64_t idx = rest % yt.shape[d];
+            rest /= yt.shape[d];
+            src_at += idx * step[d] * xs[d] * x.es;
+            dst_at += idx * ystr[d] * y.es;
+          }
+          src.offset = uint32_t(src_at), dst.offset = uint32_t(dst_at);
+          copy(x, src, dst, dims, in_str, ystr);
+        }
         return {};
       }
       if (n.op == Op::Expand) { // broadcast dimensions read with stride 0

@@ -176,6 +176,18 @@ class OperatorsAgainstOnnxRuntime(unittest.TestCase):
         self.compare(*sliced([1, 6, 4, 5], [5], [big], [1], [-2]))
         self.compare(*sliced([7, 11], [9, 1], [0, 6], [1, 0], [-3, 2]))
 
+    def test_softmax_over_other_axes(self):
+        """Softmax / LogSoftmax (opset 13) over a middle or the first axis of a 3-D tensor and
+        over the height and width of an image: transposed so the axis is last (an image's
+        channels), and back."""
+        rng = np.random.default_rng(13)
+        for op, shape, axis in (("Softmax", [3, 4, 5], 1), ("LogSoftmax", [3, 4, 5], 0),
+                                ("Softmax", [1, 3, 6, 5], 2), ("LogSoftmax", [1, 3, 6, 5], 3)):
+            with self.subTest(op=op, axis=axis):
+                model = make_model([helper.make_node(op, ["x"], ["y"], axis=axis)],
+                                   [("x", shape)], ["y"], [])
+                self.compare(model, [{"x": rng.standard_normal(shape).astype(np.float32)}])
+
     def compare_quantized(self, model, feeds_list, step, literal=None):
         """INT8 networks: kann's output within one quantization step (`step`, the output's
         scale) of ONNX Runtime's everywhere, and equal to `literal(feeds)` (the QDQ

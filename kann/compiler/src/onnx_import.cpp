@@ -1319,11 +1319,12 @@ Result<void> infer_node(Graph &g, Node &n) {
         after *= x[d];
       if (auto r = batch_axis_guard(g, n, {axis}); !r)
         return r;
-      const bool image = x.size() == 4 && x[0] == 1;
-      if (axis != int64_t(x.size()) - 1 && !(image && axis == 1 && (g.opset >= 13 || after == 1)))
+      // Opset 13's one axis (or an older flattening one that is a single axis): another axis
+      // than the last or an image's channels is moved there around the softmax
+      // (passes::softmax_axes_to_last, which reads the axis recorded here).
+      if (axis != int64_t(x.size()) - 1 && g.opset < 13 && after != 1)
         return make_error(where(n) + ": softmax only over the last (or channel) axis");
-      if (image && axis == 3 && x[3] != 1 && x[2] * x[3] != 1)
-        return make_error(where(n) + ": softmax over the width axis of an image is not supported");
+      n.ints["axis"] = {axis};
     }
     if (n.op == Op::BatchNormalization)
       for (size_t i = 1; i < 5; ++i)

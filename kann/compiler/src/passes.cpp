@@ -544,7 +544,74 @@ int lower_qdq_to_int8(Graph &g) {
   return count;
 }
 
+int softmax_axes_to_last(Graph &g) {
+  std::vector<Node> nodes;
+  int count = 0;
+  for (Node &n : g.nodes) {
+    if (n.dead || n.op != Op::Softmax) {
+      nodes.push_back(std::move(n));
+      continue;
+    }
+    const auto shape = g.tensors[n.inputs[0]].shape;
+    const int64_t rank = int64_t(shape.size());
+    int64_t axis = n.attr("axis", -1);
+    axis = axis < 0 ? axis + rank : axis;
+    // An image's height or width becomes its channels (the axis the native softmax takes
+    // on images); any other axis moves last.
+    const bool image = rank == 4 && shape[0] == 1;
+    const bool to_channels = image && (axis == 2 || axis == 3);
+    if (axis < 0 || (image && axis == 1) || (!image && axis == rank - 1)) {
+      nodes.push_back(std::move(n));
+      continue;
+    }
+    std::vector<int64_t> perm, back(size_t(rank), 0), moved;
+    if (to_channels) {
+      perm = {0, 1, 2, 3};
+      std::swap(perm[1], perm[size_t(axis)]);
+    } else {
+      for (int64_t d = 0; d < rank; ++d)
+        if (d != axis)
+          perm.push_back(d);
+      perm.push_back(axis);
+    }
+    for (int64_t d = 0; d < rank; ++d) {
+      back[size_t(perm[size_t(d)])] = d;
+      moved.push_back(shape[size_t(perm[size_t(d)])]);
+    }
+    auto tensor = [&](const std::string &suffix) {
+      Tensor t = g.tensors[n.outputs[0]];
+      t.name += suffix;
+      t.shape = moved;
+      return g.add_tensor(std::move(t));
+    };
+    const int in_t = tensor(".axis_last"), out_t = tensor(".softmax_last");
+    Node to;
+    to.op = Op::Transpose;
+    to.name = n.name + ".to_last";
+    to.ints["perm"] = perm;
+    to.inputs = {n.inputs[0]};
+    to.outputs = {in_t};
+    Node from;
+    from.op = Op::Transpose;
+    from.name = n.name + ".from_last";
+    from.ints["perm"] = back;
+    from.inputs = {out_t};
+    from.outputs = {n.outputs[0]};
+    n.ints["axis"] = {to_channels ? 1 : rank - 1};
+    n.inputs = {in_t};
+    n.outputs = {out_t};
+    nodes.push_back(std::move(to));
+    nodes.push_back(std::move(n));
+    nodes.push_back(std::move(from));
+    ++count;
+  }
+  g.nodes = std::move(nodes);
+  g.compact();
+  return count;
+}
+
 manycl::Result<void> optimize(Graph &g) {
+  softmax_axes_to_last(g);
   fold_pads(g);
   fuse_channel_shuffles(g);
   remove_identities(g);

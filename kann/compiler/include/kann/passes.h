@@ -15,6 +15,10 @@ int remove_identities(ir::Graph &g);
 int fold_batchnorm(ir::Graph &g);
 // Zero padding (Pad) folded into the consuming Conv / AveragePool, or removed when empty.
 int fold_pads(ir::Graph &g);
+// Softmax over another axis than the last of a tensor or the channels of an image: a
+// Transpose moving the axis there (an image's height or width to its channels, any other
+// axis last), the Softmax, a Transpose back (strided whole-tensor copies).
+int softmax_axes_to_last(ir::Graph &g);
 // Reshape-Transpose-Reshape channel shuffles fused into ChannelShuffle nodes.
 int fuse_channel_shuffles(ir::Graph &g);
 int fuse_activations(ir::Graph &g);

@@ -376,14 +376,9 @@ Result<void> Compiler::emit_compute(size_t s, StepTraffic &traffic, OpReport &re
           wait(c); // operands in place, and the previous chunk's store has left staging
         for (auto &r : call.value().records)
           prog.streams[c].push_back(r);
-        traffic.compute[c] += call.value().cost;
-        const mcl_native_cost_breakdown &l = call.value().lanes;
-        traffic.lanes.matrix += l.matrix;
-        traffic.lanes.load_store += l.load_store;
-        traffic.lanes.vliw += l.vliw;
-        traffic.lanes.overhead += l.overhead;
-        rep.macs += l.macs;
-        rep.padded_macs += l.padded_macs;
+        traffic.add_call(c, call.value());
+        rep.macs += call.value().lanes.macs;
+        rep.padded_macs += call.value().lanes.padded_macs;
         if (y.in_ddr) {
           kbin_dma_args d = ddr_transfer(y, y.home, y.onnx_layout, stored(op, ob),
                                          buffers[op.stage_out].offset, ob.chans(), false);

@@ -355,14 +355,9 @@ Result<void> Compiler::emit_group_compute(size_t s, StepTraffic &traffic, OpRepo
           return call.error();
         for (auto &r : call.value().records)
           prog.streams[c].push_back(r);
-        traffic.compute[c] += call.value().cost;
-        const mcl_native_cost_breakdown &l = call.value().lanes;
-        traffic.lanes.matrix += l.matrix;
-        traffic.lanes.load_store += l.load_store;
-        traffic.lanes.vliw += l.vliw;
-        traffic.lanes.overhead += l.overhead;
-        rep.macs += l.macs;
-        rep.padded_macs += l.padded_macs;
+        traffic.add_call(c, call.value());
+        rep.macs += call.value().lanes.macs;
+        rep.padded_macs += call.value().lanes.padded_macs;
       }
       if (streams_in || y.in_ddr)
         wait(c); // band j + 1's inputs are in, band j - 1's output has left its half

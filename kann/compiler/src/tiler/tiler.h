@@ -240,6 +240,14 @@ struct StepTraffic {
   uint64_t slice_barriers = 0; // barriers between streamed parameter slices
   explicit StepTraffic(unsigned clusters)
       : params_ddr(clusters, 0), stream_ddr(clusters, 0), compute(clusters, 0), noc(clusters, 0) {}
+  // A compute call on `cluster`: its modeled cycles and the lanes they keep busy.
+  void add_call(unsigned cluster, const Call &call) {
+    compute[cluster] += call.cost;
+    lanes.matrix += call.lanes.matrix;
+    lanes.load_store += call.lanes.load_store;
+    lanes.vliw += call.lanes.vliw;
+    lanes.overhead += call.lanes.overhead;
+  }
 };
 
 // The tile compiler for one graph, cluster count and policy. Phases, in order: layout()

@@ -479,6 +479,17 @@ int64_t first_opset(Op op) {
 
 // `split_batch`: a first input dimension other than 1 is a batch of images (compiled for one
 // image, ir::Graph::batch); otherwise every dimension is the tensor's own (whole tensors).
+// Appends `part` to the graph with one new output tensor named `out` (a node an importer
+// rule adds in place of an ONNX one); returns the tensor.
+int append_node(Graph &graph, Node part, const std::string &out) {
+  Tensor t;
+  t.name = out;
+  t.producer = static_cast<int>(graph.nodes.size());
+  part.outputs = {graph.add_tensor(std::move(t))};
+  graph.nodes.push_back(std::move(part));
+  return graph.nodes.back().outputs[0];
+}
+
 Result<Graph> convert(const onnx::ModelProto &model, bool split_batch) {
   int64_t opset = 0;
   for (const auto &o : model.opset_import())
@@ -644,12 +655,7 @@ Result<Graph> convert(const onnx::ModelProto &model, bool split_batch) {
         part.op = op;
         part.name = suffix.empty() ? n.name : n.name + "." + suffix;
         part.inputs = std::move(inputs);
-        Tensor t;
-        t.name = out;
-        t.producer = static_cast<int>(graph.nodes.size());
-        part.outputs = {graph.add_tensor(std::move(t))};
-        graph.nodes.push_back(std::move(part));
-        return graph.nodes.back().outputs[0];
+        return append_node(graph, std::move(part), out);
       };
       Tensor negated = graph.tensors[n.inputs[1]];
       negated.name = n.name + ".negated_slope";
@@ -677,12 +683,7 @@ Result<Graph> convert(const onnx::ModelProto &model, bool split_batch) {
       int acc = n.inputs[0];
       const size_t count = n.inputs.size();
       auto emit = [&](Node part, const std::string &out) {
-        Tensor t;
-        t.name = out;
-        t.producer = static_cast<int>(graph.nodes.size());
-        part.outputs = {graph.add_tensor(std::move(t))};
-        graph.nodes.push_back(std::move(part));
-        return graph.nodes.back().outputs[0];
+        return append_node(graph, std::move(part), out);
       };
       if (count == 1) {
         Node copy;

@@ -1082,7 +1082,7 @@ Result<void> infer_node(Graph &g, Node &n) {
     // ONNX's total padding, its odd half at the end for SAME_UPPER (and for an explicit
     // output_shape), at the start for SAME_LOWER.
     std::vector<int64_t> out_shape = n.attrs("output_shape");
-    int64_t grow[2] = {0, 0}; // output rows / columns past the full result (only the bias)
+    int64_t grow[2] = {0, 0};  // output rows / columns past the full result (only the bias)
     if (out_shape.size() == 4) // [N, C, H, W] is allowed as well as [H, W]
       out_shape = {out_shape[2], out_shape[3]};
     if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER")

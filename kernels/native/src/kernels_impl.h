@@ -655,20 +655,17 @@ static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
             }
           }
         }
-        if (slid) {
-        } else if (blk.step != 0) {
+        if (!slid && blk.step != 0) {
           const ptrdiff_t step = blk.step;
           for (uint32_t t = 0; t < j.taps; ++t) {
             const T *p0 = inc + blk.shift + blk.tap0[t];
             tap(t, [&](uint32_t i) { return p0 + (ptrdiff_t)i * step; });
           }
-        } else {
+        } else if (!slid) {
           for (uint32_t t = 0; t < j.taps; ++t)
             tap(t, [&](uint32_t i) { return inc + blk.tabs[i][t]; });
         }
-        if constexpr (V == 1 && requires(typename S::VF x, float *o) {
-                        S::bias_clamp_store_vf(x, o, 0.0f, 0.0f, (T *)nullptr);
-                      }) {
+        if constexpr (V == 1 && StoresFromRegisters<S, T>) {
           if (!ep.general) {
 #pragma GCC unroll 8
             for (uint32_t i = 0; i < kPixels; ++i)

@@ -338,29 +338,20 @@ void ClusterContext::cut_deferred_locked(uint64_t offset, uint64_t bytes, bool c
       std::memcpy(spm + lo, e.source + (lo - e.offset), hi - lo);
     deferred_[i] = deferred_.back();
     deferred_.pop_back();
-    // What lies outside [offset, end) stays deferred.
+    // What lies outside [offset, end) stays deferred (appended: they overlap nothing here).
     if (e.offset < lo)
       deferred_.push_back({e.offset, lo - e.offset, e.source});
     if (hi < e_end)
       deferred_.push_back({hi, e_end - hi, e.source + (hi - e.offset)});
-    if (e.offset < lo || hi < e_end)
-      i = 0; // pieces were appended: look again (few entries)
   }
   deferred_count_.store(deferred_.size(), std::memory_order_release);
 }
 
-void ClusterContext::materialize(uint64_t offset, uint64_t bytes) {
+void ClusterContext::cut_deferred(uint64_t offset, uint64_t bytes, bool copy) {
   if (!has_deferred())
     return;
   std::lock_guard lock(deferred_mutex_);
-  cut_deferred_locked(offset, bytes, true);
-}
-
-void ClusterContext::overwrite(uint64_t offset, uint64_t bytes) {
-  if (!has_deferred())
-    return;
-  std::lock_guard lock(deferred_mutex_);
-  cut_deferred_locked(offset, bytes, false);
+  cut_deferred_locked(offset, bytes, copy);
 }
 
 const std::byte *ClusterContext::deferred_view(uint64_t offset, uint64_t bytes) {

@@ -68,11 +68,6 @@ int run_dma(const mcl_kbin_cluster_run *run, const kbin_dma_args &d, std::string
     break;
   }
   case KBIN_DMA_STORE:
-    // The parameters are read-only: their loads may leave deferred copies that read them.
-    if (d.ddr.space == KBIN_DDR_PARAMS) {
-      error = "DMA store into the parameters";
-      return MCL_ERR_ARGUMENT;
-    }
     desc.src.space = MCL_DMA_SPM;
     desc.src.cluster = self;
     desc.src.offset = d.spm_offset;
@@ -105,8 +100,9 @@ int run_dma(const mcl_kbin_cluster_run *run, const kbin_dma_args &d, std::string
     error = "DMA into an empty DDR buffer";
     return MCL_ERR_RANGE;
   }
-  // Parameter loads (immutable during the command) may be deferred copies: a multicast of
-  // weights is then one set of host bytes, not one per cluster (docs/device-model.md).
+  // Parameter loads may be deferred copies (the loader refuses streams that write PARAMS, so
+  // they are immutable during the command): a multicast of weights is then one set of host
+  // bytes, not one per cluster (docs/device-model.md).
   const bool immutable = desc.src.space == MCL_DMA_DDR && d.ddr.space == KBIN_DDR_PARAMS;
   if ((immutable ? mcl_dma_start_immutable(&desc) : mcl_dma_start(&desc)) == 0) {
     error = std::string("DMA failed: ") + mcl_last_error();

@@ -137,10 +137,10 @@ public:
   // copy, else null (after copying the deferred bytes the range overlaps).
   const std::byte *deferred_view(uint64_t offset, uint64_t bytes);
   // Copies the deferred bytes overlapping [offset, offset + bytes) into the SPM.
-  void materialize(uint64_t offset, uint64_t bytes);
+  void materialize(uint64_t offset, uint64_t bytes) { cut_deferred(offset, bytes, true); }
   // Forgets the deferred bytes of [offset, offset + bytes): every byte of the range is about
   // to be written.
-  void overwrite(uint64_t offset, uint64_t bytes);
+  void overwrite(uint64_t offset, uint64_t bytes) { cut_deferred(offset, bytes, false); }
   bool has_deferred() const { return deferred_count_.load(std::memory_order_acquire) != 0; }
 
   // ---- synchronization ----
@@ -190,6 +190,7 @@ private:
   void defer(uint64_t offset, uint64_t bytes, const std::byte *source);
   // Removes [offset, offset + bytes) from the deferred copies (copying those bytes into the
   // SPM first with `copy`); the parts of a copy outside the range stay deferred.
+  void cut_deferred(uint64_t offset, uint64_t bytes, bool copy);
   void cut_deferred_locked(uint64_t offset, uint64_t bytes, bool copy);
 
   CommandRecorder &command_;
@@ -199,7 +200,7 @@ private:
   mutable std::mutex mutex_; // timelines and statistics
   uint64_t now_ = 0;
   uint64_t engine_free_ = 0;
-  DdrCalendar own_ddr_; // DmaRequest::private_ddr_share transfers (under mutex_)
+  DdrCalendar own_ddr_;              // DmaRequest::private_ddr_share transfers (under mutex_)
   std::vector<uint64_t> completion_; // per handle - 1: modeled completion cycle
   ClusterStats stats_;
 

@@ -437,7 +437,6 @@ static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
   // channel blocks (a pixel of at most 512 bytes), each block runs all its channel blocks:
   // the lines of a pixel are read together (MobileNetV2's 32- and 96-channel layers: 12-14 %
   // faster, mostly as the one block then lives in registers).
-  const uint32_t group_blocks = kGroupBlocks;
   struct Block {
     const int32_t *tabs[kPixels];
     T *orow[kPixels];
@@ -494,7 +493,7 @@ static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
   bool oy_inside = geo && x_hi > x_lo && row_inside(oy);
   while (m < r.m_end) {
     uint32_t nblocks = 0;
-    while (m < r.m_end && nblocks < group_blocks) {
+    while (m < r.m_end && nblocks < kGroupBlocks) {
       Block &blk = blocks[nblocks++];
       blk.step = 0;
       blk.run = blk.stride = 0;

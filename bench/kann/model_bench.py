@@ -12,11 +12,14 @@ Per model and precision it prints one table row with:
   * DDR traffic per inference (`kann simulate`): bytes read minus the network input, against
     the model's parameter size at that precision (ONNX initializers, 4 or 2 bytes each);
   * SPM peak per cluster and the activations that spill to DDR (compile report);
-  * aggregate throughput of 1, 2 and 5 concurrent inferences, one per 1-cluster sub-device
-    (host and modeled).
+  * aggregate throughput of K concurrent inferences (K = 1, 2, 5 by default, --subdevices),
+    one per 1-cluster sub-device (host and modeled). A K above the device's cluster count needs
+    a device with more clusters: MANYCL_DEVICES=FILE.json with {"preset": "mppa3",
+    "clusters": 16} (the 1-cluster binaries are the same).
 
   bench/kann/model_bench.py [--models resnet50,mobilenetv2,...] [--precisions fp32,fp16,int8]
                             [--rounds 5] [--iterations 3] [--threads N] [--json out.json]
+                            [--subdevices 1,2,5]
 
 Needs a build (build/ or $MANYCL_BUILD_DIR), the exported models (build/models or
 $MODELS_DIR; `/usr/bin/python3 scripts/models/export_cnns.py --out build/models`) and the
@@ -94,7 +97,9 @@ class Bench:
         }
 
     def ort_run(self, model, iterations):
-        out = run(["/usr/bin/python3", os.path.join(ROOT, "scripts", "models", "reference.py"),
+        # The interpreter running this bench (Debian's python3 here; reference.py moves to the
+        # venv when it lacks onnxruntime).
+        out = run([sys.executable, os.path.join(ROOT, "scripts", "models", "reference.py"),
                    os.path.join(self.models_dir, model + ".onnx"), "--input", self.input(model),
                    "--threads", str(self.args.threads), "--iterations", str(iterations),
                    "--output-dir", os.path.join(self.work, model + ".ort")])
@@ -139,15 +144,15 @@ class Bench:
         row["ratio"] = row["host_ms"] / row["ort_ms"]
         row["fps"] = 1000.0 / row["modeled_ms"]
         row["concurrent"] = {}
-        for k in (1, 2, 5):
+        for k in a.subdevices:
             r = self.kann_run(kbin1, model, max(1, a.iterations // 2), subdevices=k)
             row["concurrent"][k] = (r["host_ips"], r["modeled_ips"])
         return row
 
 
 def fmt_row(r):
-    conc_h = " / ".join(f"{r['concurrent'][k][0]:.1f}" for k in (1, 2, 5))
-    conc_m = " / ".join(f"{r['concurrent'][k][1]:.0f}" for k in (1, 2, 5))
+    conc_h = " / ".join(f"{h:.1f}" for h, _ in r["concurrent"].values())
+    conc_m = " / ".join(f"{m:.0f}" for _, m in r["concurrent"].values())
     spilled = ", ".join(r["spilled"]) if r["spilled"] else "none"
     if len(spilled) > 60:
         spilled = f"{len(r['spilled'])} tensors"
@@ -165,13 +170,17 @@ def main():
     p.add_argument("--iterations", type=int, default=3)
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--json", help="also write the raw rows as JSON")
+    p.add_argument("--subdevices", default="1,2,5",
+                   help="concurrent 1-cluster sub-device counts to measure (comma-separated)")
     args = p.parse_args()
+    args.subdevices = [int(k) for k in args.subdevices.split(",")]
     bench = Bench(args)
     print(f"# host: {os.cpu_count()} cores; ORT threads {args.threads}; rounds {args.rounds} x "
           f"{args.iterations} iterations; load average {os.getloadavg()[0]:.1f}")
+    ks = "/".join(str(k) for k in args.subdevices)
     print("| model | prec | compile s | ManyCL host ms | ORT host ms | ratio | modeled ms | "
           "modeled FPS | params MB | DDR param read MB | DDR/params | SPM peak MiB | spilled | "
-          "1/2/5 sub-devices host inf/s | 1/2/5 sub-devices modeled inf/s |")
+          f"{ks} sub-devices host inf/s | {ks} sub-devices modeled inf/s |")
     print("|---|---|---:|---:|---:|---:|---:|---:|---:|---:|---:|---:|---|---|---|")
     rows = []
     for model in args.models.split(","):

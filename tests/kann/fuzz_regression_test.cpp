@@ -47,7 +47,7 @@ TEST(FuzzRegressions, EveryInputIsCompiledOrRejectedWithAMessage) {
       EXPECT_FALSE(compiled.error().message.empty());
       continue;
     }
-    EXPECT_NO_THROW((void)nlohmann::json::parse(compiled.value().report_json()));
+    EXPECT_TRUE(nlohmann::json::accept(compiled.value().report_json()));
   }
   EXPECT_GT(inputs, 0);
 }

@@ -34,4 +34,9 @@ std::string hostCpu();
 std::string hostFeatures();
 void initLLVM();
 
+/// The CPU whose LLVM cost model shapes the optimized IR when kernels are costed: the costs
+/// are counted on that IR, so it must not depend on the host (docs/device-model.md, "OpenCL C
+/// kernels"). Code is generated for the host afterwards.
+inline constexpr const char *kCostedIrCpu = "znver4";
+
 } // namespace manycl::compiler::detail

@@ -208,7 +208,8 @@ std::vector<KernelInfo> extractKernels(Module &M) {
 }
 
 // ---------------------------------------------------------------- helpers
-static std::unique_ptr<TargetMachine> makeHostTM(CodeGenOpt::Level lvl) {
+static std::unique_ptr<TargetMachine> makeTM(const std::string &cpu, const std::string &features,
+                                             CodeGenOpt::Level lvl) {
   initLLVM();
   std::string triple = sys::getProcessTriple();
   std::string err;
@@ -216,8 +217,35 @@ static std::unique_ptr<TargetMachine> makeHostTM(CodeGenOpt::Level lvl) {
   if (!T)
     return nullptr;
   TargetOptions opts;
-  return std::unique_ptr<TargetMachine>(T->createTargetMachine(
-      triple, hostCpu(), hostFeatures(), opts, Reloc::PIC_, std::nullopt, lvl));
+  return std::unique_ptr<TargetMachine>(
+      T->createTargetMachine(triple, cpu, features, opts, Reloc::PIC_, std::nullopt, lvl));
+}
+
+// The optimizer's target: with cost instrumentation, the fixed kCostedIrCpu (its own feature
+// set), so that the vectorizer's widths and every other target-dependent decision, and with
+// them the costed IR, are the same on every host; without it, the host, for the best code.
+struct OptimizationTarget {
+  std::string cpu, features;
+};
+static OptimizationTarget optimizationTarget() {
+  if (costInstrumentation())
+    return {kCostedIrCpu, ""};
+  return {hostCpu(), hostFeatures()};
+}
+
+// Functions optimized for kCostedIrCpu may use features the host lacks: code generation must
+// see the host's (16-wide vectors of an AVX-512 reference become two AVX2 registers).
+static void retargetToHost(Module &M) {
+  const std::string cpu = hostCpu(), features = hostFeatures();
+  for (Function &F : M) {
+    if (F.isDeclaration())
+      continue;
+    F.removeFnAttr("target-cpu");
+    F.removeFnAttr("target-features");
+    F.addFnAttr("target-cpu", cpu);
+    if (!features.empty())
+      F.addFnAttr("target-features", features);
+  }
 }
 
 /// Replaces constant-expression users of `G` by instructions so that every
@@ -1212,8 +1240,8 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
 
   guardIntegerDivision(M);
   phase("link builtins");
-  // Host CPU for all functions.
-  const std::string cpu = hostCpu(), features = hostFeatures();
+  // The optimizer's target for all functions (code generation gets the host's, below).
+  const auto [cpu, features] = optimizationTarget();
   for (Function &F : M) {
     F.removeFnAttr("target-cpu");
     F.removeFnAttr("target-features");
@@ -1647,9 +1675,9 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
     if (!ec)
       M.print(os, nullptr);
   }
-  // 8. Optimize for the host CPU.
+  // 8. Optimize (for the optimization target: see optimizationTarget()).
   {
-    auto TM = makeHostTM(po.opt_disable ? CodeGenOpt::Less : CodeGenOpt::Aggressive);
+    auto TM = makeTM(cpu, features, po.opt_disable ? CodeGenOpt::Less : CodeGenOpt::Aggressive);
     LoopAnalysisManager LAM;
     FunctionAnalysisManager FAM;
     CGSCCAnalysisManager CGAM;
@@ -1669,9 +1697,10 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
   }
 
   phase("optimize");
-  if (costInstrumentation())
+  if (costInstrumentation()) {
     instrumentCost(M, kernels);
-  else
+    retargetToHost(M);
+  } else
     for (KernelInfo &k : kernels)
       k.cost = KernelInfo::Cost::None;
   // 9. Every remaining external must be known (host symbol or native).

@@ -40,7 +40,6 @@ manycl::Result<std::vector<float>> compile_and_run(const std::string &onnx, unsi
   return test::as_floats(run.value().outputs[1]);
 }
 
-
 struct Case {
   const char *preset;
   unsigned clusters;
@@ -537,8 +536,8 @@ TEST(EndToEndConvTranspose, StridedPaddedDilatedMatchesDefinition) {
   struct Case {
     int stride, pad, out_pad, dilation, k;
   };
-  for (const Case &cs : {Case{2, 0, 0, 1, 2}, Case{2, 1, 1, 1, 3}, Case{3, 2, 0, 2, 3},
-                         Case{1, 1, 0, 1, 3}}) {
+  for (const Case &cs :
+       {Case{2, 0, 0, 1, 2}, Case{2, 1, 1, 1, 3}, Case{3, 2, 0, 2, 3}, Case{1, 1, 0, 1, 3}}) {
     constexpr int CI = 3, CO = 5, H = 5, W = 4;
     test::OnnxBuilder b;
     b.input("x", {1, CI, H, W});
@@ -642,6 +641,54 @@ TEST(EndToEndConvTranspose, GroupedAndDepthwiseMatchDefinition) {
   }
 }
 
+// A grouped transposed convolution whose weights exceed the `small` SPM streams them in
+// slices of whole groups, each a smaller grouped transposed convolution on its groups' input
+// channels (its weights were packed whole before: the SPM error); against the definition on
+// 1 and 2 clusters.
+TEST(EndToEndConvTranspose, WeightSlicesOfWholeGroupsMatchDefinition) {
+  constexpr int C = 256, G = 8, H = 4, W = 3, K = 3, S = 2;
+  constexpr int per = C / G; // input and output channels per group
+  test::OnnxBuilder b;
+  b.input("x", {1, C, H, W});
+  auto w = b.weight("w", {C, per, K, K}, 0.1f); // 295 KB of FP32 weights > the 256 KiB SPM
+  auto bias = b.weight("b", {C});
+  auto &ct = b.node("ConvTranspose", {"x", "w", "b"}, {"y"});
+  test::OnnxBuilder::int1(ct, "group", G);
+  test::OnnxBuilder::ints(ct, "strides", {S, S});
+  test::OnnxBuilder::ints(ct, "pads", {1, 1, 1, 1});
+  b.output("y");
+  const int OH = (H - 1) * S + K - 2, OW = (W - 1) * S + K - 2;
+  std::vector<float> x(size_t(C) * H * W);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = std::sin(0.13f * float(i));
+  std::vector<double> want(size_t(C) * OH * OW);
+  for (int o = 0; o < C; ++o)
+    for (int i = 0; i < OH * OW; ++i)
+      want[size_t(o) * OH * OW + i] = bias[o];
+  for (int ci = 0; ci < C; ++ci)
+    for (int iy = 0; iy < H; ++iy)
+      for (int ix = 0; ix < W; ++ix)
+        for (int col = 0; col < per; ++col)
+          for (int ky = 0; ky < K; ++ky)
+            for (int kx = 0; kx < K; ++kx) {
+              const int oy = iy * S + ky - 1, ox = ix * S + kx - 1;
+              if (oy < 0 || ox < 0 || oy >= OH || ox >= OW)
+                continue;
+              const int o = ci / per * per + col; // the input channel's group
+              want[(size_t(o) * OH + oy) * OW + ox] +=
+                  double(x[(size_t(ci) * H + iy) * W + ix]) *
+                  w[((size_t(ci) * per + col) * K + ky) * K + kx];
+            }
+  for (unsigned clusters : {1u, 2u}) {
+    auto got = compile_and_run(b.bytes(), clusters, "fp32", x);
+    ASSERT_TRUE(got.ok()) << got.error().message;
+    ASSERT_EQ(got.value().size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got.value()[i], want[i], 1e-4 * (1 + std::fabs(want[i])))
+          << "x" << clusters << " element " << i;
+  }
+}
+
 TEST(EndToEndConvTranspose, UnsupportedFormsAreOneLineErrors) {
   test::OnnxBuilder b;
   b.input("x", {1, 4, 5, 5});
@@ -663,15 +710,15 @@ TEST(EndToEndPad, ZeroPadFoldsIntoConvolution) {
     test::OnnxBuilder b;
     b.input("x", {1, 2, 5, 6});
     b.weight("w", {3, 2, 3, 3});
-    b.int64s("pads", {0, 0, empty_pad ? 0 : 1, empty_pad ? 0 : 2, 0, 0,
-                      empty_pad ? 0 : 1, empty_pad ? 0 : 2});
+    b.int64s("pads", {0, 0, empty_pad ? 0 : 1, empty_pad ? 0 : 2, 0, 0, empty_pad ? 0 : 1,
+                      empty_pad ? 0 : 2});
     if (separate_pad) {
       b.node("Pad", {"x", "pads"}, {"xp"});
       b.node("Conv", {"xp", "w"}, {"y"});
     } else {
       auto &c = b.node("Conv", {"x", "w"}, {"y"});
-      test::OnnxBuilder::ints(c, "pads", {empty_pad ? 0 : 1, empty_pad ? 0 : 2,
-                                          empty_pad ? 0 : 1, empty_pad ? 0 : 2});
+      test::OnnxBuilder::ints(
+          c, "pads", {empty_pad ? 0 : 1, empty_pad ? 0 : 2, empty_pad ? 0 : 1, empty_pad ? 0 : 2});
     }
     b.output("y");
     return b.bytes();

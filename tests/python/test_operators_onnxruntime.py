@@ -1,11 +1,13 @@
 """Operators of issue 14 against ONNX Runtime, through the ICD (kann.Session), on small models
 built here with onnx.helper: grouped and depthwise ConvTranspose, Pad in its reflect and edge
-modes (and pads given as inputs), Slice with negative steps, PRelu per channel, FP32 within 1e-4
-and FP16 within 2e-2 (absolute + relative), on 1 and 5 clusters; com.microsoft QLinearAdd /
-QLinearConcat (from ONNX Runtime's quantizer and by hand) within one quantization step and equal
-to the operators' definition computed in NumPy (qoperator_definition; full-range weights against
-the definition only); INT8 calibration of a two-input model. Runs in the test venv
-(scripts/setup-venv.sh: Debian's interpreter plus ONNX Runtime); exits 77 (skipped) without it.
+modes (and pads given as inputs), Slice with negative steps, PRelu per channel, per element and
+with an activation slope, constant operands that are not per channel, Gemm with transA / a
+matrix C, FP32 within 1e-4 and FP16 within 2e-2 (absolute + relative), on 1 and 5 clusters;
+com.microsoft QLinearAdd / QLinearConcat (from ONNX Runtime's quantizer and by hand) within one
+quantization step and equal to the operators' definition computed in NumPy
+(qoperator_definition; full-range weights against the definition only); INT8 calibration of a
+two-input model. Runs in the test venv (scripts/setup-venv.sh: Debian's interpreter plus ONNX
+Runtime); exits 77 (skipped) without it.
 """
 import sys
 import unittest
@@ -220,6 +222,78 @@ class OperatorsAgainstOnnxRuntime(unittest.TestCase):
         model = make_model(nodes, [("x", [1, 3, 7, 6])], ["y"], inits)
         feeds = [{"x": rng.standard_normal((1, 3, 7, 6)).astype(np.float32)} for _ in range(2)]
         self.compare(model, feeds)
+
+    def test_prelu_slopes_that_are_not_per_channel(self):
+        """PRelu slopes per element ([C,H,W]), along the width ([W]) and as an activation; on
+        row-major tensors ONNX's node tests' shapes (slope [3,4,5] and [5] on x [3,4,5])."""
+        rng = np.random.default_rng(22)
+        for shape, slope_shape in (([1, 4, 5, 6], [4, 5, 6]), ([1, 4, 5, 6], [6]),
+                                   ([3, 4, 5], [3, 4, 5]), ([3, 4, 5], [5])):
+            with self.subTest(shape=shape, slope=slope_shape):
+                inits = [weight(rng, "slope", slope_shape, scale=1.0)]
+                nodes = [helper.make_node("Neg", ["x"], ["e"]),
+                         helper.make_node("PRelu", ["e", "slope"], ["y"])]
+                model = make_model(nodes, [("x", shape)], ["y"], inits)
+                self.compare(model, [{"x": rng.standard_normal(shape).astype(np.float32)}])
+        shape = [1, 3, 5, 4]  # the slope an activation (a sigmoid of another input)
+        nodes = [helper.make_node("Sigmoid", ["s"], ["slope"]),
+                 helper.make_node("PRelu", ["x", "slope"], ["y"])]
+        model = make_model(nodes, [("x", shape), ("s", shape)], ["y"], [])
+        self.compare(model, [{"x": rng.standard_normal(shape).astype(np.float32),
+                              "s": rng.standard_normal(shape).astype(np.float32)}])
+
+    def test_constant_operands_that_are_not_per_channel(self):
+        """Element-wise operators with constants the passes cannot fold into a per-channel
+        ScaleShift: a per-pixel mask [1,1,H,W], a per-element [C,H,W] bias, a row [W], a
+        constant numerator (k / x), a constant first in Sub, Max with a [H,1] column; a Concat
+        with a constant image; on an image after a convolution and on a row-major tensor."""
+        rng = np.random.default_rng(23)
+        c, h, w = 4, 6, 5
+        inits = [weight(rng, "wc", (c, 3, 3, 3)), weight(rng, "mask", (1, 1, h, w), 1.0),
+                 weight(rng, "bias", (c, h, w), 1.0), weight(rng, "row", (w,), 1.0),
+                 numpy_helper.from_array((rng.random((1, c, h, w)) + 0.5).astype(np.float32), "num"),
+                 weight(rng, "first", (1, c, 1, w), 1.0), weight(rng, "col", (h, 1), 1.0),
+                 weight(rng, "extra", (1, 2, h, w), 1.0)]
+        nodes = [helper.make_node("Conv", ["x", "wc"], ["a"], pads=[1, 1, 1, 1]),
+                 helper.make_node("Mul", ["a", "mask"], ["b"]),
+                 helper.make_node("Add", ["bias", "b"], ["d"]),
+                 helper.make_node("Sub", ["d", "row"], ["e"]),
+                 helper.make_node("Sigmoid", ["e"], ["f"]),
+                 helper.make_node("Div", ["num", "f"], ["g"]),
+                 helper.make_node("Sub", ["first", "g"], ["i"]),
+                 helper.make_node("Max", ["i", "col"], ["j"]),
+                 helper.make_node("Concat", ["j", "extra"], ["y"], axis=1)]
+        model = make_model(nodes, [("x", [1, 3, h, w])], ["y"], inits)
+        feeds = [{"x": rng.standard_normal((1, 3, h, w)).astype(np.float32)} for _ in range(2)]
+        self.compare(model, feeds)
+        inits = [weight(rng, "k", (3, 4, 5), 1.0), weight(rng, "r", (4, 1), 1.0)]
+        nodes = [helper.make_node("Mul", ["x", "k"], ["m"]),
+                 helper.make_node("Add", ["r", "m"], ["y"])]
+        model = make_model(nodes, [("x", [3, 4, 5])], ["y"], inits)
+        self.compare(model, [{"x": rng.standard_normal((3, 4, 5)).astype(np.float32)}])
+
+    def test_gemm_with_transposed_a_and_matrix_c(self):
+        """Gemm with transA (and transB, alpha, beta), a matrix C [M,N], a column C [M,1] and
+        a per-column C, as whole tensors (A's rows are no batch): a 1x1 convolution over A^T."""
+        rng = np.random.default_rng(24)
+        m, k, n = 6, 20, 37
+        cases = (
+            (dict(transA=1), (k, m), (k, n), (1, n)),
+            (dict(transA=1, transB=1, alpha=0.25, beta=0.35), (k, m), (n, k), (m, n)),
+            (dict(), (m, k), (k, n), (m, n)),
+            (dict(beta=-2.0), (m, k), (k, n), (m, 1)),
+            (dict(transA=1), (k, m), (k, n), None),
+        )
+        for attrs, a_shape, b_shape, c_shape in cases:
+            with self.subTest(attrs=attrs, c=c_shape):
+                inits = [weight(rng, "b", b_shape)]
+                inputs = ["a", "b"]
+                if c_shape:
+                    inits.append(weight(rng, "c", c_shape, 1.0))
+                    inputs.append("c")
+                nodes = [helper.make_node("Gemm", inputs, ["y"], **attrs)]
+                model = make_model(nodes, [("a", list(a_shape))], ["y"], inits)
+                self.compare(model, [{"a": rng.standard_normal(a_shape).astype(np.float32)}])
 
     def test_slices_with_negative_steps(self):
         """torch.flip's export (Slice, step -1) of an image's H and W, every other channel

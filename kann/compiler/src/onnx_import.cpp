@@ -615,6 +615,99 @@ Result<Graph> convert(const onnx::ModelProto &model, bool split_batch) {
         return make_error(where(n) + ": input '" + name + "' is not defined before use");
       n.inputs.push_back(t);
     }
+    // Gemm with transA or a matrix C ([M,N] / [M,1]): A's rows are not the images of a batch,
+    // so the model compiles as whole tensors, where the product is a 1x1 convolution over
+    // A^T viewed as an image of M rows (channels K): A^T (a Transpose unless transA) ->
+    // Reshape [1,K,M,1] -> Conv (weights alpha * B^T, bias beta * C when C is per column) ->
+    // Reshape [N,M] -> Transpose [M,N], then + beta * C when C varies along the rows (a
+    // constant operand, tiler/plan.cpp).
+    if (n.op == Op::Gemm && n.inputs.size() >= 2 && n.inputs[0] >= 0 && n.inputs[1] >= 0 &&
+        graph.tensors[n.inputs[1]].is_const && graph.tensors[n.inputs[1]].shape.size() == 2 &&
+        graph.tensors[n.inputs[1]].dtype == DType::F32) {
+      const bool trans_a = n.attr("transA", 0) != 0;
+      const int c_in = n.inputs.size() > 2 ? n.inputs[2] : -1;
+      const bool matrix_c = c_in >= 0 && graph.tensors[c_in].is_const &&
+                            graph.tensors[c_in].shape.size() == 2 &&
+                            graph.tensors[c_in].shape[0] != 1;
+      if (trans_a || matrix_c) {
+        if (!graph.whole_tensors)
+          return make_error(where(n) + ": transA or a matrix C: A's rows are not a batch of "
+                                       "images");
+        if (np.output_size() != 1 || graph.find(np.output(0)) >= 0)
+          return make_error(where(n) + ": needs one output, defined once");
+        if (c_in >= 0 && (!graph.tensors[c_in].is_const || graph.tensors[c_in].dtype != DType::F32))
+          return make_error(where(n) + ": C must be a float constant");
+        const Tensor &b = graph.tensors[n.inputs[1]];
+        const bool trans_b = n.attr("transB", 0) != 0;
+        const int64_t k = trans_b ? b.shape[1] : b.shape[0],
+                      cols = trans_b ? b.shape[0] : b.shape[1];
+        const float alpha = n.attrf("alpha", 1.0f), beta = n.attrf("beta", 1.0f);
+        auto constant = [&](const std::string &name, std::vector<int64_t> shape,
+                            std::vector<float> data, std::vector<int64_t> idata = {}) {
+          Tensor t;
+          t.name = n.name + "." + name;
+          t.shape = std::move(shape);
+          t.is_const = true;
+          t.data = std::move(data);
+          if (!idata.empty())
+            t.dtype = DType::I64, t.idata = std::move(idata);
+          return graph.add_tensor(std::move(t));
+        };
+        auto emit = [&](Op op, const std::string &suffix, std::vector<int> inputs,
+                        const std::string &out) {
+          Node part;
+          part.op = op;
+          part.name = n.name + (suffix.empty() ? "" : "." + suffix);
+          part.inputs = std::move(inputs);
+          if (op == Op::Transpose)
+            part.ints["perm"] = {1, 0};
+          if (op == Op::Conv) {
+            part.ints["kernel_shape"] = {1, 1};
+            part.ints["strides"] = {1, 1};
+            part.ints["dilations"] = {1, 1};
+            part.ints["pads"] = {0, 0, 0, 0};
+            part.ints["group"] = {1};
+          }
+          return append_node(graph, std::move(part), out);
+        };
+        std::vector<float> w(size_t(cols * k));
+        for (int64_t o = 0; o < cols; ++o)
+          for (int64_t i = 0; i < k; ++i)
+            w[size_t(o * k + i)] = alpha * b.data[size_t(trans_b ? o * k + i : i * cols + o)];
+        std::vector<int> conv_inputs;
+        int at = n.inputs[0];
+        if (!trans_a)
+          at = emit(Op::Transpose, "a_t", {at}, n.name + ".a_t");
+        const int image =
+            emit(Op::Reshape, "as_image", {at, constant("image_shape", {4}, {}, {1, k, -1, 1})},
+                 n.name + ".as_image");
+        conv_inputs = {image, constant("weights", {cols, k, 1, 1}, std::move(w))};
+        if (c_in >= 0 && !matrix_c) { // per column (or one value): the convolution's bias
+          const Tensor &c = graph.tensors[c_in];
+          if (c.data.size() != 1 && int64_t(c.data.size()) != cols)
+            return make_error(where(n) + ": C does not broadcast to [M,N]");
+          std::vector<float> bias(static_cast<size_t>(cols));
+          for (int64_t o = 0; o < cols; ++o)
+            bias[size_t(o)] = beta * c.data[c.data.size() == 1 ? 0 : size_t(o)];
+          conv_inputs.push_back(constant("bias", {cols}, std::move(bias)));
+        }
+        const int product = emit(Op::Conv, "", std::move(conv_inputs), n.name + ".product");
+        const int rows =
+            emit(Op::Reshape, "as_rows", {product, constant("rows_shape", {2}, {}, {cols, -1})},
+                 n.name + ".as_rows");
+        if (!matrix_c) {
+          emit(Op::Transpose, "y_t", {rows}, np.output(0));
+          continue;
+        }
+        const int y = emit(Op::Transpose, "y_t", {rows}, n.name + ".y_t");
+        Tensor c = graph.tensors[c_in];
+        c.name = n.name + ".beta_c";
+        for (float &v : c.data)
+          v *= beta;
+        emit(Op::Add, "c", {y, graph.add_tensor(std::move(c))}, np.output(0));
+        continue;
+      }
+    }
     // LogSoftmax: Softmax, then Log (the same axis rules as Softmax).
     if (n.op == Op::LogSoftmax) {
       if (np.output_size() != 1 || n.inputs.size() != 1 || n.inputs[0] < 0)
@@ -641,12 +734,17 @@ Result<Graph> convert(const onnx::ModelProto &model, bool split_batch) {
       graph.nodes.push_back(std::move(log));
       continue;
     }
-    // PRelu with a constant slope of several values (nn.PReLU(C): one per channel):
-    // Relu(x) + (-slope) * Relu(-x), the product a per-channel ScaleShift (passes). One value:
-    // a LeakyRelu (infer_node).
-    if (n.op == Op::PRelu && n.inputs.size() == 2 && n.inputs[0] >= 0 && n.inputs[1] >= 0 &&
-        graph.tensors[n.inputs[1]].is_const && graph.tensors[n.inputs[1]].dtype == DType::F32 &&
-        graph.tensors[n.inputs[1]].elements() > 1) {
+    // PRelu with a slope of several values: Relu(x) + (-slope) * Relu(-x). nn.PReLU(C)'s one
+    // per channel makes the product a per-channel ScaleShift (passes); other constant slopes
+    // (per element, along another axis) a strided product with the constant; a slope that is
+    // an activation Relu(x) - slope * Relu(-x). One constant value: a LeakyRelu (infer_node).
+    const auto slope_of = [&](const Node &p) -> const Tensor * {
+      return p.inputs.size() == 2 && p.inputs[0] >= 0 && p.inputs[1] >= 0
+                 ? &graph.tensors[p.inputs[1]]
+                 : nullptr;
+    };
+    if (const Tensor *s = n.op == Op::PRelu ? slope_of(n) : nullptr;
+        s && (!s->is_const || (s->dtype == DType::F32 && s->elements() > 1))) {
       if (np.output_size() != 1 || graph.find(np.output(0)) >= 0)
         return make_error(where(n) + ": needs one output, defined once");
       auto emit = [&](Op op, const std::string &suffix, std::vector<int> inputs,
@@ -657,17 +755,21 @@ Result<Graph> convert(const onnx::ModelProto &model, bool split_batch) {
         part.inputs = std::move(inputs);
         return append_node(graph, std::move(part), out);
       };
-      Tensor negated = graph.tensors[n.inputs[1]];
-      negated.name = n.name + ".negated_slope";
-      for (float &v : negated.data)
-        v = -v;
-      const int slope = graph.add_tensor(std::move(negated));
+      const bool constant = s->is_const;
+      int slope = n.inputs[1];
+      if (constant) {
+        Tensor negated = *s;
+        negated.name = n.name + ".negated_slope";
+        for (float &v : negated.data)
+          v = -v;
+        slope = graph.add_tensor(std::move(negated));
+      }
       const int x = n.inputs[0];
       const int positive = emit(Op::Relu, "positive", {x}, n.name + ".positive");
       const int minus_x = emit(Op::Neg, "negate", {x}, n.name + ".minus_x");
       const int negative = emit(Op::Relu, "negative", {minus_x}, n.name + ".negative_part");
       const int scaled = emit(Op::Mul, "slope", {negative, slope}, n.name + ".scaled");
-      emit(Op::Add, "", {positive, scaled}, np.output(0));
+      emit(constant ? Op::Add : Op::Sub, "", {positive, scaled}, np.output(0));
       continue;
     }
     // Variadic Sum / Max / Min / Mean: a chain of binary nodes (Mean: the sum divided by the
@@ -1282,11 +1384,18 @@ Result<void> infer_node(Graph &g, Node &n) {
                           " inputs");
       std::vector<std::vector<int64_t>> shapes;
       for (size_t i = 0; i < inputs; ++i) {
-        if (!has(i) || in(i).is_const)
+        // Constant inputs of an operator on whole tensors are read from its parameters
+        // (tiler/plan.cpp); the element-wise kind takes one activation.
+        if (!has(i) || (in(i).is_const && op->kind != MCL_CUSTOM_WHOLE))
           return make_error(where(n) + ": input " + std::to_string(i) +
-                            " must be an activation (constant or missing inputs are not "
-                            "supported)");
-        if (in(i).dtype != in(0).dtype)
+                            (has(i) ? " must be an activation (constant inputs need kind "
+                                      "MCL_CUSTOM_WHOLE)"
+                                    : " is missing (not supported)"));
+        if (in(i).is_const &&
+            (in(i).dtype != DType::F32 || int64_t(in(i).data.size()) != in(i).elements()))
+          return make_error(where(n) + ": constant input " + std::to_string(i) +
+                            " is not a float tensor");
+        if (!in(i).is_const && in(i).dtype != in(0).dtype)
           return make_error(where(n) + ": the inputs must have one element type");
         shapes.push_back(in(i).shape);
       }

@@ -35,13 +35,12 @@ Box Compiler::need_window(const PlannedOp &op, const Act &in, const Box &o) cons
 
 namespace {
 // The groups [g0, g1) a slice of output channels `ob` of a grouped convolution (not
-// depthwise, not transposed) covers: weight_slices cuts such convolutions at whole groups,
+// depthwise; transposed or not) covers: weight_slices cuts such convolutions at whole groups,
 // and each slice is a smaller grouped convolution reading only its groups' input channels.
 // {0, groups} for every other operator or a whole one.
 std::pair<int64_t, int64_t> slice_groups(const PlannedOp &op, int64_t in_c, int64_t out_c,
                                          const Box &ob) {
-  if (op.transposed || op.groups <= 1 || op.groups == in_c || ob.chans() <= 0 ||
-      ob.chans() >= out_c)
+  if (op.groups <= 1 || op.groups == in_c || ob.chans() <= 0 || ob.chans() >= out_c)
     return {0, op.groups};
   const int64_t per_group = out_c / op.groups;
   return {ob.c0 / per_group, ob.c1 / per_group};
@@ -115,12 +114,14 @@ Result<std::vector<uint8_t>> Compiler::pack_conv_slice(const PlannedOp &op, cons
   std::vector<float> transposed_slice;
   if (op.transposed) {
     // ONNX's [cin][cout/groups][kh][kw]: gather the slice's output channels, each input
-    // channel's of its own group. A grouped one is never sliced (plan.cpp): its slice is the
-    // whole tensor and the native layout ([cin][cout/groups][kh][kw]) is ONNX's.
+    // channel's of its own group. A grouped one is sliced at whole groups (plan.cpp): the
+    // gathered rows are its groups' input channels, in the native layout of the smaller
+    // grouped convolution ([cin'][cout/groups][kh][kw], ONNX's).
     const size_t cin = size_t(x.C), cout = size_t(out_c(op)), taps = size_t(op.kh * op.kw);
     const size_t groups = size_t(op.groups), cin_g = cin / groups, cout_g = cout / groups;
-    if (groups > 1 && ob.chans() != int64_t(cout))
-      return make_error(where(n) + ": internal error: a grouped transposed convolution sliced");
+    if (groups > 1 && (ob.c0 % int64_t(cout_g) != 0 || ob.c1 % int64_t(cout_g) != 0))
+      return make_error(where(n) + ": internal error: a grouped transposed convolution sliced "
+                                   "inside a group");
     for (size_t ci = 0; ci < cin; ++ci)
       for (size_t co = size_t(ob.c0); co < size_t(ob.c1); ++co)
         if (co / cout_g == ci / cin_g)

@@ -97,6 +97,18 @@ uint32_t Compiler::dtype_bytes(uint32_t dtype) {
   return dtype == MCL_DTYPE_F32 ? 4 : dtype == MCL_DTYPE_F16 ? 2 : 1;
 }
 
+mcl_tile Compiler::const_tile(const PlannedOp &op, size_t k, uint64_t params_spm) const {
+  const Act a = storage_of(g.tensors[g.nodes[op.node].inputs[k]]);
+  mcl_tile t{};
+  t.offset = uint32_t(params_spm + op.const_operands.at(k));
+  t.h = uint32_t(a.H), t.w = uint32_t(a.W), t.c = uint32_t(a.C);
+  t.row_stride = uint32_t(a.W * a.C);
+  t.pixel_stride = uint32_t(a.C);
+  t.channel_stride = 1;
+  t.dtype = acts[op.out].dtype;
+  return t;
+}
+
 // The strided lowering of one operator on cluster t.cluster (the whole tensors).
 Result<void> Compiler::call_strided(const PlannedOp &op, const CallTiles &t, Call &call) const {
   const Node &n = g.nodes[op.node];
@@ -124,6 +136,17 @@ Result<void> Compiler::call_strided(const PlannedOp &op, const CallTiles &t, Cal
     const Act &x = acts[op.ins[i]];
     return tile_of(x, t.cluster, full(x), op.stage_in[i]);
   };
+  // Node input k of an operator with constant operands: its tile and its storage (an
+  // activation's, or the constant's in the parameters: float, scale 1).
+  auto operand = [&](size_t k) -> std::pair<mcl_tile, Act> {
+    if (op.const_operands.count(k)) {
+      Act a = storage_of(g.tensors[n.inputs[k]]);
+      a.dtype = y.dtype, a.es = y.es;
+      return {const_tile(op, k, t.params_spm), a};
+    }
+    const size_t i = op.act_slot(k);
+    return {input_tile(i), acts[op.ins[i]]};
+  };
   auto copy = [&](const Act &x, const mcl_tile &in, const mcl_tile &out, std::vector<int64_t> dims,
                   std::vector<int64_t> in_str, std::vector<int64_t> out_str) {
     strided_calls(std::move(dims), {std::move(out_str), std::move(in_str)}, {out, in},
@@ -141,8 +164,8 @@ Result<void> Compiler::call_strided(const PlannedOp &op, const CallTiles &t, Cal
     if (!custom)
       return make_error(where(n) + ": custom operator no longer registered");
     std::vector<mcl_tile> inputs;
-    for (size_t i = 0; i < op.ins.size(); ++i) {
-      inputs.push_back(input_tile(i));
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      inputs.push_back(operand(i).first);
       if (inputs.back().dtype != t.out.dtype || t.out.dtype >= 32 ||
           !(custom->dtypes & (1u << t.out.dtype)))
         return make_error(where(n) + ": custom operator " + custom->domain +
@@ -347,10 +370,9 @@ Result<void> Compiler::call_strided(const PlannedOp &op, const CallTiles &t, Cal
     const int64_t axis =
         n.attr("axis", 1) < 0 ? n.attr("axis", 1) + int64_t(yt.shape.size()) : n.attr("axis", 1);
     int64_t at = 0;
-    for (size_t i = 0; i < op.ins.size(); ++i) {
-      const Act &x = acts[op.ins[i]];
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      const auto [in, x] = operand(i);
       const Tensor &xt = g.tensors[n.inputs[i]];
-      const mcl_tile in = input_tile(i);
       auto xs = strides_or_error(x, xt, in);
       if (!xs)
         return xs.error();
@@ -364,10 +386,11 @@ Result<void> Compiler::call_strided(const PlannedOp &op, const CallTiles &t, Cal
   case Lowering::Eltwise: {
     std::vector<std::vector<int64_t>> str{ystr};
     std::vector<mcl_tile> bases{t.out};
+    std::vector<Act> operands;
     for (size_t i = 0; i < 2; ++i) {
-      const Act &x = acts[op.ins[i]];
+      const auto [in, x] = operand(i);
+      operands.push_back(x);
       const Tensor &xt = g.tensors[n.inputs[i]];
-      const mcl_tile in = input_tile(i);
       auto xs = strides_or_error(x, xt, in);
       if (!xs)
         return xs.error();
@@ -379,7 +402,7 @@ Result<void> Compiler::call_strided(const PlannedOp &op, const CallTiles &t, Cal
       str.push_back(s);
       bases.push_back(in);
     }
-    const Act &xa = acts[op.ins[0]], &xb = acts[op.ins[1]];
+    const Act &xa = operands[0], &xb = operands[1];
     strided_calls(yt.shape, str, bases, [&](std::vector<mcl_tile> &tiles) {
       mcl_eltwise_args a{};
       a.output = tiles[0];

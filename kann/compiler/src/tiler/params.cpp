@@ -5,6 +5,8 @@
 
 #include <algorithm>
 
+#include "kann/passes.h"
+
 namespace kann::tiler {
 
 uint64_t Compiler::add_blob(const std::vector<uint8_t> &bytes) {
@@ -57,6 +59,30 @@ Result<void> Compiler::pack_params() {
         p.insert(p.end(), sh.begin() + ob.c0, sh.begin() + ob.c1);
         op.params.slots[c].push_back({ob, to_bytes(p.data(), p.size()), 0});
       }
+    } else if (!op.const_operands.empty()) {
+      op.params.slots.assign(K, {});
+      const Act &y = acts[op.out];
+      std::vector<uint8_t> bytes(op.const_bytes, 0);
+      for (const auto &[k, at] : op.const_operands) {
+        const Tensor &t = g.tensors[n.inputs[k]];
+        const Act a = storage_of(t);
+        // ONNX order (row-major) to the storage's: an image's channels last.
+        const bool image = t.shape.size() == 4 && a.C > 1 && a.H * a.W > 1;
+        for (int64_t e = 0; e < t.elements(); ++e) {
+          const int64_t hw = a.H * a.W;
+          const int64_t dst = image ? (e % hw) * a.C + e / hw : e;
+          const float v = t.data[size_t(e)];
+          if (y.dtype == MCL_DTYPE_F16) {
+            const uint16_t h = passes::float_to_half(v);
+            std::memcpy(&bytes[at + uint64_t(dst) * 2], &h, 2);
+          } else {
+            std::memcpy(&bytes[at + uint64_t(dst) * 4], &v, 4);
+          }
+        }
+      }
+      for (unsigned c = 0; c < K; ++c)
+        if (!op.out_box[c].empty())
+          op.params.slots[c].push_back({op.out_box[c], bytes, 0});
     }
     for (auto &slot : op.params.slots)
       for (ParamSlice &ps : slot)

@@ -68,13 +68,8 @@ int Compiler::new_buffer(std::string name, int first, int last) {
   return int(buffers.size()) - 1;
 }
 
-Result<int> Compiler::act_for(int tensor) {
-  auto it = act_of.find(tensor);
-  if (it != act_of.end())
-    return it->second;
-  const Tensor &t = g.tensors[tensor];
+Act Compiler::storage_of(const Tensor &t) {
   Act a;
-  a.tensor = tensor;
   if (t.shape.size() == 4 && t.shape[0] == 1) { // an image: channel-last in SPM
     a.C = t.shape[1], a.H = t.shape[2], a.W = t.shape[3];
   } else if (t.shape.size() == 2 && t.shape[0] == 1) { // a vector: its elements as channels
@@ -86,6 +81,16 @@ Result<int> Compiler::act_for(int tensor) {
     a.H = a.W > 0 ? t.elements() / a.W : 0;
     a.C = 1;
   }
+  return a;
+}
+
+Result<int> Compiler::act_for(int tensor) {
+  auto it = act_of.find(tensor);
+  if (it != act_of.end())
+    return it->second;
+  const Tensor &t = g.tensors[tensor];
+  Act a = storage_of(t);
+  a.tensor = tensor;
   a.scale = t.scale;
   a.zero_point = t.zero_point;
   if (t.dtype == ir::DType::F16)
@@ -130,12 +135,14 @@ std::vector<Box> Compiler::weight_slices(const PlannedOp &op, const Box &b) cons
   std::vector<Box> v;
   if (b.empty())
     return v;
-  if (op.transposed && op.groups != 1) // its weights are packed whole (lower_conv.cpp)
+  // A depthwise transposed convolution packs its weights whole (lower_conv.cpp).
+  if (op.transposed && op.groups != 1 && op.groups == acts[op.ins[0]].C)
     return {b};
   if (op.kind == Lowering::Conv && op.groups > 1 && op.groups != acts[op.ins[0]].C &&
       b.chans() == out_c(op)) {
-    // A grouped convolution (not depthwise) is cut at whole groups: each slice is a smaller
-    // grouped convolution on its groups' input channels (lower_conv.cpp, slice_groups).
+    // A grouped convolution (not depthwise), transposed or not, is cut at whole groups: each
+    // slice is a smaller grouped convolution on its groups' input channels (lower_conv.cpp,
+    // slice_groups).
     const int64_t n = std::clamp<int64_t>(op.wslices, 1, op.groups);
     const int64_t per_group = b.chans() / op.groups;
     for (int64_t j = 0; j < n; ++j) {
@@ -222,7 +229,12 @@ Result<void> Compiler::plan() {
       else
         yw = y.shape.empty() ? 1 : y.shape.back(), yh = yw > 0 ? y.elements() / yw : 0;
       const bool same_geometry = yh == s.H && yw == s.W && yc == s.C;
-      if (!same_geometry && !(to_vector && !same_order) && same_order && y_row_major)
+      // Row-major storage reshaped to an image, or an image to a row-major tensor (not a
+      // [1,N] vector, which a Gemm reads in the image's order): a strided copy between
+      // the two orders.
+      const bool to_row_major = !to_image && !to_vector;
+      if (!same_geometry &&
+          ((same_order && (y_row_major || to_image)) || (!same_order && to_row_major)))
         copy_view = true;
       else if (!to_vector && !image_fits && !(same_order && y_row_major && !to_image))
         return make_error(where(n) + ": only reshapes to [1,N] and of row-major (one-channel) "
@@ -281,12 +293,28 @@ Result<void> Compiler::plan() {
       op.strided = !(yt.shape.size() == 4 && yt.shape[0] == 1 && (axis == 1 || axis == -3));
     }
     if (op.kind == Lowering::Eltwise || op.kind == Lowering::Concat || whole_custom(n)) {
-      for (int i : n.inputs) {
-        if (g.tensors[i].is_const)
-          return make_error(where(n) + ": constant operands must be per-channel (folded into a "
-                                       "ScaleShift) or the shapes of both operands must match");
-        act_inputs.push_back(i);
+      const Act &y = acts[op.out];
+      for (size_t k = 0; k < n.inputs.size(); ++k) {
+        const Tensor &kt = g.tensors[n.inputs[k]];
+        if (!kt.is_const) {
+          act_inputs.push_back(n.inputs[k]);
+          continue;
+        }
+        // A constant the passes did not fold into a ScaleShift (not per channel: per
+        // element, per row, ...): loaded with the operator's parameters and read in place by
+        // the strided lowering, on one cluster.
+        if (n.ints.count("int8") || kt.dtype != ir::DType::F32 ||
+            (y.dtype != MCL_DTYPE_F32 && y.dtype != MCL_DTYPE_F16) ||
+            int64_t(kt.data.size()) != kt.elements())
+          return make_error(where(n) + ": constant operand '" + kt.name +
+                            "' is not a float tensor of a float operator (INT8 operators take "
+                            "per-channel constants only)");
+        op.const_operands[k] = op.const_bytes;
+        op.const_bytes = align_up(op.const_bytes + uint64_t(kt.elements()) * y.es);
+        op.strided = true;
       }
+      if (act_inputs.empty())
+        return make_error(where(n) + ": every operand is constant (not folded: not supported)");
     } else {
       act_inputs.push_back(n.inputs[0]);
     }
@@ -572,7 +600,7 @@ std::vector<int> Compiler::plan_in_place() const {
         y.in_ddr || y.first != step || chan_offset.count(yt) || act_of.at(yt) != op.out ||
         is_io(op.out) || (y.dtype != MCL_DTYPE_F32 && y.dtype != MCL_DTYPE_F16) ||
         whole_custom(g.nodes[op.node]) || // the user's function may read any input element
-        group_of_op[s] >= 0) // a group writes band by band
+        group_of_op[s] >= 0)              // a group writes band by band
       continue;
     for (size_t i = 0; i < op.ins.size(); ++i) {
       const int xi = op.ins[i];
@@ -658,6 +686,11 @@ Result<void> Compiler::plan_params() {
       for (unsigned c = 0; c < K; ++c)
         if (!op.out_box[c].empty())
           buffers[op.params.buffer].bytes[c] = uint64_t(op.out_box[c].chans()) * 8;
+    } else if (!op.const_operands.empty()) { // strided: the cluster computing the whole
+      op.params.buffer = new_buffer(n.name + ".constants", params_first, step);
+      for (unsigned c = 0; c < K; ++c)
+        if (!op.out_box[c].empty())
+          buffers[op.params.buffer].bytes[c] = op.const_bytes;
     }
     if (prefetch && op.params.buffer >= 0)
       buffers[op.params.buffer].prefetched = int(s);

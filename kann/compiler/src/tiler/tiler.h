@@ -156,6 +156,19 @@ struct PlannedOp {
   // Whole tensors on one cluster through per-dimension strides (lower_layout.cpp): any-rank
   // Transpose, Concat and broadcasting, copies of reshaped network inputs.
   bool strided = false;
+  // Constant operands of a strided operator that the passes could not fold (not per
+  // channel): node input index -> byte offset in its one parameter slice, which holds each
+  // in the storage an activation of its shape would have (Compiler::storage_of), in the
+  // output's element type. `ins` lists the other (activation) inputs only.
+  std::map<size_t, uint64_t> const_operands;
+  uint64_t const_bytes = 0;
+  // Index in `ins` of node input k (an activation input).
+  size_t act_slot(size_t k) const {
+    size_t j = 0;
+    for (size_t i = 0; i < k; ++i)
+      j += const_operands.count(i) ? 0 : 1;
+    return j;
+  }
   uint32_t conv_fn() const {
     return transposed ? MCL_NATIVE_FN_CONV_TRANSPOSE2D : MCL_NATIVE_FN_CONV2D;
   }
@@ -315,6 +328,10 @@ struct Compiler {
   Result<void> plan();
   void plan_concat_elimination();
   Result<int> act_for(int tensor);
+  // The storage geometry (H, W, C) of an activation of tensor t's shape (act_for).
+  static Act storage_of(const Tensor &t);
+  // A constant operand (node input k of a strided op) as an SPM tile of the op's parameters.
+  mcl_tile const_tile(const PlannedOp &op, size_t k, uint64_t params_spm) const;
   int new_buffer(std::string name, int first, int last);
   std::vector<Box> split_rows(int64_t H, int64_t C) const;
   std::vector<Box> split_channels(int64_t H, int64_t C, int64_t granule = 1) const;

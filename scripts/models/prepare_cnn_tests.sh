@@ -3,17 +3,27 @@
 # random weights (export_cnns.py, Debian's /usr/bin/python3) and computes ONNX Runtime's
 # outputs for their fixed input (reference.py, in the venv made by scripts/setup-venv.sh).
 #
-#   scripts/models/prepare_cnn_tests.sh OUT_DIR NAME...
+#   scripts/models/prepare_cnn_tests.sh OUT_DIR NAME... [--fp16-analysis=NAME...]
 #
 # Make-like: a model is exported again only when NAME.onnx is missing or older than
 # export_cnns.py, and ONNX Runtime runs again only when NAME.ort/ is missing or older than
-# NAME.onnx. Writes OUT_DIR/NAME.onnx, NAME.input.npy, NAME.torch/, NAME.ort/<output>.npy.
+# NAME.onnx. Writes OUT_DIR/NAME.onnx, NAME.input.npy, NAME.torch/, NAME.ort/<output>.npy, and
+# for --fp16-analysis models NAME.fp16_deployed/ and NAME.fp16_storage/ (fp16_deployed.py).
 set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 [ $# -ge 2 ] || { echo "usage: $0 OUT_DIR NAME..." >&2; exit 2; }
 out="$1"
 shift
+analysis=()
+models=()
+for arg in "$@"; do
+  case "$arg" in
+    --fp16-analysis=*) analysis+=("${arg#--fp16-analysis=}") ;;
+    *) models+=("$arg") ;;
+  esac
+done
+set -- "${models[@]}"
 mkdir -p "$out"
 stale=()
 for name in "$@"; do
@@ -34,6 +44,21 @@ for name in "$@"; do
     "$root/.venv/bin/python" "$here/reference.py" "$out/$name.onnx" --input "$out/$name.input.npy" \
       --output-dir "$out/$name.ort.tmp" --threads 2 --quiet
     mv "$out/$name.ort.tmp" "$out/$name.ort"
+  fi
+done
+# FP16 error analysis (Cnn.Binary16StorageError): the deployed network (BatchNormalization
+# folded, weights and input rounded to binary16) in FP32, and with every activation rounded
+# to binary16 too (fp16_deployed.py).
+for name in "${analysis[@]}"; do
+  deployed="$out/$name.fp16_deployed" storage="$out/$name.fp16_storage"
+  if [ ! -d "$deployed" ] || [ ! -d "$storage" ] || [ "$out/$name.onnx" -nt "$deployed" ] ||
+     [ "$here/fp16_deployed.py" -nt "$deployed" ]; then
+    rm -rf "$deployed" "$storage"
+    "$root/.venv/bin/python" "$here/fp16_deployed.py" "$out/$name.onnx" \
+      --input "$out/$name.input.npy" --output-dir "$deployed.tmp" \
+      --rounded-activations "$storage.tmp"
+    mv "$storage.tmp" "$storage"
+    mv "$deployed.tmp" "$deployed"
   fi
 done
 echo "prepare_cnn_tests: $* ready in $out"

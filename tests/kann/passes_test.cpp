@@ -103,6 +103,33 @@ TEST(Passes, ActivationIsNotFusedWhenTheProducerHasOtherReaders) {
   EXPECT_EQ(kann::passes::fuse_activations(G), 0);
 }
 
+// PyTorch's hardswish before opset 14: x * HardSigmoid(x, alpha 1/6, beta 1/2) becomes one
+// HardSwish, fused into the Conv; another alpha, or a gate of another tensor (a squeeze-and-
+// excitation product), stays a HardSigmoid and a Mul.
+TEST(Passes, HardSigmoidGateOfItsOwnInputBecomesHardSwish) {
+  for (const float alpha : {1.0f / 6.0f, 0.2f}) {
+    OnnxBuilder b;
+    b.input("x", {1, 2, 4, 4});
+    b.weight("w", {2, 2, 1, 1});
+    b.node("Conv", {"x", "w"}, {"c"});
+    auto &hs = b.node("HardSigmoid", {"c"}, {"h"});
+    OnnxBuilder::float1(hs, "alpha", alpha);
+    b.node("Mul", {"c", "h"}, {"m"});
+    auto &gate = b.node("HardSigmoid", {"x"}, {"g"});
+    OnnxBuilder::float1(gate, "alpha", 1.0f / 6.0f);
+    b.node("Mul", {"m", "g"}, {"y"}); // gates another tensor: kept
+    b.output("y");
+    auto G = import(b);
+    const bool hardswish = alpha == 1.0f / 6.0f;
+    EXPECT_EQ(kann::passes::fuse_gated_activations(G), hardswish ? 1 : 0) << alpha;
+    EXPECT_EQ(count(G, kann::ir::Op::HardSwish), hardswish ? 1 : 0);
+    EXPECT_EQ(count(G, kann::ir::Op::HardSigmoid), hardswish ? 1 : 2);
+    EXPECT_EQ(count(G, kann::ir::Op::Mul), hardswish ? 1 : 2);
+    kann::passes::fuse_activations(G); // the Conv's output has two readers unless fused
+    EXPECT_EQ(G.nodes[0].act.kind, uint32_t(hardswish ? MCL_ACT_HARD_SWISH : MCL_ACT_NONE));
+  }
+}
+
 TEST(Passes, IdentityAndDropoutDisappear) {
   OnnxBuilder b;
   b.input("x", {1, 4});

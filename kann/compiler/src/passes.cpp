@@ -290,6 +290,36 @@ bool activation_of(const Graph &g, const Node &n, mcl_activation &act) {
   return true;
 }
 
+int fuse_gated_activations(Graph &g) {
+  int count = 0;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node &m = g.nodes[i];
+    if (m.dead || m.op != Op::Mul || m.inputs.size() != 2 || m.act.kind != MCL_ACT_NONE)
+      continue;
+    for (int k = 0; k < 2; ++k) {
+      const int x = m.inputs[size_t(k)], gate = m.inputs[size_t(1 - k)];
+      const int h = g.tensors[gate].producer;
+      if (h < 0 || g.tensors[x].is_const || only_consumer(g, gate) != int(i))
+        continue;
+      Node &hs = g.nodes[h];
+      // HardSwish's own constants (the native activation uses exactly these floats).
+      if (hs.dead || hs.op != Op::HardSigmoid || hs.inputs[0] != x ||
+          hs.attrf("alpha", 0.2f) != 1.0f / 6.0f || hs.attrf("beta", 0.5f) != 0.5f ||
+          g.tensors[x].shape != g.tensors[m.outputs[0]].shape)
+        continue;
+      m.op = Op::HardSwish;
+      m.inputs = {x};
+      m.floats.clear();
+      hs.dead = true;
+      ++count;
+      break;
+    }
+  }
+  if (count)
+    g.compact();
+  return count;
+}
+
 int fuse_activations(Graph &g) {
   int count = 0;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -616,6 +646,7 @@ manycl::Result<void> optimize(Graph &g) {
   fuse_channel_shuffles(g);
   remove_identities(g);
   fold_batchnorm(g);
+  fuse_gated_activations(g);
   fuse_activations(g);
   lower_qdq_to_int8(g);
   return {};

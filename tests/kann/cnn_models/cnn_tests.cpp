@@ -363,11 +363,12 @@ TEST_P(Cnn, Schedules) {
 
 // FP16 absolute tolerance per model where the default is too tight, with the measured error.
 double fp16_abs(const std::string &model) {
-  // Max |diff| 0.029-0.032 of a 2.55 range (1.3 %): binary16 activation storage on this
-  // random-weight backbone, which amplifies early perturbations (Binary16StorageError below,
-  // docs/kann.md: ONNX Runtime with every activation rounded to binary16 is 0.039 off).
+  // Max |diff| 0.026 of a 2.55 range (1.0 %, 1.11x the 2e-2 + 2e-2 |ref| bar): binary16
+  // activation storage on this random-weight backbone, which amplifies early perturbations
+  // (Binary16StorageError below, docs/kann.md: ONNX Runtime with every activation rounded to
+  // binary16 is 0.039 off; against the deployed binary16 weights kann is within the bar).
   if (model == "deeplabv3_mobilenet")
-    return 3.5e-2;
+    return 3e-2;
   return kFp16Abs;
 }
 
@@ -375,9 +376,9 @@ double fp16_abs(const std::string &model) {
 // of the network an FP16 deployment runs (BatchNormalization folded, then rounded to
 // binary16: NAME.fp16_deployed, ONNX Runtime in FP32) and binary16 activation storage
 // (NAME.fp16_storage: the same with every activation rounded). kann's FP16 binary, against
-// the deployed network, must be as close as the storage emulation is (RMS over all outputs
-// within 1.15x: kann adds no error of its own: accumulation, folding, Resize), and its max
-// |diff| to the deployed network within 1.25x the emulation's.
+// the deployed network, must be within the FP16 bar (2e-2 + 2e-2 |ref|) and at least as
+// close as the storage emulation is (RMS over all outputs and max |diff| within 1.15x: kann
+// adds no error of its own: accumulation, folding, Resize).
 double rms_diff(const std::vector<float> &a, const std::vector<float> &b) {
   double sum = 0;
   for (size_t i = 0; i < a.size(); ++i)
@@ -413,7 +414,12 @@ TEST_P(Cnn, Binary16StorageError) {
                 rms_diff(storage, deployed), max_diff(kann16, deployed),
                 rms_diff(kann16, deployed));
     EXPECT_LE(rms_diff(kann16, deployed), 1.15 * rms_diff(storage, deployed));
-    EXPECT_LE(max_diff(kann16, deployed), 1.25 * max_diff(storage, deployed));
+    EXPECT_LE(max_diff(kann16, deployed), 1.15 * max_diff(storage, deployed));
+    size_t over = 0;
+    for (size_t k = 0; k < kann16.size(); ++k)
+      over += std::fabs(double(kann16[k]) - deployed[k]) >
+              kFp16Abs + kFp16Rel * std::fabs(double(deployed[k]));
+    EXPECT_EQ(over, 0u) << "elements outside 2e-2 + 2e-2 |ref| of the deployed network";
   }
 }
 

@@ -2,6 +2,7 @@
 //   remove_identities      Identity / Dropout / float Cast disappear
 //   fold_batchnorm         BatchNormalization and per-channel constant Mul/Add folded into the
 //                          preceding Conv (or Gemm), else turned into one ScaleShift node
+//   fuse_gated_activations x * HardSigmoid(x) (HardSwish's constants) as one HardSwish
 //   fuse_activations       Relu / Clip / LeakyRelu / Sigmoid / ... fused into their producer
 // Each returns the number of rewrites it made (tests check them on small graphs).
 #pragma once
@@ -21,6 +22,10 @@ int fold_pads(ir::Graph &g);
 int softmax_axes_to_last(ir::Graph &g);
 // Reshape-Transpose-Reshape channel shuffles fused into ChannelShuffle nodes.
 int fuse_channel_shuffles(ir::Graph &g);
+// x * HardSigmoid(x) with HardSwish's constants (alpha 1/6, beta 1/2: PyTorch's hardswish
+// before opset 14) becomes one HardSwish node, which fuse_activations then fuses into its
+// producer (FP16: the gate is no longer rounded to binary16 on its own).
+int fuse_gated_activations(ir::Graph &g);
 int fuse_activations(ir::Graph &g);
 
 // Maps an ONNX activation node to the native activation descriptor; false if not one.

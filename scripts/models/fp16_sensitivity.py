@@ -5,7 +5,10 @@ tests/kann/cnn_models (|diff| <= 2e-2 + 2e-2 * |ref|; "worst/tol" > 1 fails it).
 
     .venv/bin/python scripts/models/fp16_sensitivity.py build/models/deeplabv3_mobilenet.onnx
 
-Used for docs/kann.md (the DeepLabV3 FP16 tolerance). Needs the test venv (onnxruntime).
+The weights are rounded as the model stores them: a BatchNormalization's parameters apart from
+its convolution's, which overstates what an FP16 deployment loses (kann folds them in FP32
+first): fp16_deployed.py gives the deployed network, used for docs/kann.md (the DeepLabV3
+FP16 tolerance). Needs the test venv (onnxruntime).
 """
 import collections
 import re

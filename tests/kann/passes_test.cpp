@@ -130,6 +130,23 @@ TEST(Passes, HardSigmoidGateOfItsOwnInputBecomesHardSwish) {
   }
 }
 
+// x * Sigmoid(x) (PyTorch's SiLU) becomes one Silu, fused into the Conv.
+TEST(Passes, SigmoidGateOfItsOwnInputBecomesSilu) {
+  OnnxBuilder b;
+  b.input("x", {1, 2, 4, 4});
+  b.weight("w", {2, 2, 1, 1});
+  b.node("Conv", {"x", "w"}, {"c"});
+  b.node("Sigmoid", {"c"}, {"s"});
+  b.node("Mul", {"s", "c"}, {"y"});
+  b.output("y");
+  auto G = import(b);
+  EXPECT_EQ(kann::passes::fuse_gated_activations(G), 1);
+  EXPECT_EQ(count(G, kann::ir::Op::Sigmoid), 0);
+  EXPECT_EQ(count(G, kann::ir::Op::Mul), 0);
+  EXPECT_EQ(kann::passes::fuse_activations(G), 1);
+  EXPECT_EQ(G.nodes[0].act.kind, uint32_t(MCL_ACT_SILU));
+}
+
 TEST(Passes, IdentityAndDropoutDisappear) {
   OnnxBuilder b;
   b.input("x", {1, 4});

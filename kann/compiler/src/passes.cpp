@@ -284,6 +284,8 @@ bool activation_of(const Graph &g, const Node &n, mcl_activation &act) {
     act.beta = n.attrf("beta", 0.5f);
   } else if (n.op == Op::HardSwish) {
     act.kind = MCL_ACT_HARD_SWISH;
+  } else if (n.op == Op::Silu) {
+    act.kind = MCL_ACT_SILU;
   } else {
     return false;
   }
@@ -303,11 +305,12 @@ int fuse_gated_activations(Graph &g) {
         continue;
       Node &hs = g.nodes[h];
       // HardSwish's own constants (the native activation uses exactly these floats).
-      if (hs.dead || hs.op != Op::HardSigmoid || hs.inputs[0] != x ||
-          hs.attrf("alpha", 0.2f) != 1.0f / 6.0f || hs.attrf("beta", 0.5f) != 0.5f ||
+      const bool hard_swish = hs.op == Op::HardSigmoid && hs.attrf("alpha", 0.2f) == 1.0f / 6.0f &&
+                              hs.attrf("beta", 0.5f) == 0.5f;
+      if (hs.dead || !(hard_swish || hs.op == Op::Sigmoid) || hs.inputs[0] != x ||
           g.tensors[x].shape != g.tensors[m.outputs[0]].shape)
         continue;
-      m.op = Op::HardSwish;
+      m.op = hard_swish ? Op::HardSwish : Op::Silu;
       m.inputs = {x};
       m.floats.clear();
       hs.dead = true;

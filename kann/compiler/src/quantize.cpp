@@ -229,6 +229,9 @@ int split_activations(Graph &g) {
     case MCL_ACT_HARD_SWISH:
       act.op = Op::HardSwish;
       break;
+    case MCL_ACT_SILU:
+      act.op = Op::Silu;
+      break;
     default:
       split = false;
       break;

@@ -178,6 +178,7 @@ enum : uint32_t {
   OP(QLinearAveragePool,  "QLinearAveragePool", Onnx,   None,          None,       0) /* com.microsoft */ \
   OP(ScaleShift,          "ScaleShift",         Kann,   SameShape,     ScaleShift, kFusesActivation | kWritesIntoConcat) \
   OP(ChannelShuffle,      "ChannelShuffle",     Kann,   None,          Shuffle,    0)                               \
+  OP(Silu,                "Silu",               Kann,   None,          Activation, kInt8Kernel | kActivation | kWritesIntoConcat) /* x * Sigmoid(x) */ \
   OP(Custom,              "Custom",             Kann,   SameShape,     Math,       0) /* custom_ops.h */   \
   OP(Convert,             "Convert",            Kann,   None,          Convert,    kWritesIntoConcat) \
   OP(StridedSlice,        "StridedSlice",       Kann,   None,          Layout,     0)

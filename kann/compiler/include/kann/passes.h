@@ -2,7 +2,8 @@
 //   remove_identities      Identity / Dropout / float Cast disappear
 //   fold_batchnorm         BatchNormalization and per-channel constant Mul/Add folded into the
 //                          preceding Conv (or Gemm), else turned into one ScaleShift node
-//   fuse_gated_activations x * HardSigmoid(x) (HardSwish's constants) as one HardSwish
+//   fuse_gated_activations x * HardSigmoid(x) (HardSwish's constants) as one HardSwish,
+//                          x * Sigmoid(x) as one Silu
 //   fuse_activations       Relu / Clip / LeakyRelu / Sigmoid / ... fused into their producer
 // Each returns the number of rewrites it made (tests check them on small graphs).
 #pragma once
@@ -23,8 +24,9 @@ int softmax_axes_to_last(ir::Graph &g);
 // Reshape-Transpose-Reshape channel shuffles fused into ChannelShuffle nodes.
 int fuse_channel_shuffles(ir::Graph &g);
 // x * HardSigmoid(x) with HardSwish's constants (alpha 1/6, beta 1/2: PyTorch's hardswish
-// before opset 14) becomes one HardSwish node, which fuse_activations then fuses into its
-// producer (FP16: the gate is no longer rounded to binary16 on its own).
+// before opset 14) becomes one HardSwish node, x * Sigmoid(x) one Silu node (kann's own:
+// PyTorch's SiLU / Swish), which fuse_activations then fuses into their producer (FP16: the
+// gate is no longer rounded to binary16 on its own; one operator fewer).
 int fuse_gated_activations(ir::Graph &g);
 int fuse_activations(ir::Graph &g);
 

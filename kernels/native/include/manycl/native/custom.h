@@ -19,12 +19,13 @@
  *     element type, and every output element depends only on the input element at the same
  *     position. The compiler then splits the operator over clusters and row bands like any
  *     element-wise operator, and may run it in place (call->output == call->input).
- *   MCL_CUSTOM_WHOLE: 1 to MCL_CUSTOM_INPUT_MAX activation inputs (call->inputs), one
- *     output whose shape the descriptor's output_shape callback gives (the first input's
- *     when NULL), all of one element type; the function is called once, on one cluster,
- *     with the whole tensors (never in place). A 4-D [1,C,H,W] tensor is the tile (H, W, C)
- *     (channel-last); any other is stored row-major as (elements / last dimension, last
- *     dimension, 1). */
+ *   MCL_CUSTOM_WHOLE: 1 to MCL_CUSTOM_INPUT_MAX inputs (call->inputs; at least one an
+ *     activation, constant ones are passed from the operator's parameters in the same
+ *     geometry), one output whose shape the descriptor's output_shape callback gives (the
+ *     first input's when NULL), all of one element type; the function is called once, on
+ *     one cluster, with the whole tensors (never in place). A 4-D [1,C,H,W] tensor is the
+ *     tile (H, W, C) (channel-last); any other is stored row-major as (elements / last
+ *     dimension, last dimension, 1). */
 #ifndef MANYCL_NATIVE_CUSTOM_H
 #define MANYCL_NATIVE_CUSTOM_H
 
@@ -38,7 +39,7 @@ extern "C" {
 
 #define MCL_CUSTOM_FUNCTION_MAX 48 /* bytes of a function name, NUL included */
 #define MCL_CUSTOM_PARAM_MAX 8     /* float attributes passed to the function */
-#define MCL_CUSTOM_INPUT_MAX 4     /* activation inputs of an MCL_CUSTOM_WHOLE operator */
+#define MCL_CUSTOM_INPUT_MAX 4     /* inputs of an MCL_CUSTOM_WHOLE operator */
 #define MCL_CUSTOM_RANK_MAX 8      /* dimensions of a tensor shape (output_shape) */
 
 /* ---- what the user's function receives ---- */

@@ -1,6 +1,7 @@
 // Tile compiler decisions on small configurations, checked on the emitted records, and the
 // numerics of the less common paths (channel-split and depthwise convolutions).
 #include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
 
 #include "handmade_program.h"
 #include "kann/compile.h"
@@ -362,6 +363,82 @@ TEST(Tiler, LayerGroupKeepsAConvolutionChainInTheSpmBandByBand) {
       EXPECT_EQ(st.end_cycle - st.start_cycle, go.total_cycles);
     }
   }
+}
+
+// The reports of a schedule with layer groups (issue 13 item 4): a chain of two 3x3
+// convolutions whose 96x96x16 intermediate spills on one 256 KiB cluster layer by layer, so
+// `auto` builds the group candidate and keeps it. The text, JSON and HTML reports name the
+// group's operators, its bands and band buffers, the candidates' predicted cycles and why
+// the group was formed; the layer schedule's reports have no group.
+TEST(Tiler, ReportsShowLayerGroupsAndWhyTheScheduleWasChosen) {
+  test::OnnxBuilder b;
+  b.input("x", {1, 8, 96, 96});
+  b.weight("wa", {16, 8, 3, 3}, 0.1f);
+  b.weight("wb", {8, 16, 3, 3}, 0.05f);
+  auto &ca = b.node("Conv", {"x", "wa"}, {"a"});
+  test::OnnxBuilder::ints(ca, "pads", {1, 1, 1, 1});
+  auto &cb = b.node("Conv", {"a", "wb"}, {"y"});
+  test::OnnxBuilder::ints(cb, "pads", {1, 1, 1, 1});
+  b.output("y");
+  auto g = import_onnx_bytes(b.bytes());
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  ASSERT_TRUE(passes::optimize(g.value()).ok());
+  CompileOptions o;
+  o.device = manycl::device::preset("small").value();
+  o.clusters = 1;
+  o.schedule = "layer";
+  auto layer = compile_graph(g.value(), o);
+  o.schedule = "auto";
+  auto chosen = compile_graph(g.value(), o);
+  ASSERT_TRUE(layer.ok()) << layer.error().message;
+  ASSERT_TRUE(chosen.ok()) << chosen.error().message;
+  const CompileOutput &lo = layer.value(), &ao = chosen.value();
+  ASSERT_FALSE(lo.spilled.empty()) << "the intermediate should spill layer by layer";
+  EXPECT_TRUE(lo.groups.empty());
+  EXPECT_EQ(lo.report_html().find("Layer groups"), std::string::npos);
+
+  ASSERT_EQ(ao.schedule_choice.chosen, "group") << ao.schedule_choice.why;
+  ASSERT_EQ(ao.groups.size(), 1u) << ao.report_text();
+  const GroupReport &gr = ao.groups[0];
+  ASSERT_LT(gr.last_op, ao.ops.size());
+  EXPECT_EQ(ao.ops[gr.first_op].name, g.value().nodes[0].name);
+  EXPECT_EQ(gr.last_op, gr.first_op + 1);
+  EXPECT_GT(gr.bands, 1);
+  EXPECT_NE(ao.ops[gr.last_op].split.find("x" + std::to_string(gr.bands)), std::string::npos);
+  ASSERT_EQ(gr.intermediates, std::vector<std::string>{"a"});
+  // The band buffer of the intermediate is live in the group's step, and smaller than the
+  // whole 96x96x16 activation.
+  bool band_buffer = false;
+  for (size_t k : gr.buffers) {
+    ASSERT_LT(k, ao.buffers.size());
+    EXPECT_LE(ao.buffers[k].first_step, int(gr.last_op) + 1);
+    EXPECT_GE(ao.buffers[k].last_step, int(gr.last_op) + 1);
+    if (ao.buffers[k].name == "a.band") {
+      band_buffer = true;
+      EXPECT_LT(ao.buffers[k].size, 96u * 96u * 16u * 4u);
+    }
+  }
+  EXPECT_TRUE(band_buffer);
+  EXPECT_NE(gr.why.find("'a'"), std::string::npos) << gr.why;
+  EXPECT_NE(gr.why.find("spilled by the layer schedule"), std::string::npos) << gr.why;
+
+  EXPECT_NE(ao.report_text().find("layer group 0: "), std::string::npos);
+  const auto j = nlohmann::json::parse(ao.report_json());
+  ASSERT_EQ(j["groups"].size(), 1u);
+  EXPECT_EQ(j["groups"][0]["first_op"], gr.first_op);
+  EXPECT_EQ(j["groups"][0]["bands"], gr.bands);
+  EXPECT_EQ(j["groups"][0]["why"], gr.why);
+  const std::string html = ao.report_html();
+  EXPECT_NE(html.find("<h2>Layer groups</h2>"), std::string::npos);
+  EXPECT_NE(html.find("<rect class='group'"), std::string::npos) << "no group on the timeline";
+  EXPECT_NE(html.find("SPM during group 0"), std::string::npos);
+  EXPECT_NE(html.find("a.band @"), std::string::npos);
+  // The candidates and their predicted cycles, the chosen one marked.
+  EXPECT_NE(html.find("<td>layer</td><td>" + std::to_string(lo.total_cycles) + "</td>"),
+            std::string::npos);
+  EXPECT_NE(html.find("<td>group</td><td>" + std::to_string(ao.total_cycles) + "</td><td>"),
+            std::string::npos);
+  EXPECT_NE(html.find("</td><td>chosen</td></tr>"), std::string::npos);
 }
 
 TEST(Tiler, BadClusterCountAndPrecisionAreRejected) {

@@ -36,6 +36,13 @@ std::string CompileOutput::report_text() const {
       << pct(time.dma_wait) << ", barriers " << pct(time.barrier_wait) << ", signal waits "
       << pct(time.signal_wait) << "\n";
   }
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const GroupReport &g = groups[i];
+    o << "layer group " << i << ": " << ops[g.first_op].name << " .. " << ops[g.last_op].name
+      << " (" << g.last_op - g.first_op + 1 << " operators, " << g.bands << " bands per cluster, "
+      << g.intermediates.size() << " intermediates in SPM band buffers)"
+      << (g.why.empty() ? "" : "; " + g.why) << "\n";
+  }
   if (!spilled.empty()) {
     o << "spilled to DDR:";
     for (const std::string &t : spilled)
@@ -76,6 +83,14 @@ std::string CompileOutput::report_json() const {
                    {"layer_cycles", schedule_choice.layer_cycles},
                    {"pipeline_cycles", schedule_choice.pipeline_cycles},
                    {"group_cycles", schedule_choice.group_cycles}};
+  j["groups"] = nlohmann::json::array();
+  for (const GroupReport &g : groups)
+    j["groups"].push_back({{"first_op", g.first_op},
+                           {"last_op", g.last_op},
+                           {"bands", g.bands},
+                           {"intermediates", g.intermediates},
+                           {"buffers", g.buffers},
+                           {"why", g.why}});
   j["ops"] = nlohmann::json::array();
   for (const OpReport &r : ops)
     j["ops"].push_back({{"name", r.name},
@@ -156,9 +171,40 @@ std::string CompileOutput::report_html() const {
         << (c.error.empty() ? std::to_string(c.cycles) + " cycles" : escape(c.error)) << ";";
     o << " the operators below are one image's schedule</p>";
   }
-  if (!schedule_choice.chosen.empty())
-    o << "<p>schedule " << escape(schedule_choice.chosen) << " (" << escape(schedule_choice.why)
-      << ")</p>";
+  if (!schedule_choice.chosen.empty()) {
+    o << "<h2>Schedule</h2><p>built: <b>" << escape(schedule_choice.chosen) << "</b> ("
+      << escape(schedule_choice.why) << ")</p>";
+    // Every candidate the compiler built, with the replay's cycles that chose among them.
+    const ScheduleReport &sc = schedule_choice;
+    const std::pair<const char *, uint64_t> candidates[] = {
+        {"layer", sc.layer_cycles}, {"pipeline", sc.pipeline_cycles}, {"group", sc.group_cycles}};
+    o << "<table class='schedules'><tr><th>schedule</th><th>predicted cycles</th>"
+         "<th>speed-up over layer</th><th></th></tr>";
+    for (const auto &[name, cycles] : candidates) {
+      if (!cycles)
+        continue;
+      char ratio[32];
+      std::snprintf(ratio, sizeof ratio, "%.3f",
+                    sc.layer_cycles ? double(sc.layer_cycles) / double(cycles) : 1.0);
+      o << "<tr><td>" << name << "</td><td>" << cycles << "</td><td>" << ratio << "</td><td>"
+        << (sc.chosen == name ? "chosen" : "") << "</td></tr>";
+    }
+    o << "</table>";
+  }
+  if (!groups.empty()) {
+    o << "<h2>Layer groups</h2><table class='groups'><tr><th>group</th><th>operators</th>"
+         "<th>bands per cluster</th><th>intermediates in SPM band buffers</th><th>why</th></tr>";
+    for (size_t i = 0; i < groups.size(); ++i) {
+      const GroupReport &g = groups[i];
+      std::string inner;
+      for (const std::string &t : g.intermediates)
+        inner += (inner.empty() ? "" : ", ") + escape(t);
+      o << "<tr><td>group " << i << "</td><td>" << escape(ops[g.first_op].name) << " .. "
+        << escape(ops[g.last_op].name) << " (" << g.last_op - g.first_op + 1 << ")</td><td>"
+        << g.bands << "</td><td>" << inner << "</td><td>" << escape(g.why) << "</td></tr>";
+    }
+    o << "</table>";
+  }
   if (total_cycles)
     o << "<p>modeled time per cluster (mean): compute " << time.compute * 100 / total_cycles
       << " %, DMA waits " << time.dma_wait * 100 / total_cycles << " %, barriers "
@@ -167,11 +213,28 @@ std::string CompileOutput::report_html() const {
   // Timeline: one row per cluster, one rectangle per operator step (compute part darker).
   const double width = 1000.0;
   const double scale = total_cycles ? width / double(total_cycles) : 1.0;
+  // With layer groups, a first row marks each group's span: its operators' parameter-only
+  // steps and the step where all of them compute band by band.
+  const unsigned top = groups.empty() ? 0 : 24;
   o << "<h2>Per-cluster timeline (modeled cycles)</h2><svg width='" << width + 80 << "' height='"
-    << K * 24 + 20 << "'>";
+    << K * 24 + 20 + top << "'>";
   const char *colors[] = {"#4e79a7", "#f28e2b", "#e15759", "#76b7b2", "#59a14f",
                           "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac"};
+  if (!groups.empty())
+    o << "<text x='0' y='16' font-size='11'>groups</text>";
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const GroupReport &g = groups[i];
+    const uint64_t t0 = ops[g.first_op].start_cycle,
+                   t1 = ops[g.last_op].start_cycle + ops[g.last_op].cycles;
+    o << "<rect class='group' x='" << 70 + double(t0) * scale << "' y='4' width='"
+      << std::max(1.0, double(t1 - t0) * scale)
+      << "' height='16' fill='#888' stroke='#000' stroke-width='0.5'><title>group " << i << ": "
+      << escape(ops[g.first_op].name) << " .. " << escape(ops[g.last_op].name) << ", "
+      << g.last_op - g.first_op + 1 << " operators, " << g.bands << " bands, " << t1 - t0
+      << " cycles</title></rect>";
+  }
   for (unsigned c = 0; c < K; ++c) {
+    o << "<g transform='translate(0," << top << ")'>";
     o << "<text x='0' y='" << c * 24 + 16 << "' font-size='11'>cluster " << c << "</text>";
     for (size_t i = 0; i < ops.size(); ++i) {
       const OpReport &r = ops[i];
@@ -182,6 +245,7 @@ std::string CompileOutput::report_html() const {
         << "'><title>" << escape(r.name) << " " << escape(r.op) << ", " << escape(r.split) << ", "
         << r.cycles << " cycles</title></rect>";
     }
+    o << "</g>";
   }
   o << "</svg>";
   // SPM occupancy: x = step, y = SPM offset.
@@ -201,7 +265,28 @@ std::string CompileOutput::report_html() const {
       << escape(b.name) << " @" << b.offset << " " << b.size << " B steps " << b.first_step << "-"
       << b.last_step << "</title></rect>";
   }
-  o << "</svg><h2>Operators</h2><table><tr><th>operator</th><th>op</th><th>split</th>"
+  o << "</svg>";
+  for (size_t i = 0; i < groups.size(); ++i) {
+    const GroupReport &g = groups[i];
+    o << "<h3>SPM during group " << i << " (step " << g.last_op + 1
+      << ", offsets per cluster)</h3><svg class='group-spm' width='" << width + 80 << "' height='"
+      << 60 << "'><rect x='70' y='0' width='" << width << "' height='40' fill='#f4f4f4'/>";
+    const double gx = program.spm_bytes ? width / double(program.spm_bytes) : 1.0;
+    for (size_t k : g.buffers) {
+      const BufferReport &b = buffers[k];
+      // A band buffer is named after its intermediate (group.cpp).
+      const bool band = std::any_of(g.intermediates.begin(), g.intermediates.end(),
+                                    [&](const std::string &t) { return b.name == t + ".band"; });
+      o << "<rect x='" << 70 + double(b.offset) * gx << "' y='2' width='"
+        << std::max(1.0, double(b.size) * gx) << "' height='36' fill='"
+        << (band ? "#e15759" : colors[k % 10]) << "' stroke='#333' stroke-width='0.5'><title>"
+        << escape(b.name) << " @" << b.offset << " " << b.size << " B"
+        << (band ? " (band buffer)" : "") << "</title></rect>";
+    }
+    o << "<text x='70' y='54' font-size='11'>0</text><text x='" << width + 20
+      << "' y='54' font-size='11'>" << program.spm_bytes << " B</text></svg>";
+  }
+  o << "<h2>Operators</h2><table><tr><th>operator</th><th>op</th><th>split</th>"
        "<th>tiles</th><th>SPM peak (per cluster)</th><th>DDR bytes</th><th>NoC bytes</th>"
        "<th>compute cycles</th><th>DMA cycles</th><th>step cycles</th></tr>";
   for (const OpReport &r : ops) {

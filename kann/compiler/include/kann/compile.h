@@ -116,6 +116,16 @@ struct TimeBreakdown {
   uint64_t signal_wait = 0;  // WAIT_SIGNAL: parameter slices, cluster-group barriers
 };
 
+// A layer group as built (the group schedule): its operators compute band by band in the
+// step of the last one, their intermediates in SPM band buffers.
+struct GroupReport {
+  size_t first_op = 0, last_op = 0;       // indices into CompileOutput::ops
+  int bands = 0;                          // bands per cluster
+  std::vector<std::string> intermediates; // activations held one band at a time in the SPM
+  std::vector<size_t> buffers;            // indices into CompileOutput::buffers live in its step
+  std::string why;                        // what formed it (the seed activation and its size)
+};
+
 struct CompileOutput {
   format::Program program;
   std::vector<OpReport> ops;
@@ -126,6 +136,7 @@ struct CompileOutput {
   ScheduleReport schedule_choice;
   uint64_t params_bytes = 0;
   std::vector<std::string> spilled; // activations homed in DDR (SPM too small)
+  std::vector<GroupReport> groups;  // layer groups of the schedule built (none: one step per op)
   // With CompileOptions::dump_schedule: the schedule of one image as text (steps, per-step
   // operator, lowering and split, per-cluster boxes, SPM buffers and offsets, every record).
   std::string schedule;

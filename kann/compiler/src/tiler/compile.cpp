@@ -257,7 +257,8 @@ Result<std::optional<CompileOutput>> compile_pipeline(const Graph &graph,
 // SPM on a cluster (a large output is what spilled). Overlapping groups merge.
 std::vector<std::vector<int>> choose_groups(const Graph &graph, const CompileOptions &options,
                                             unsigned clusters, const Policy &layer,
-                                            double out_share, bool any) {
+                                            double out_share, bool any,
+                                            std::vector<std::string> &why) {
   Policy probe_policy = layer;
   probe_policy.groups.clear();
   Compiler c(graph, options, clusters, probe_policy);
@@ -325,6 +326,13 @@ std::vector<std::vector<int>> choose_groups(const Graph &graph, const CompileOpt
       seeds.push_back(best);
   }
   std::vector<std::pair<size_t, size_t>> ranges;
+  std::map<std::pair<size_t, size_t>, std::string> seeded; // range -> what seeded it
+  auto describe = [&](int a) {
+    const bool spilled = layer.spilled.count(c.acts[size_t(a)].tensor) != 0;
+    return "'" + graph.tensors[size_t(c.acts[size_t(a)].tensor)].name + "' (" +
+           std::to_string(c.acts[size_t(a)].bytes()) + " B" +
+           (spilled ? ", spilled by the layer schedule" : ", the largest activation") + ")";
+  };
   for (int a : seeds) {
     if (producer[size_t(a)] < 0 || io.count(a) || readers[size_t(a)].empty())
       continue;
@@ -341,17 +349,30 @@ std::vector<std::vector<int>> choose_groups(const Graph &graph, const CompileOpt
       hi = next;
     }
     ranges.push_back({lo, hi});
+    std::string &w = seeded[{lo, hi}];
+    w += (w.empty() ? "" : ", ") + describe(a);
   }
   std::sort(ranges.begin(), ranges.end());
   std::vector<std::pair<size_t, size_t>> merged;
+  std::vector<std::string> merged_why;
   for (auto r : ranges) {
     if (!merged.empty() && r.first <= merged.back().second) {
       size_t hi = std::max(merged.back().second, r.second);
-      if (close(merged.back().first, hi))
+      if (close(merged.back().first, hi)) {
         merged.back().second = hi;
+        merged_why.back() += ", " + seeded[r];
+      }
       continue;
     }
     merged.push_back(r);
+    merged_why.push_back(seeded[r]);
+  }
+  why.clear();
+  for (const std::string &w : merged_why) {
+    char share[64];
+    std::snprintf(share, sizeof share, "; grown while its output took over %.0f %% of the SPM",
+                  out_share * 100.0);
+    why.push_back("seeded by " + w + share);
   }
   std::vector<std::vector<int>> groups;
   for (auto [lo, hi] : merged) {
@@ -374,11 +395,13 @@ Result<std::optional<CompileOutput>> compile_groups(const Graph &graph,
   std::optional<CompileOutput> best;
   std::set<std::vector<std::vector<int>>> tried;
   for (double share : {0.5, 0.25}) {
-    auto groups = choose_groups(graph, options, clusters, layer, share, any);
+    std::vector<std::string> why;
+    auto groups = choose_groups(graph, options, clusters, layer, share, any, why);
     if (groups.empty() || !tried.insert(groups).second)
       continue;
     Policy p = layer;
     p.groups = groups;
+    p.group_why = why;
     Compiler probe(graph, options, clusters, p);
     if (!probe.plan())
       continue;

@@ -480,9 +480,25 @@ Result<CompileOutput> Compiler::finish() {
   prog.spm_bytes = opt.device.spm_bytes;
   prog.preset = opt.device.name.substr(0, 31);
   out.params_bytes = prog.params.size();
-  for (const SpmBuffer &b : buffers)
-    if (b.size())
+  std::vector<size_t> reported(buffers.size(), SIZE_MAX); // SpmBuffer -> out.buffers
+  for (size_t i = 0; i < buffers.size(); ++i)
+    if (const SpmBuffer &b = buffers[i]; b.size()) {
+      reported[i] = out.buffers.size();
       out.buffers.push_back({b.name, b.offset, b.size(), b.first, b.last});
+    }
+  for (const GroupPlan &gp : groups) {
+    GroupReport r;
+    r.first_op = gp.first, r.last_op = gp.last;
+    r.bands = ops[gp.last].chunks;
+    for (int a : gp.inner)
+      r.intermediates.push_back(g.tensors[acts[size_t(a)].tensor].name);
+    const int step = int(gp.last) + 1; // the group computes in its last operator's step
+    for (size_t i = 0; i < buffers.size(); ++i)
+      if (reported[i] != SIZE_MAX && buffers[i].first <= step && step <= buffers[i].last)
+        r.buffers.push_back(reported[i]);
+    r.why = gp.why;
+    out.groups.push_back(std::move(r));
+  }
   for (const Act &a : acts)
     if (a.in_ddr)
       out.spilled.push_back(g.tensors[a.tensor].name);

@@ -80,7 +80,8 @@ void Compiler::plan_groups() {
     io.insert(act_of.at(t));
   for (int t : g.outputs)
     io.insert(act_of.at(t));
-  for (const auto &nodes : policy.groups) {
+  for (size_t gi = 0; gi < policy.groups.size(); ++gi) {
+    const std::vector<int> &nodes = policy.groups[gi];
     std::vector<size_t> members;
     for (int nd : nodes)
       if (op_of_node.count(nd))
@@ -90,6 +91,8 @@ void Compiler::plan_groups() {
     std::sort(members.begin(), members.end());
     GroupPlan gp;
     gp.first = members.front(), gp.last = members.back();
+    if (gi < policy.group_why.size())
+      gp.why = policy.group_why[gi];
     bool ok = gp.last - gp.first + 1 == members.size();
     for (size_t s = gp.first; ok && s <= gp.last; ++s)
       ok = group_member_ok(ops[s]) && group_of_op[s] < 0;

@@ -183,6 +183,7 @@ struct Policy {
   // Layer groups (group.cpp): each the nodes of consecutive operators run band by band; the
   // bands are the last node's `chunks`.
   std::vector<std::vector<int>> groups;
+  std::vector<std::string> group_why; // per group: what formed it (the report's `why`)
 };
 
 // A layer group as planned (group.cpp): operators first..last (indices of Compiler::ops) run
@@ -193,6 +194,7 @@ struct GroupPlan {
   size_t first = 0, last = 0;
   std::vector<int> inner;      // intermediate activations
   std::map<int, int> producer; // intermediate activation -> operator index
+  std::string why;             // Policy::group_why
 };
 
 // Why an allocation failed: the buffer that did not fit and what it competed with.

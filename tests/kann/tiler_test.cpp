@@ -424,10 +424,10 @@ TEST(Tiler, ReportsShowLayerGroupsAndWhyTheScheduleWasChosen) {
 
   EXPECT_NE(ao.report_text().find("layer group 0: "), std::string::npos);
   const auto j = nlohmann::json::parse(ao.report_json());
-  ASSERT_EQ(j["groups"].size(), 1u);
-  EXPECT_EQ(j["groups"][0]["first_op"], gr.first_op);
-  EXPECT_EQ(j["groups"][0]["bands"], gr.bands);
-  EXPECT_EQ(j["groups"][0]["why"], gr.why);
+  ASSERT_EQ(j["layer_groups"].size(), 1u);
+  EXPECT_EQ(j["layer_groups"][0]["first_op"], gr.first_op);
+  EXPECT_EQ(j["layer_groups"][0]["bands"], gr.bands);
+  EXPECT_EQ(j["layer_groups"][0]["why"], gr.why);
   const std::string html = ao.report_html();
   EXPECT_NE(html.find("<h2>Layer groups</h2>"), std::string::npos);
   EXPECT_NE(html.find("<rect class='group'"), std::string::npos) << "no group on the timeline";

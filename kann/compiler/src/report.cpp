@@ -83,14 +83,14 @@ std::string CompileOutput::report_json() const {
                    {"layer_cycles", schedule_choice.layer_cycles},
                    {"pipeline_cycles", schedule_choice.pipeline_cycles},
                    {"group_cycles", schedule_choice.group_cycles}};
-  j["groups"] = nlohmann::json::array();
+  j["layer_groups"] = nlohmann::json::array();
   for (const GroupReport &g : groups)
-    j["groups"].push_back({{"first_op", g.first_op},
-                           {"last_op", g.last_op},
-                           {"bands", g.bands},
-                           {"intermediates", g.intermediates},
-                           {"buffers", g.buffers},
-                           {"why", g.why}});
+    j["layer_groups"].push_back({{"first_op", g.first_op},
+                                 {"last_op", g.last_op},
+                                 {"bands", g.bands},
+                                 {"intermediates", g.intermediates},
+                                 {"buffers", g.buffers},
+                                 {"why", g.why}});
   j["ops"] = nlohmann::json::array();
   for (const OpReport &r : ops)
     j["ops"].push_back({{"name", r.name},

@@ -34,9 +34,18 @@ private:
   bool had_ = false;
 };
 
+// Loop barriers on build with MANYCL_LOOP_BARRIERS=2: also in kernels with barriers of their
+// own (off by default there), where the process runs without the cost instrumentation
+// (MANYCL_COST=0, read once per process: the CTest entry compiler.LoopBarriersUninstrumented).
 std::shared_ptr<Program> buildWith(const char *src, bool loopBarriers) {
-  ScopedEnv env("MANYCL_LOOP_BARRIERS", loopBarriers ? "1" : "0");
+  ScopedEnv env("MANYCL_LOOP_BARRIERS", loopBarriers ? "2" : "0");
   return buildLoad(src);
+}
+
+// Whether a kernel with barriers of its own gets loop barriers in this process.
+bool barrierKernelLoopBarriers(bool lb) {
+  const char *cost = std::getenv("MANYCL_COST");
+  return lb && cost && std::string(cost) == "0";
 }
 
 const char *kSrc = R"(
@@ -100,6 +109,47 @@ kernel void local_rounds(global int *d, local int *s, int rounds) {
     for (int j = 0; j < rounds; ++j)
       v = v * 3 + j;
     barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  d[get_global_id(0)] = v;
+}
+// CLBlast's Xgemm in small: private float4 accumulators across two barriers per tile, and
+// between them a uniform loop over the tile (trip count = the local size) of two dependent
+// multiply-adds per item. With loop barriers that loop gets one too (a kernel with barriers
+// of its own): its trips run as work-item loops over the group.
+kernel void acc_tiles(global const float4 *a, global const float2 *b, global float4 *c, int K,
+                      local float2 *bt) {
+  size_t l = get_local_id(0), n = get_local_size(0), g = get_global_id(0);
+  float4 cpm[2] = {(float4)(0.0f), (float4)(0.0f)};
+  for (int k0 = 0; k0 < K; k0 += (int)n) {
+    bt[l] = b[k0 + (int)l];
+    barrier(CLK_LOCAL_MEM_FENCE);
+    for (int k = 0; k < (int)n; ++k) {
+      float4 av = a[(k0 + k) * (int)get_global_size(0) + (int)g];
+      float2 bv = bt[k];
+      cpm[0] = mad(av, (float4)(bv.x), cpm[0]);
+      cpm[1] = mad(av, (float4)(bv.y), cpm[1]);
+    }
+    barrier(CLK_LOCAL_MEM_FENCE);
+  }
+  c[2 * g] = cpm[0];
+  c[2 * g + 1] = cpm[1];
+}
+// Nested barrier loops; between the barriers a uniform loop whose trip count comes from the
+// outer counter (a loop barrier) and a loop whose trip count differs per item (none).
+kernel void nested_barrier_loops(global int *d, local int *s, int rounds) {
+  size_t l = get_local_id(0), n = get_local_size(0);
+  int v = d[get_global_id(0)];
+  for (int r = 0; r < rounds; ++r) {
+    for (int q = 0; q < 2; ++q) {
+      s[l] = v;
+      barrier(CLK_LOCAL_MEM_FENCE);
+      v += s[(l + 1) % n];
+      for (int j = 0; j < r + 3; ++j)
+        v = v * 3 + j;
+      for (int j = 0; j < (int)(l & 3); ++j)
+        v ^= j << 2;
+      barrier(CLK_LOCAL_MEM_FENCE);
+    }
   }
   d[get_global_id(0)] = v;
 }
@@ -220,7 +270,8 @@ TEST_P(LoopBarriers, UniformCountersIndexLocalMemoryAcrossBarriers) {
     ASSERT_TRUE(p);
     const KernelInfo &info = p->kernel("local_rounds")->info();
     EXPECT_TRUE(info.region_based);
-    EXPECT_FALSE(info.loop_barriers);       // barriers of its own
+    EXPECT_EQ(info.loop_barriers, barrierKernelLoopBarriers(lb)); // the inner loop
+    EXPECT_EQ(info.source_barriers, 2u);    // region ids 1, 2 follow the source's barriers
     EXPECT_GT(info.uniform_frame_size, 0u); // k
     for (const Case &c : kCases) {
       SCOPED_TRACE(c.local);
@@ -249,6 +300,99 @@ TEST_P(LoopBarriers, UniformCountersIndexLocalMemoryAcrossBarriers) {
               v[l] = v[l] * 3 + uint32_t(j);
           }
         }
+        for (unsigned l = 0; l < c.local; ++l)
+          ASSERT_EQ(uint32_t(d[g * c.local + l]), v[l]) << g << " " << l;
+      }
+    }
+  }
+}
+
+TEST_P(LoopBarriers, PrivateAccumulatorsAcrossBarriersWithAnInnerTripLoop) {
+  {
+    // Default configuration: no loop barriers in a kernel with barriers of its own.
+    ScopedEnv unset("MANYCL_LOOP_BARRIERS", "");
+    auto p = buildLoad(kSrc);
+    ASSERT_TRUE(p);
+    EXPECT_FALSE(p->kernel("acc_tiles")->info().loop_barriers);
+    EXPECT_EQ(p->kernel("acc_tiles")->info().source_barriers, 2u);
+    EXPECT_TRUE(p->kernel("chain_int")->info().loop_barriers);
+    EXPECT_EQ(p->kernel("chain_int")->info().source_barriers, 0u);
+  }
+  for (bool lb : {true, false}) {
+    SCOPED_TRACE(lb ? "loop barriers" : "plain");
+    auto p = buildWith(kSrc, lb);
+    ASSERT_TRUE(p);
+    const KernelInfo &info = p->kernel("acc_tiles")->info();
+    EXPECT_TRUE(info.region_based);
+    EXPECT_EQ(info.loop_barriers, barrierKernelLoopBarriers(lb));
+    EXPECT_EQ(info.source_barriers, 2u);
+    for (const Case &c : kCases) {
+      SCOPED_TRACE(c.local);
+      const unsigned n = c.local * c.groups, K = 3 * c.local;
+      // Small integers: every product and sum is exact, whatever mad() fuses.
+      std::vector<float> a(size_t(K) * n * 4), b(size_t(K) * 2), out(size_t(n) * 8, -1.0f);
+      for (size_t i = 0; i < a.size(); ++i)
+        a[i] = float(int(i * 7 % 13) - 6);
+      for (size_t i = 0; i < b.size(); ++i)
+        b[i] = float(int(i * 5 % 9) - 4);
+      NDRange r;
+      r.global[0] = n;
+      r.local[0] = c.local;
+      ASSERT_TRUE(
+          runND(*p, "acc_tiles",
+                {ArgValue::pointer(a.data()), ArgValue::pointer(b.data()),
+                 ArgValue::pointer(out.data()), ArgValue::of(int(K)), ArgValue::local(c.local * 8)},
+                r, GetParam().mode, GetParam().pes));
+      for (unsigned g = 0; g < n; ++g)
+        for (unsigned j = 0; j < 2; ++j)
+          for (unsigned e = 0; e < 4; ++e) {
+            float want = 0.0f;
+            for (unsigned k = 0; k < K; ++k)
+              want += a[(size_t(k) * n + g) * 4 + e] * b[size_t(k) * 2 + j];
+            ASSERT_EQ(out[(size_t(g) * 2 + j) * 4 + e], want) << g << " " << j << " " << e;
+          }
+    }
+  }
+}
+
+TEST_P(LoopBarriers, NestedBarrierLoopsWithUniformAndDivergentInnerLoops) {
+  for (bool lb : {true, false}) {
+    SCOPED_TRACE(lb ? "loop barriers" : "plain");
+    auto p = buildWith(kSrc, lb);
+    ASSERT_TRUE(p);
+    const KernelInfo &info = p->kernel("nested_barrier_loops")->info();
+    EXPECT_TRUE(info.region_based);
+    EXPECT_EQ(info.loop_barriers, barrierKernelLoopBarriers(lb));
+    EXPECT_EQ(info.source_barriers, 2u);
+    for (const Case &c : kCases) {
+      SCOPED_TRACE(c.local);
+      const unsigned n = c.local * c.groups;
+      NDRange r;
+      r.global[0] = n;
+      r.local[0] = c.local;
+      std::vector<int> d(n);
+      for (unsigned i = 0; i < n; ++i)
+        d[i] = int(i * 3 % 7);
+      const auto in = d;
+      const int rounds = 3;
+      ASSERT_TRUE(
+          runND(*p, "nested_barrier_loops",
+                {ArgValue::pointer(d.data()), ArgValue::local(c.local * 4), ArgValue::of(rounds)},
+                r, GetParam().mode, GetParam().pes));
+      for (unsigned g = 0; g < c.groups; ++g) {
+        std::vector<uint32_t> v(in.begin() + g * c.local, in.begin() + (g + 1) * c.local),
+            s(c.local);
+        for (int rr = 0; rr < rounds; ++rr)
+          for (int q = 0; q < 2; ++q) {
+            s = v;
+            for (unsigned l = 0; l < c.local; ++l) {
+              v[l] += s[(l + 1) % c.local];
+              for (int j = 0; j < rr + 3; ++j)
+                v[l] = v[l] * 3 + uint32_t(j);
+              for (int j = 0; j < int(l & 3); ++j)
+                v[l] ^= uint32_t(j) << 2;
+            }
+          }
         for (unsigned l = 0; l < c.local; ++l)
           ASSERT_EQ(uint32_t(d[g * c.local + l]), v[l]) << g << " " << l;
       }

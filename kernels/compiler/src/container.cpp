@@ -6,7 +6,7 @@
 namespace manycl::compiler::detail {
 
 static const char kMagic[8] = {'M', 'A', 'N', 'Y', 'C', 'L', 'B', '\0'};
-static const uint32_t kFormatVersion = 4;
+static const uint32_t kFormatVersion = 5;
 static const size_t kHeaderSize = 32;
 
 uint64_t fnv1a64(const void *data, size_t n, uint64_t h) {
@@ -118,6 +118,7 @@ std::vector<uint8_t> writeContainer(const Container &c) {
     w.u64(k.uniform_frame_size);
     w.u8(static_cast<uint8_t>(k.cost));
     w.u8(k.loop_barriers ? 1 : 0);
+    w.u32(k.source_barriers);
   }
   w.str(c.bitcode);
 
@@ -212,6 +213,7 @@ Status readContainer(std::span<const uint8_t> bytes, Container &out) {
       return bad("bad cost kind");
     k.cost = static_cast<KernelInfo::Cost>(cost);
     k.loop_barriers = r.u8() != 0;
+    k.source_barriers = r.u32();
     if (k.static_local_size > (1ull << 40) || k.private_size > (1ull << 40))
       return bad("bad sizes");
     c.kernels.push_back(std::move(k));

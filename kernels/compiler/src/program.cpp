@@ -2,12 +2,15 @@
 #include "fiber.h"
 #include "frontend.h"
 #include "manycl/compiler/cost_model.h"
+#include "perf_map.h"
 
 #include <llvm/Bitcode/BitcodeReader.h>
 #include <llvm/ExecutionEngine/ObjectCache.h>
 #include <llvm/ExecutionEngine/Orc/CompileUtils.h>
 #include <llvm/ExecutionEngine/Orc/LLJIT.h>
+#include <llvm/ExecutionEngine/Orc/RTDyldObjectLinkingLayer.h>
 #include <llvm/ExecutionEngine/Orc/ThreadSafeModule.h>
+#include <llvm/ExecutionEngine/SectionMemoryManager.h>
 #include <llvm/IR/Verifier.h>
 #include <llvm/Support/MemoryBuffer.h>
 #include <llvm/Support/SHA256.h>
@@ -139,8 +142,17 @@ Result<std::shared_ptr<Program>> load(std::span<const uint8_t> binary) {
     objCache = makeObjectCache(name + ".obj");
   }
   llvm::ObjectCache *oc = objCache.get();
-  auto jit = orc::LLJITBuilder()
-                 .setJITTargetMachineBuilder(std::move(*jtmb))
+  orc::LLJITBuilder builder;
+  // MANYCL_PERF_MAP: the object layer LLJIT uses on x86-64 ELF (RuntimeDyld), with the
+  // listener that names the JIT'ed functions for perf.
+  if (JITEventListener *perfMap = perfMapListener())
+    builder.setObjectLinkingLayerCreator([perfMap](orc::ExecutionSession &ES, const Triple &) {
+      auto layer = std::make_unique<orc::RTDyldObjectLinkingLayer>(
+          ES, [] { return std::make_unique<SectionMemoryManager>(); });
+      layer->registerJITEventListener(*perfMap);
+      return std::unique_ptr<orc::ObjectLayer>(std::move(layer));
+    });
+  auto jit = builder.setJITTargetMachineBuilder(std::move(*jtmb))
                  .setCompileFunctionCreator(
                      [oc](orc::JITTargetMachineBuilder JTMB)
                          -> Expected<std::unique_ptr<orc::IRCompileLayer::IRCompiler>> {
@@ -596,20 +608,24 @@ Status runRegionsCosted(const KernelImpl &k, void **slots, WiCtx &ctx, uint64_t 
   ctx.slot[SlotIntervalCycles] = 0;
   // Loop-barrier kernels' intervals are trips of a loop (a fraction of a cycle per PE each):
   // their ticks are summed and rounded once (the region functions add ticks, not cycles).
+  // Only the source's barriers (region ids up to source_barriers) are PE barriers.
   const bool trips = k.info_.loop_barriers;
-  uint64_t cycles = 0, intervals = 0;
+  const int32_t lastSourceRegion = static_cast<int32_t>(k.info_.source_barriers);
+  uint64_t cycles = 0, intervals = 0, peBarriers = 0;
   for (int32_t next = 0; next != kRegionExit; ++intervals) {
     ctx.slot[SlotParity] = intervals;
     next = k.region(slots, &ctx, next, 0, lx, 0, rows); // sets the cost slots
     if (!inCall)
       cycles += trips ? share.slowest(ctx) : cost::ticksToCycles(share.slowest(ctx));
+    if (next != kRegionExit && next <= lastSourceRegion)
+      ++peBarriers;
   }
   if (inCall)
     cycles = ctx.slot[SlotIntervalCycles];
   if (trips)
     cycles = cost::ticksToCycles(cycles);
-  if (P > 1 && intervals > 1 && !k.info_.loop_barriers)
-    cycles += (intervals - 1) * cost::kPeBarrierCycles;
+  if (P > 1)
+    cycles += peBarriers * cost::kPeBarrierCycles;
   cost.cycles = cycles;
   return Status::success();
 }

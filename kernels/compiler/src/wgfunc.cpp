@@ -36,11 +36,15 @@
 #include <llvm/Target/TargetOptions.h>
 #include <llvm/TargetParser/Host.h>
 #include <llvm/TargetParser/Triple.h>
+#include <llvm/Transforms/Scalar/LoopPassManager.h>
+#include <llvm/Transforms/Scalar/LoopRotation.h>
+#include <llvm/Transforms/Scalar/LoopUnrollPass.h>
 #include <llvm/Transforms/Scalar/SROA.h>
 #include <llvm/Transforms/Scalar/SimplifyCFG.h>
 #include <llvm/Transforms/Utils/BasicBlockUtils.h>
 #include <llvm/Transforms/Utils/Cloning.h>
 #include <llvm/Transforms/Utils/Local.h>
+#include <llvm/Transforms/Utils/LoopSimplify.h>
 #include <llvm/Transforms/Utils/Mem2Reg.h>
 #include <llvm/Transforms/Utils/ValueMapper.h>
 
@@ -622,6 +626,13 @@ static bool isBarrierCall(const Instruction &I) {
   return false;
 }
 
+/// Metadata kind on the barriers that addLoopBarriers adds (not from the source).
+static constexpr const char *kLoopBarrierMd = "manycl.loop.barrier";
+
+static bool isLoopBarrier(const Instruction &I) {
+  return I.getMetadata(kLoopBarrierMd) != nullptr;
+}
+
 static Value *linearId(IRBuilder<> &B, const WiArgs &w) {
   Value *l0 = loadSlot(B, w.ctx, B.getInt64(SlotLocalSize));
   Value *l1 = loadSlot(B, w.ctx, B.getInt64(SlotLocalSize + 1));
@@ -675,7 +686,8 @@ static Value *rematerialize(Value *v, Instruction *before, DenseMap<Value *, Val
 /// leaves the module unchanged apart from `wi`) when the shape is not
 /// supported; the caller then falls back to fibers.
 static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t &frameSize,
-                         uint64_t &uniformSize, std::string &why, bool loopBarriers = false) {
+                         uint64_t &uniformSize, uint32_t &sourceBarriers, std::string &why,
+                         bool loopBarriers = false) {
   LLVMContext &C = M.getContext();
   const DataLayout &DL = M.getDataLayout();
   const unsigned nargs = static_cast<unsigned>(k.args.size());
@@ -690,6 +702,12 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
     why = "no barriers";
     return false;
   }
+  // The source's barriers first: they get region ids 1..sourceBarriers, the loop barriers the
+  // ids above (KernelInfo::source_barriers tells the executor which are PE barriers).
+  std::stable_partition(barriers.begin(), barriers.end(),
+                        [](CallInst *b) { return !isLoopBarrier(*b); });
+  sourceBarriers = static_cast<uint32_t>(std::count_if(
+      barriers.begin(), barriers.end(), [](CallInst *b) { return !isLoopBarrier(*b); }));
   std::vector<BasicBlock *> barrierBlocks;
   for (CallInst *b : barriers) {
     BasicBlock *bb = b->getParent();
@@ -1160,10 +1178,27 @@ static bool loopBarriersEnabled() {
   return true;
 }
 
+// Loop barriers in kernels with barriers of their own: only with MANYCL_LOOP_BARRIERS=2 and
+// without the cost instrumentation (MANYCL_COST=0). On CLBlast's Xgemm (the case they were
+// written for) they did not pay: its groups are 8 x 16 items, so each exchanged trip is a
+// work-item loop of 8 items per row with the row's bookkeeping, and the accumulators go through
+// the frame once per trip; no faster than the same kernel without them (docs/performance.md).
+// Their modeled cycles are not right yet (a 4-tile kernel of 1000-trip loops came out at 1 %
+// of its plain version's), hence not with the instrumentation.
+static bool loopBarriersInBarrierKernels() {
+  const char *v = std::getenv("MANYCL_LOOP_BARRIERS");
+  return v && std::string(v) == "2" && !costInstrumentation();
+}
+
 /// Puts a barrier at the end of each trip of the uniform loops of `wi` (clean SSA, barrier
-/// calls already lowered). Returns how many loops got one.
-static unsigned addLoopBarriers(Function &wi, unsigned nargs, FunctionCallee barrierFn) {
-  if (allocaBytes(wi) > kMaxLoopBarrierPrivate)
+/// calls already lowered) that hold no barrier of their own. Returns how many loops got one.
+/// In a kernel with barriers (`hasBarriers`) the private memory is per-item context arrays
+/// already, so its size does not matter; such a kernel's loops between its barriers get loop
+/// barriers too (CLBlast's Xgemm: the `k` loop between the two barriers of a tile, whose items
+/// are two dependent multiply-add chains each: exchanged, the items' chains overlap).
+static unsigned addLoopBarriers(Function &wi, unsigned nargs, FunctionCallee barrierFn,
+                                bool hasBarriers) {
+  if (!hasBarriers && allocaBytes(wi) > kMaxLoopBarrierPrivate)
     return 0;
   DominatorTree DT(wi);
   LoopInfo LI(DT);
@@ -1187,7 +1222,8 @@ static unsigned addLoopBarriers(Function &wi, unsigned nargs, FunctionCallee bar
         if (isBarrierCall(I))
           keep = true;
       }
-    if (keep)
+    // `#pragma unroll` loops: the optimizer unrolls them whatever their size.
+    if (keep || findOptionMDForLoop(L, "llvm.loop.unroll.full"))
       continue;
     if (unsigned trips = SE.getSmallConstantTripCount(L);
         trips && trips * size <= kUnrolledLoopSize)
@@ -1195,7 +1231,8 @@ static unsigned addLoopBarriers(Function &wi, unsigned nargs, FunctionCallee bar
     latches.push_back(latch);
   }
   for (BasicBlock *latch : latches)
-    CallInst::Create(barrierFn, {wi.getArg(nargs)}, "", latch->getTerminator());
+    CallInst::Create(barrierFn, {wi.getArg(nargs)}, "", latch->getTerminator())
+        ->setMetadata(kLoopBarrierMd, MDNode::get(wi.getContext(), {}));
   return static_cast<unsigned>(latches.size());
 }
 
@@ -1458,6 +1495,36 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
     FPM.addPass(SimplifyCFGPass());
     FPM.run(F, FAM);
   };
+  // Kernels with barriers: loops the optimizer would unroll completely anyway (`#pragma unroll`,
+  // small constant trip counts) are unrolled before the region builder, and SROA runs again.
+  // Private arrays indexed by such loops' counters (CLBlast's Xgemm: its register tiles
+  // `apm[]`, `bpm[]` and accumulators `cpm[]`) then become SSA values: only those live across
+  // a barrier go to per-item context arrays, and the inner `k` loop keeps its accumulators in
+  // registers instead of storing every tile element and accumulator to the frame each step.
+  // Barriers are `noduplicate`: loops holding one are never unrolled.
+  auto unrollSmallLoops = [](Function &F) {
+    // The unroller asks for module-level analyses (profile summary) through the proxies.
+    LoopAnalysisManager LAM;
+    FunctionAnalysisManager FAM;
+    CGSCCAnalysisManager CGAM;
+    ModuleAnalysisManager MAM;
+    PassBuilder PB;
+    PB.registerModuleAnalyses(MAM);
+    PB.registerCGSCCAnalyses(CGAM);
+    PB.registerFunctionAnalyses(FAM);
+    PB.registerLoopAnalyses(LAM);
+    PB.crossRegisterProxies(LAM, FAM, CGAM, MAM);
+    FunctionPassManager FPM;
+    // Rotated loops (exit test at the latch), as the optimizer's unroller expects them.
+    FPM.addPass(LoopSimplifyPass());
+    FPM.addPass(createFunctionToLoopPassAdaptor(LoopRotatePass(), /*UseMemorySSA=*/false));
+    FPM.addPass(LoopUnrollPass(
+        LoopUnrollOptions(3).setPartial(false).setRuntime(false).setUpperBound(false)));
+    FPM.addPass(SROAPass(SROAOptions::ModifyCFG));
+    FPM.addPass(PromotePass());
+    FPM.addPass(SimplifyCFGPass());
+    FPM.run(F, FAM);
+  };
   // Work-items that all take the same path cost the same: the executor then runs a group in
   // one call and splits its cost over the modeled PEs arithmetically (KernelInfo::Cost).
   auto uniformItems = [](Function &F, unsigned nargs) {
@@ -1482,12 +1549,15 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
       // vectorizes (see addLoopBarriers). Any failure keeps the plain work-group function.
       if (!po.opt_disable && !k.uses_printf && loopBarriersEnabled() &&
           !(method && std::string(method) == "fibers") &&
-          addLoopBarriers(*copy, nargs, barrierFn) > 0) {
+          addLoopBarriers(*copy, nargs, barrierFn, /*hasBarriers=*/false) > 0) {
         std::string why;
         uint64_t frame = 0, uniformFrame = 0;
-        if (buildRegions(M, copy, k, frame, uniformFrame, why, /*loopBarriers=*/true)) {
+        uint32_t sourceBarriers = 0;
+        if (buildRegions(M, copy, k, frame, uniformFrame, sourceBarriers, why,
+                         /*loopBarriers=*/true)) {
           k.uses_barriers = true;
           k.loop_barriers = true;
+          k.source_barriers = sourceBarriers;
           k.region_based = true;
           k.uniform_frame_size = uniformFrame;
           k.frame_size = frame;
@@ -1501,14 +1571,37 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
     if (k.uses_barriers && !(method && std::string(method) == "fibers")) {
       // Clean SSA first so that only real values cross barriers.
       cleanSsa(*wi);
+      if (!po.opt_disable)
+        unrollSmallLoops(*wi);
       if (uniformItems(*wi, nargs))
         k.cost = KernelInfo::Cost::Uniform;
+      std::string why;
+      uint64_t frame = 0, uniformFrame = 0;
+      uint32_t sourceBarriers = 0;
+      // Uniform loops between the barriers: a barrier per trip too (addLoopBarriers). If the
+      // region builder fails on that, the kernel is built from its own barriers alone.
+      if (!po.opt_disable && !k.uses_printf && loopBarriersInBarrierKernels()) {
+        ValueToValueMapTy vm;
+        Function *copy = CloneFunction(wi, vm);
+        if (addLoopBarriers(*copy, nargs, barrierFn, /*hasBarriers=*/true) > 0 &&
+            buildRegions(M, copy, k, frame, uniformFrame, sourceBarriers, why,
+                         /*loopBarriers=*/true)) {
+          k.loop_barriers = true;
+          k.source_barriers = sourceBarriers;
+          k.uniform_frame_size = uniformFrame;
+          k.region_based = true;
+          k.frame_size = frame;
+          k.private_size = frame;
+          copy->eraseFromParent();
+          continue;
+        }
+        copy->eraseFromParent();
+      }
       // Work on a copy so that the fiber fallback keeps the original.
       ValueToValueMapTy vm;
       Function *copy = CloneFunction(wi, vm);
-      std::string why;
-      uint64_t frame = 0, uniformFrame = 0;
-      if (buildRegions(M, copy, k, frame, uniformFrame, why)) {
+      if (buildRegions(M, copy, k, frame, uniformFrame, sourceBarriers, why)) {
+        k.source_barriers = sourceBarriers;
         k.uniform_frame_size = uniformFrame;
         k.region_based = true;
         k.frame_size = frame;

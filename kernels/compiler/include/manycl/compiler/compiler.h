@@ -125,6 +125,11 @@ struct KernelInfo {
   /// the trips of uniform loops (so that work-item loops vectorize); they synchronize nothing
   /// on the modeled device (no PE barrier cycles) and need no PE team.
   bool loop_barriers = false;
+  /// Region kernels: how many barriers come from the source. Region ids 1 to this one follow
+  /// a source barrier (a PE barrier on the modeled device); higher ids start a trip of a loop
+  /// that the compiler gave a barrier (loop_barriers, also in kernels with barriers of their
+  /// own), which synchronizes nothing on the modeled device.
+  uint32_t source_barriers = 0;
 };
 
 enum class BinaryKind : uint8_t { None = 0, Executable = 1, Object = 2, Library = 3 };

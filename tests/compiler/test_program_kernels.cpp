@@ -164,6 +164,12 @@ TEST(ProgramKernelsGolden, PrivateAccumulatorsStayInRegisters) {
   const std::string region = ir.substr(at, ir.find("\n}\n", at) - at);
   EXPECT_NE(region.find("phi <4 x float>"), std::string::npos) << region;
   EXPECT_NE(ir.find("manycl.frame"), std::string::npos); // the arrays' alias scopes
+  // The loops over the arrays are unrolled before the region builder (unrollSmallLoops), so the
+  // arrays become SSA values: `bpm` lives within one trip of the k loop and has no context
+  // array any more (before: `acc` 32 bytes and `bpm` 8 bytes per item); the frame is eight
+  // 16-byte `float4` arrays, the two accumulators' demoted phis (heads of the tile and k loops)
+  // and the values that reach them across the barriers.
+  EXPECT_EQ(p->kernel("acc_tiles")->info().frame_size, 128u);
 }
 
 // Inlining walks the call sites it brings in (a worklist, linear in the code inlined): a deep

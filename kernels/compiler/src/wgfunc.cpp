@@ -237,19 +237,23 @@ static OptimizationTarget optimizationTarget() {
   return {hostCpu(), hostFeatures()};
 }
 
+static void setTarget(Function &F, const OptimizationTarget &target) {
+  F.removeFnAttr("target-cpu");
+  F.removeFnAttr("target-features");
+  F.removeFnAttr("tune-cpu");
+  if (F.isDeclaration())
+    return;
+  F.addFnAttr("target-cpu", target.cpu);
+  if (!target.features.empty())
+    F.addFnAttr("target-features", target.features);
+}
+
 // Functions optimized for kCostedIrCpu may use features the host lacks: code generation must
 // see the host's (16-wide vectors of an AVX-512 reference become two AVX2 registers).
 static void retargetToHost(Module &M) {
-  const std::string cpu = hostCpu(), features = hostFeatures();
-  for (Function &F : M) {
-    if (F.isDeclaration())
-      continue;
-    F.removeFnAttr("target-cpu");
-    F.removeFnAttr("target-features");
-    F.addFnAttr("target-cpu", cpu);
-    if (!features.empty())
-      F.addFnAttr("target-features", features);
-  }
+  const OptimizationTarget host{hostCpu(), hostFeatures()};
+  for (Function &F : M)
+    setTarget(F, host);
 }
 
 /// Replaces constant-expression users of `G` by instructions so that every
@@ -1278,17 +1282,9 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
   guardIntegerDivision(M);
   phase("link builtins");
   // The optimizer's target for all functions (code generation gets the host's, below).
-  const auto [cpu, features] = optimizationTarget();
-  for (Function &F : M) {
-    F.removeFnAttr("target-cpu");
-    F.removeFnAttr("target-features");
-    F.removeFnAttr("tune-cpu");
-    if (!F.isDeclaration()) {
-      F.addFnAttr("target-cpu", cpu);
-      if (!features.empty())
-        F.addFnAttr("target-features", features);
-    }
-  }
+  const OptimizationTarget target = optimizationTarget();
+  for (Function &F : M)
+    setTarget(F, target);
 
   Type *i64 = Type::getInt64Ty(C);
   PointerType *ptr = PointerType::get(C, 0);
@@ -1527,6 +1523,16 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
   };
   // Work-items that all take the same path cost the same: the executor then runs a group in
   // one call and splits its cost over the modeled PEs arithmetically (KernelInfo::Cost).
+  // The kernel runs as the regions built with loop barriers (a barrier per uniform loop trip).
+  auto adoptLoopBarrierRegions = [](KernelInfo &k, uint64_t frame, uint64_t uniformFrame,
+                                    uint32_t sourceBarriers) {
+    k.loop_barriers = true;
+    k.source_barriers = sourceBarriers;
+    k.region_based = true;
+    k.uniform_frame_size = uniformFrame;
+    k.frame_size = frame;
+    k.private_size = frame;
+  };
   auto uniformItems = [](Function &F, unsigned nargs) {
     return ItemUniformity(F, {F.getArg(nargs + 1), F.getArg(nargs + 2), F.getArg(nargs + 3)})
         .uniformControl();
@@ -1556,12 +1562,7 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
         if (buildRegions(M, copy, k, frame, uniformFrame, sourceBarriers, why,
                          /*loopBarriers=*/true)) {
           k.uses_barriers = true;
-          k.loop_barriers = true;
-          k.source_barriers = sourceBarriers;
-          k.region_based = true;
-          k.uniform_frame_size = uniformFrame;
-          k.frame_size = frame;
-          k.private_size = frame;
+          adoptLoopBarrierRegions(k, frame, uniformFrame, sourceBarriers);
           copy->eraseFromParent();
           continue;
         }
@@ -1586,12 +1587,7 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
         if (addLoopBarriers(*copy, nargs, barrierFn, /*hasBarriers=*/true) > 0 &&
             buildRegions(M, copy, k, frame, uniformFrame, sourceBarriers, why,
                          /*loopBarriers=*/true)) {
-          k.loop_barriers = true;
-          k.source_barriers = sourceBarriers;
-          k.uniform_frame_size = uniformFrame;
-          k.region_based = true;
-          k.frame_size = frame;
-          k.private_size = frame;
+          adoptLoopBarrierRegions(k, frame, uniformFrame, sourceBarriers);
           copy->eraseFromParent();
           continue;
         }
@@ -1616,9 +1612,7 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
       auto *ft = FunctionType::get(Type::getVoidTy(C), {ptr, ptr, i64, i64, i64}, false);
       Function *f = Function::Create(ft, GlobalValue::ExternalLinkage, fiberName(k.name), &M);
       f->addFnAttr(Attribute::NoUnwind);
-      f->addFnAttr("target-cpu", cpu);
-      if (!features.empty())
-        f->addFnAttr("target-features", features);
+      setTarget(*f, target);
       BasicBlock *bb = BasicBlock::Create(C, "entry", f);
       IRBuilder<> B(bb);
       auto vals = unpackArgs(B, f->getArg(0), wi, k);
@@ -1671,9 +1665,7 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
       auto *ft = FunctionType::get(Type::getVoidTy(C), {ptr, ptr, i64, i64, i64, i64}, false);
       Function *f = Function::Create(ft, GlobalValue::ExternalLinkage, wgName(k.name), &M);
       f->addFnAttr(Attribute::NoUnwind);
-      f->addFnAttr("target-cpu", cpu);
-      if (!features.empty())
-        f->addFnAttr("target-features", features);
+      setTarget(*f, target);
       Argument *argv = f->getArg(0), *ctx = f->getArg(1), *x0 = f->getArg(2), *x1 = f->getArg(3),
                *r0 = f->getArg(4), *r1 = f->getArg(5);
       BasicBlock *entry = BasicBlock::Create(C, "entry", f);
@@ -1770,7 +1762,8 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
   }
   // 8. Optimize (for the optimization target: see optimizationTarget()).
   {
-    auto TM = makeTM(cpu, features, po.opt_disable ? CodeGenOpt::Less : CodeGenOpt::Aggressive);
+    auto TM = makeTM(target.cpu, target.features,
+                     po.opt_disable ? CodeGenOpt::Less : CodeGenOpt::Aggressive);
     LoopAnalysisManager LAM;
     FunctionAnalysisManager FAM;
     CGSCCAnalysisManager CGAM;

@@ -1,5 +1,6 @@
 #include "manycl/device/host_pool.h"
 
+#include <pthread.h>
 #include <sys/mman.h>
 #include <ucontext.h>
 
@@ -42,8 +43,10 @@ namespace {
 constexpr size_t kFiberStackBytes = size_t{8} << 20;
 constexpr size_t kGuardBytes = 4096;
 
-// How long an idle worker watches for new work before it sleeps.
-constexpr auto kSpinBeforeSleep = std::chrono::microseconds(50);
+// How long an idle worker watches for new work before it sleeps (MANYCL_HOST_SPIN_US).
+constexpr long kDefaultSpinUs = 50;
+// The first part of a watch only spins; after it the watcher yields its core between looks.
+constexpr auto kPureSpin = std::chrono::microseconds(20);
 
 inline void cpu_relax() {
 #if defined(__x86_64__) || defined(__i386__)
@@ -154,7 +157,10 @@ void *allocate_stack() {
 
 } // namespace
 
-HostPool::HostPool(unsigned threads) : stats_(env::flag("MANYCL_HOST_POOL_STATS")) {
+HostPool::HostPool(unsigned threads)
+    : stats_(env::flag("MANYCL_HOST_POOL_STATS")),
+      spin_(std::chrono::microseconds(
+          std::max(0L, env::number("MANYCL_HOST_SPIN_US", kDefaultSpinUs)))) {
   threads = std::max(threads, 1u);
   workers_.reserve(threads);
   for (unsigned i = 0; i < threads; ++i) {
@@ -193,6 +199,8 @@ HostPool &HostPool::shared() {
 }
 
 void HostPool::print_stats(std::FILE *out) const {
+  std::fprintf(out, "manycl host pool: %zu workers (host CPUs the process may use: %u)\n",
+               workers_.size(), HostPlacement::host().host_pus());
   for (const auto &w : workers_) {
     auto ms = [](const std::atomic<uint64_t> &ns) { return double(ns.load()) * 1e-6; };
     std::fprintf(out,
@@ -398,6 +406,13 @@ Fiber *HostPool::steal_fresh_fiber_locked(Worker &thief) {
 }
 
 void HostPool::worker_loop(Worker &worker) {
+  // Workers serve every cluster: never the binding of the cluster thread that made the pool.
+  HostPlacement::host().unbind_current_thread();
+  {
+    char name[16];
+    std::snprintf(name, sizeof name, "manycl-pool-%u", worker.index);
+    pthread_setname_np(pthread_self(), name);
+  }
 #ifdef MANYCL_TSAN_FIBERS
   worker.tsan = __tsan_get_current_fiber();
 #endif
@@ -504,10 +519,18 @@ void HostPool::worker_loop(Worker &worker) {
       const uint64_t seen = work_epoch_.load(std::memory_order_acquire);
       lock.unlock();
       const auto watched_from = Clock::now();
-      const auto spin_end = watched_from + kSpinBeforeSleep;
+      const auto spin_end = watched_from + spin_;
       for (unsigned i = 1; work_epoch_.load(std::memory_order_acquire) == seen; ++i) {
-        if ((i & 63) == 0 && Clock::now() >= spin_end)
-          break;
+        if ((i & 63) == 0) {
+          const auto now = Clock::now();
+          if (now >= spin_end)
+            break;
+          // Past the first few microseconds, give the core to any other runnable thread
+          // between looks: on a host with more runnable threads than cores a watcher that
+          // only spins would delay the very worker whose batch it is waiting for.
+          if (now - watched_from >= kPureSpin)
+            std::this_thread::yield();
+        }
         cpu_relax();
       }
       worker.ns_watching.fetch_add(ns_since(watched_from), std::memory_order_relaxed);

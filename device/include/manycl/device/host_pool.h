@@ -94,6 +94,7 @@ private:
   std::deque<Batch *> batches_;         // with tasks still to hand out, oldest first
   std::atomic<uint64_t> work_epoch_{0}; // bumped (under mutex_) whenever work is posted
   const bool stats_; // MANYCL_HOST_POOL_STATS: the workers time their fibers and tasks
+  const std::chrono::microseconds spin_; // how long an idle worker watches before sleeping
   bool stopping_ = false;
   std::vector<std::unique_ptr<Worker>> workers_;
   std::vector<void *> idle_stacks_; // fiber stacks to reuse

@@ -1,6 +1,7 @@
 // kann: the model compiler's command-line tool.
 //   kann compile model.onnx -o model.kbin [--clusters N] [--precision fp32|fp16|int8]
 //                [--calibration [NAME=]inputs.npy ...] [--calibration-percentile P]
+//                [--fp16-tolerance ABS[,REL] | --fp32-operators NAME,...]
 //                [--device-config preset|file.json] [--report report.html] [--report-json f]
 //                [--batch N] [--batch-split auto|sequential|clusters[:G]]
 //   kann inspect model.kbin [--records]
@@ -28,6 +29,7 @@
 #include "kann/custom_ops.h"
 #include "kann/format.h"
 #include "kann/input_shape.h"
+#include "kann/mixed_precision.h"
 #include "kann/npy.h"
 #include "kann/onnx_import.h"
 #include "kann/passes.h"
@@ -62,6 +64,7 @@ int usage() {
       "usage:\n"
       "  kann compile MODEL.onnx -o OUT.kbin [--clusters N] [--precision fp32|fp16|int8]\n"
       "               [--calibration [NAME=]INPUTS.npy ...] [--calibration-percentile P]\n"
+      "               [--fp16-tolerance ABS[,REL] | --fp32-operators NAME,...]\n"
       "               [--device-config PRESET|FILE.json] [--report REPORT.html]\n"
       "               [--report-json FILE] [--dump-ir] [--dump-schedule]\n"
       "               [--batch N] [--batch-split auto|sequential|clusters[:G]]\n"
@@ -128,35 +131,10 @@ manycl::Result<std::vector<uint8_t>> read_file(const std::string &path) {
   return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
 }
 
-// --precision int8 on a float model: calibrate on the samples of the --calibration files
-// (each a .npy of N samples of one input stacked on the batch axis; NAME=FILE.npy names the
-// input, as a model with several inputs needs) and quantize the graph.
-manycl::Result<void> quantize_if_asked(kann::ir::Graph &graph, const kann::CompileOptions &options,
-                                       const std::vector<std::string> &files,
-                                       const std::string &percentile_text) {
-  const bool quantized = std::any_of(graph.nodes.begin(), graph.nodes.end(),
-                                     [](const auto &n) { return !n.dead && n.ints.count("int8"); });
-  if (options.precision != "int8" || quantized) {
-    if (!files.empty())
-      return manycl::make_error(
-          quantized ? "--calibration: the model is already quantized (QDQ / QLinear)"
-                    : "--calibration is only used with --precision int8");
-    return {};
-  }
-  if (files.empty())
-    return manycl::make_error(
-        "--precision int8 on a float model needs calibration data: "
-        "--calibration [NAME=]inputs.npy (samples stacked on the batch axis)");
-  kann::quantize::CalibrationOptions calibration;
-  try {
-    size_t used = 0;
-    calibration.percentile = std::stod(percentile_text, &used);
-    if (used != percentile_text.size())
-      throw std::invalid_argument(percentile_text);
-  } catch (...) {
-    return manycl::make_error("--calibration-percentile needs a number");
-  }
-  // FILE.npy (a single-input model) or NAME=FILE.npy (the input named NAME).
+// The samples of the --calibration files (each a .npy of N samples of one input stacked on the
+// batch axis; NAME=FILE.npy names the input, as a model with several inputs needs).
+manycl::Result<std::vector<std::vector<std::vector<float>>>>
+read_calibration(const kann::ir::Graph &graph, const std::vector<std::string> &files) {
   std::vector<kann::quantize::CalibrationSource> sources;
   for (const auto &spec : files) {
     kann::quantize::CalibrationSource src;
@@ -178,7 +156,35 @@ manycl::Result<void> quantize_if_asked(kann::ir::Graph &graph, const kann::Compi
     src.values = std::move(arr.value().data);
     sources.push_back(std::move(src));
   }
-  auto samples_or = kann::quantize::calibration_samples(graph, sources);
+  return kann::quantize::calibration_samples(graph, sources);
+}
+
+// --precision int8 on a float model: calibrate on the samples of the --calibration files and
+// quantize the graph.
+manycl::Result<void> quantize_if_asked(kann::ir::Graph &graph, const kann::CompileOptions &options,
+                                       const std::vector<std::string> &files,
+                                       const std::string &percentile_text) {
+  const bool quantized = std::any_of(graph.nodes.begin(), graph.nodes.end(),
+                                     [](const auto &n) { return !n.dead && n.ints.count("int8"); });
+  if (options.precision != "int8" || quantized) {
+    if (quantized && !files.empty())
+      return manycl::make_error("--calibration: the model is already quantized (QDQ / QLinear)");
+    return {};
+  }
+  if (files.empty())
+    return manycl::make_error(
+        "--precision int8 on a float model needs calibration data: "
+        "--calibration [NAME=]inputs.npy (samples stacked on the batch axis)");
+  kann::quantize::CalibrationOptions calibration;
+  try {
+    size_t used = 0;
+    calibration.percentile = std::stod(percentile_text, &used);
+    if (used != percentile_text.size())
+      throw std::invalid_argument(percentile_text);
+  } catch (...) {
+    return manycl::make_error("--calibration-percentile needs a number");
+  }
+  auto samples_or = read_calibration(graph, files);
   if (!samples_or)
     return samples_or.error();
   const auto &samples = samples_or.value();
@@ -191,6 +197,78 @@ manycl::Result<void> quantize_if_asked(kann::ir::Graph &graph, const kann::Compi
   if (!count)
     return count.error();
   std::fprintf(stderr, "kann: %d INT8 operators\n", count.value());
+  return {};
+}
+
+// --precision fp16 with --fp32-operators (names) or --fp16-tolerance ABS[,REL] (measured on
+// the --calibration samples, kann/mixed_precision.h): the operators computed in float32.
+manycl::Result<void> mix_precision_if_asked(const kann::ir::Graph &graph,
+                                            kann::CompileOptions &options,
+                                            const std::vector<std::string> &files,
+                                            const std::string &names,
+                                            const std::string &tolerance_text) {
+  const bool by_name = !names.empty(), measured = !tolerance_text.empty();
+  if (options.precision != "fp16") {
+    if (by_name || measured)
+      return manycl::make_error(std::string(by_name ? "--fp32-operators" : "--fp16-tolerance") +
+                                " needs --precision fp16");
+    if (options.precision == "fp32" && !files.empty())
+      return manycl::make_error(
+          "--calibration is only used with --precision int8 or with --fp16-tolerance");
+    return {};
+  }
+  if (by_name && measured)
+    return manycl::make_error("--fp32-operators and --fp16-tolerance exclude each other");
+  if (by_name) {
+    std::stringstream in(names);
+    for (std::string name; std::getline(in, name, ',');)
+      if (!name.empty())
+        options.fp32_operators.insert(name);
+    return {};
+  }
+  if (!measured) {
+    if (!files.empty())
+      return manycl::make_error(
+          "--calibration is only used with --precision int8 or with --fp16-tolerance");
+    return {};
+  }
+  kann::mixed::Tolerance tolerance;
+  std::string error;
+  const size_t comma = tolerance_text.find(',');
+  if (!kann::cli::parse_real("--fp16-tolerance", tolerance_text.substr(0, comma), 0, 1e6,
+                             tolerance.abs, error))
+    return manycl::make_error(error);
+  tolerance.rel = tolerance.abs;
+  if (comma != std::string::npos &&
+      !kann::cli::parse_real("--fp16-tolerance", tolerance_text.substr(comma + 1), 0, 1e6,
+                             tolerance.rel, error))
+    return manycl::make_error(error);
+  if (files.empty())
+    return manycl::make_error(
+        "--fp16-tolerance measures the error on calibration data: "
+        "--calibration [NAME=]inputs.npy (samples stacked on the batch axis)");
+  auto samples = read_calibration(graph, files);
+  if (!samples)
+    return samples.error();
+  std::fprintf(stderr, "kann: choosing float32 operators on %zu samples\n", samples.value().size());
+  auto choice = kann::mixed::choose_fp32_operators(graph, options, samples.value(), tolerance);
+  if (!choice)
+    return choice.error();
+  std::fprintf(stderr, "kann: %s\n", choice.value().summary().c_str());
+  for (const auto &kept : choice.value().kept_tensors)
+    for (const auto &c : choice.value().ranking)
+      if (c.tensor == kept)
+        std::fprintf(stderr,
+                     "kann:   keeps %s in float32: binary16 storage error %.3g (RMS), %.0f %% of "
+                     "the error it carries, predicted RMS error at the outputs %.3g\n",
+                     c.tensor.c_str(), c.storage_error, 100.0 * c.injected_share, c.score);
+  if (!choice.value().fp32_operators.empty()) {
+    std::string list;
+    for (const auto &name : choice.value().fp32_operators)
+      list += (list.empty() ? "" : ",") + name;
+    std::fprintf(stderr, "kann: float32 operators: %s\n", list.c_str());
+  }
+  options.fp32_operators = choice.value().fp32_operators;
   return {};
 }
 
@@ -226,7 +304,7 @@ int compile(int argc, char **argv) {
   Args a = parse(argc, argv,
                  {"-o", "--clusters", "--precision", "--device-config", "--report", "--report-json",
                   "--calibration", "--calibration-percentile", "--batch", "--batch-split",
-                  "--schedule", "--custom-ops"},
+                  "--schedule", "--custom-ops", "--fp32-operators", "--fp16-tolerance"},
                  {"--dump-ir", "--dump-schedule"});
   if (!a.error.empty())
     return fail(a.error);
@@ -297,6 +375,10 @@ int compile(int argc, char **argv) {
       calibration_files.push_back(value);
   if (auto r = quantize_if_asked(graph.value(), options, calibration_files,
                                  a.get("--calibration-percentile", "100"));
+      !r)
+    return fail(r.error().message);
+  if (auto r = mix_precision_if_asked(graph.value(), options, calibration_files,
+                                      a.get("--fp32-operators"), a.get("--fp16-tolerance"));
       !r)
     return fail(r.error().message);
   if (a.has("--dump-ir"))

@@ -171,6 +171,51 @@ TEST_F(Tool, NumericOptionsOutOfRangeAreOneLineErrors) {
   EXPECT_EQ(r.status, 0) << r.output;
 }
 
+// Mixed precision (--fp16-tolerance, --fp32-operators): refused with a one-line error where
+// it cannot apply; the analysis runs on --calibration samples and says what it kept.
+TEST_F(Tool, MixedPrecisionOptions) {
+  const std::string compile = kann_tool + " compile " + path("cnn.onnx") + " -o " + path("m.kbin") +
+                              " --device-config small ";
+  const std::string x = path("x.npy");
+  const struct {
+    std::string args;
+    std::string expect;
+  } cases[] = {
+      {"--fp16-tolerance 0.02 --calibration " + x, "kann: --fp16-tolerance needs --precision fp16"},
+      {"--fp32-operators a", "kann: --fp32-operators needs --precision fp16"},
+      {"--precision fp16 --fp16-tolerance 0.02",
+       "kann: --fp16-tolerance measures the error on calibration data"},
+      {"--precision fp16 --fp16-tolerance 0.02x --calibration " + x,
+       "kann: --fp16-tolerance: '0.02x' is not a number"},
+      {"--precision fp16 --fp16-tolerance 0.02,-1 --calibration " + x,
+       "kann: --fp16-tolerance: -1 is out of range"},
+      {"--precision fp16 --fp32-operators a --fp16-tolerance 0.02 --calibration " + x,
+       "kann: --fp32-operators and --fp16-tolerance exclude each other"},
+      {"--precision fp16 --fp32-operators nope",
+       "kann: float32 operator 'nope' is not an operator of the optimized graph"},
+      {"--precision fp16 --calibration " + x,
+       "kann: --calibration is only used with --precision int8 or with --fp16-tolerance"},
+  };
+  for (const auto &c : cases) {
+    auto r = sh(compile + c.args);
+    EXPECT_EQ(r.status, 1) << c.args << "\n" << r.output;
+    EXPECT_NE(r.output.find(c.expect), std::string::npos) << c.args << "\n" << r.output;
+    EXPECT_EQ(r.output.find("kann: ", r.output.find(c.expect) + 1), std::string::npos)
+        << "the error is the last line: " << r.output;
+    EXPECT_FALSE(fs::exists(path("m.kbin"))) << c.args;
+  }
+  // The small CNN keeps within 2e-2 in binary16: nothing to keep in float32.
+  auto r = sh(compile + "--precision fp16 --fp16-tolerance 0.02 --calibration " + x);
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_NE(r.output.find("kann: mixed precision: 0 activation(s) kept in float32, 0 operator(s)"),
+            std::string::npos)
+      << r.output;
+  // Named operators (the small CNN's first two convolutions) compile in float32.
+  r = sh(compile + "--precision fp16 --fp32-operators c1,c2");
+  EXPECT_EQ(r.status, 0) << r.output;
+  EXPECT_TRUE(fs::exists(path("m.kbin")));
+}
+
 // Writes a float32 .npy of `shape` holding `values`.
 void write_npy(const fs::path &file, const std::string &shape, const std::vector<float> &values) {
   std::string header = "{'descr': '<f4', 'fortran_order': False, 'shape': " + shape + ", }";

@@ -4,6 +4,8 @@
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <map>
+#include <utility>
 
 namespace kann::passes {
 
@@ -382,37 +384,72 @@ uint16_t float_to_half(float value) {
   return uint16_t(half);
 }
 
-int convert_to_fp16(Graph &g) {
+int convert_to_fp16(Graph &g, const std::set<std::string> &fp32_nodes) {
   int count = 0;
-  for (Tensor &t : g.tensors)
-    if (!t.is_const && t.dtype == ir::DType::F32)
-      t.dtype = ir::DType::F16;
-  // Inputs: x (f32) -> Convert -> x.f16, read by every former reader of x.
-  std::vector<Node> prologue;
+  const auto is_float_activation = [&](int t) {
+    return t >= 0 && !g.tensors[t].is_const &&
+           (g.tensors[t].dtype == ir::DType::F32 || g.tensors[t].dtype == ir::DType::F16);
+  };
+  // One converted copy per (tensor, type), made before its first reader.
+  std::map<std::pair<int, ir::DType>, int> converted;
+  const auto convert = [&](int t, ir::DType to, std::vector<Node> &out) {
+    auto [it, fresh] = converted.try_emplace({t, to}, -1);
+    if (!fresh)
+      return it->second;
+    Tensor c = g.tensors[t];
+    const char *suffix = to == ir::DType::F16 ? ".f16" : ".f32";
+    c.name += suffix;
+    c.dtype = to;
+    const int ct = g.add_tensor(std::move(c));
+    Node n;
+    n.name = g.tensors[t].name + (to == ir::DType::F16 ? ".to_f16" : ".to_f32");
+    n.op = Op::Convert;
+    n.inputs = {t};
+    n.outputs = {ct};
+    out.push_back(std::move(n));
+    ++count;
+    return it->second = ct;
+  };
+  // Network inputs stay float32 in DDR; their binary16 copies are made first (the prologue).
+  std::vector<Node> nodes;
   for (int x : g.inputs) {
     g.tensors[x].dtype = ir::DType::F32;
-    Tensor h = g.tensors[x];
-    h.name += ".f16";
-    h.dtype = ir::DType::F16;
-    const int hx = g.add_tensor(std::move(h));
-    for (Node &n : g.nodes)
-      std::replace(n.inputs.begin(), n.inputs.end(), x, hx);
-    Node c;
-    c.name = g.tensors[x].name + ".to_f16";
-    c.op = Op::Convert;
-    c.inputs = {x};
-    c.outputs = {hx};
-    prologue.push_back(std::move(c));
-    ++count;
+    const auto readers = g.consumers(x);
+    if (std::any_of(readers.begin(), readers.end(),
+                    [&](int r) { return !fp32_nodes.count(g.nodes[r].name); }))
+      convert(x, ir::DType::F16, nodes);
   }
-  g.nodes.insert(g.nodes.begin(), prologue.begin(), prologue.end());
-  // Outputs: the producer writes y.f16, Convert writes y (f32).
+  // Every operator computes in one type: binary16 unless named in fp32_nodes; an input of the
+  // other type is read through a conversion. A view keeps the type of the operator that
+  // produced its source (a network input's views are binary16 unless named).
+  const auto is_input = [&](int t) {
+    return std::find(g.inputs.begin(), g.inputs.end(), t) != g.inputs.end();
+  };
+  for (Node &n : g.nodes) {
+    if (n.dead) {
+      nodes.push_back(std::move(n));
+      continue;
+    }
+    ir::DType type = fp32_nodes.count(n.name) ? ir::DType::F32 : ir::DType::F16;
+    if (ir::op_has(n.op, ir::kView) && !fp32_nodes.count(n.name) && !is_input(n.inputs[0]) &&
+        is_float_activation(n.inputs[0]))
+      type = g.tensors[n.inputs[0]].dtype;
+    for (int &i : n.inputs)
+      if (is_float_activation(i) && g.tensors[i].dtype != type)
+        i = convert(i, type, nodes);
+    for (int o : n.outputs)
+      if (is_float_activation(o))
+        g.tensors[o].dtype = type;
+    nodes.push_back(std::move(n));
+  }
+  g.nodes = std::move(nodes);
+  g.compact();
+  // Outputs: a binary16 producer writes y.f16, and Convert writes y (float32).
   for (int &y : g.outputs) {
-    if (g.tensors[y].dtype == ir::DType::F32 && g.tensors[y].producer < 0)
-      continue; // an input passed through: already f32
+    if (g.tensors[y].dtype != ir::DType::F16)
+      continue; // computed in float32, or an input passed through
     Tensor h = g.tensors[y];
     h.name += ".f16";
-    h.dtype = ir::DType::F16;
     const int hy = g.add_tensor(std::move(h));
     for (Node &n : g.nodes) {
       std::replace(n.outputs.begin(), n.outputs.end(), y, hy);

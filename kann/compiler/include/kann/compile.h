@@ -15,6 +15,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -29,6 +30,9 @@ struct CompileOptions {
   manycl::device::DeviceConfig device; // configuration compiled for
   unsigned clusters = 0;               // 0: all clusters of the configuration
   std::string precision = "fp32";      // fp32, fp16, or int8 (a quantized graph)
+  // With "fp16": operators (node names of the optimized graph) computed in float32, with
+  // float32 weights and outputs (mixed precision: kann/mixed_precision.h chooses them).
+  std::set<std::string> fp32_operators;
   // Called as long steps advance: stage name, units done, units in all (0: unknown).
   std::function<void(const char *stage, size_t done, size_t total)> progress;
   // Fill CompileOutput::schedule (`kann compile --dump-schedule`, the golden tests).

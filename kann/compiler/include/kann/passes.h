@@ -8,6 +8,9 @@
 // Each returns the number of rewrites it made (tests check them on small graphs).
 #pragma once
 
+#include <set>
+#include <string>
+
 #include "kann/ir.h"
 #include "manycl/result.h"
 
@@ -46,8 +49,11 @@ int lower_qdq_to_int8(ir::Graph &g);
 
 // --precision fp16: every activation becomes F16 (weights are packed as binary16 by the
 // tiler), network inputs and outputs stay F32 in DDR; "Convert" nodes are inserted after
-// each input and before each output. Returns the number of Convert nodes.
-int convert_to_fp16(ir::Graph &g);
+// each input and before each output. The operators named in fp32_nodes compute in float32
+// (float32 weights and outputs; mixed precision, kann/mixed_precision.h): a tensor crossing
+// between the two kinds is converted once, before its first reader of the other type; views
+// keep their source's type. Returns the number of Convert nodes.
+int convert_to_fp16(ir::Graph &g, const std::set<std::string> &fp32_nodes = {});
 
 // IEEE binary16 from float, round to nearest even (compile-time weight conversion).
 uint16_t float_to_half(float value);

@@ -542,9 +542,16 @@ Result<CompileOutput> compile_graph(const Graph &graph, const CompileOptions &op
                       " for device '" + options.device.name + "'");
   Graph converted;
   const Graph *input = &graph;
+  if (!options.fp32_operators.empty() && options.precision != "fp16")
+    return make_error("float32 operators in a mixed-precision binary need --precision fp16");
+  for (const std::string &name : options.fp32_operators)
+    if (std::none_of(graph.nodes.begin(), graph.nodes.end(),
+                     [&](const Node &n) { return !n.dead && n.name == name; }))
+      return make_error("float32 operator '" + name +
+                        "' is not an operator of the optimized graph");
   if (options.precision == "fp16") {
     converted = graph;
-    passes::convert_to_fp16(converted);
+    passes::convert_to_fp16(converted, options.fp32_operators);
     input = &converted;
   } else if (options.precision == "int8") {
     // INT8 kernels come from the graph (QDQ / QLinear models, or quantize::quantize_int8 on a

@@ -83,6 +83,43 @@ TEST(Import, UnsupportedOperatorNamesTheNode) {
   EXPECT_NE(e.find("unsupported operator"), std::string::npos) << e;
 }
 
+// A batched MatMul (an operand of rank 3 or more) is a grouped 1x1 convolution between
+// layout copies; its second operand must be constant, and the inner dimensions must agree.
+TEST(Import, BatchedMatMulNeedsAConstantSecondOperand) {
+  OnnxBuilder two;
+  two.input("a", {2, 3, 4});
+  two.input("b", {2, 4, 5});
+  two.node("MatMul", {"a", "b"}, {"y"}, "attention");
+  two.output("y");
+  auto e = error_of(two.bytes());
+  EXPECT_NE(e.find("attention"), std::string::npos) << e;
+  EXPECT_NE(e.find("constant float second operand"), std::string::npos) << e;
+  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  OnnxBuilder inner;
+  inner.input("a", {2, 3, 4});
+  inner.weight("b", {2, 5, 6});
+  inner.node("MatMul", {"a", "b"}, {"y"}, "mm");
+  inner.output("y");
+  EXPECT_NE(error_of(inner.bytes()).find("inner dimensions differ (4 and 5)"), std::string::npos)
+      << error_of(inner.bytes());
+  OnnxBuilder ok;
+  ok.input("a", {2, 3, 4});
+  ok.weight("b", {2, 4, 6});
+  ok.node("MatMul", {"a", "b"}, {"y"}, "mm");
+  ok.output("y");
+  auto g = kann::import_onnx_bytes(ok.bytes());
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  EXPECT_TRUE(g.value().whole_tensors);
+  EXPECT_EQ(g.value().tensors[size_t(g.value().outputs[0])].shape, (std::vector<int64_t>{2, 3, 6}));
+  int convs = 0;
+  for (const auto &n : g.value().nodes)
+    if (n.op == kann::ir::Op::Conv) {
+      ++convs;
+      EXPECT_EQ(n.attr("group", 0), 2); // one group per batch product
+    }
+  EXPECT_EQ(convs, 1);
+}
+
 TEST(Import, DynamicShapesAreRejected) {
   OnnxBuilder b;
   b.input("x", {1, 3, 4, 4}, /*dynamic_batch=*/false, /*dynamic_axis=*/2);

@@ -295,6 +295,20 @@ class OperatorsAgainstOnnxRuntime(unittest.TestCase):
                 model = make_model(nodes, [("a", list(a_shape))], ["y"], inits)
                 self.compare(model, [{"a": rng.standard_normal(a_shape).astype(np.float32)}])
 
+    def test_batched_matmul(self):
+        """MatMul of rank-3 / rank-4 operands with a constant B, batch dimensions broadcast as
+        ONNX (NumPy) defines: one grouped 1x1 convolution, a group per batch product."""
+        rng = np.random.default_rng(25)
+        cases = (((2, 3, 4), (2, 4, 3)), ((1, 2, 3, 4), (1, 2, 4, 3)), ((2, 5, 16), (16, 7)),
+                 ((3, 4), (2, 4, 5)), ((1, 2, 3, 4), (2, 1, 4, 5)), ((2, 1, 6, 8), (3, 8, 2)),
+                 ((1, 9, 32), (32, 24)))
+        for a_shape, b_shape in cases:
+            with self.subTest(a=a_shape, b=b_shape):
+                nodes = [helper.make_node("MatMul", ["a", "b"], ["y"])]
+                model = make_model(nodes, [("a", list(a_shape))], ["y"],
+                                   [weight(rng, "b", b_shape, 1.0)])
+                self.compare(model, [{"a": rng.standard_normal(a_shape).astype(np.float32)}])
+
     def test_slices_with_negative_steps(self):
         """torch.flip's export (Slice, step -1) of an image's H and W, every other channel
         backwards, and a row-major tensor walked backwards with a step of -3."""

@@ -1754,10 +1754,132 @@ Result<void> infer_node(Graph &g, Node &n) {
 
 } // namespace
 
+// MatMul with an operand of rank 3 or more (ONNX's batched product, batch dimensions
+// broadcast as NumPy does) and a constant float B: every batch's product is one group of a
+// grouped 1x1 convolution over A^T viewed as an image of M rows (channels G x K):
+//   A [..., M, K] -> Expand to the broadcast batch (when A's differs) -> Reshape [G, M, K] ->
+//   Transpose [G, K, M] -> Reshape [1, G*K, M, 1] -> Conv 1x1, group G, weights
+//   W[g*N + o][k] = B[g][k][o] -> Reshape [G, N, M] -> Transpose [G, M, N] -> Reshape
+//   [batch..., M, N]
+// (strided whole-tensor copies around a convolution split over the clusters). Returns the
+// nodes that replace `mm`, or none when it is not such a product.
+Result<std::vector<Node>> batched_matmul(Graph &g, const Node &mm) {
+  if (mm.op != Op::MatMul || mm.inputs.size() != 2 || mm.inputs[0] < 0 || mm.inputs[1] < 0 ||
+      mm.outputs.size() != 1)
+    return std::vector<Node>{};
+  const Tensor &a = g.tensors[size_t(mm.inputs[0])], &b = g.tensors[size_t(mm.inputs[1])];
+  if (a.is_const || a.shape.size() < 2 || b.shape.size() < 2 ||
+      (a.shape.size() < 3 && b.shape.size() < 3))
+    return std::vector<Node>{};
+  if (!b.is_const || b.dtype != DType::F32 || int64_t(b.data.size()) != b.elements())
+    return make_error(where(mm) + ": a batched product needs a constant float second operand");
+  const std::vector<int64_t> a_batch(a.shape.begin(), a.shape.end() - 2),
+      b_batch(b.shape.begin(), b.shape.end() - 2);
+  auto batch = broadcast(mm, a_batch, b_batch);
+  if (!batch)
+    return batch.error();
+  const int64_t m = a.shape[a.shape.size() - 2], k = a.shape.back(), n = b.shape.back();
+  if (b.shape[b.shape.size() - 2] != k)
+    return make_error(where(mm) + ": inner dimensions differ (" + std::to_string(k) + " and " +
+                      std::to_string(b.shape[b.shape.size() - 2]) + ")");
+  const std::vector<int64_t> &bs = batch.value();
+  // B varying along the first dimension of the output couples the product with axis 0.
+  if (!g.whole_tensors && b_batch.size() == bs.size() && !bs.empty() && b_batch[0] != 1)
+    return make_error(where(mm) + ": a batched product whose second operand varies along the "
+                                  "first dimension (no batch of images)");
+  int64_t groups = 1;
+  for (int64_t d : bs)
+    groups *= d;
+  // Weights: group gi takes B's batch index gi maps to (broadcast dimensions of size 1 stay 0).
+  std::vector<float> w(size_t(groups * n * k));
+  for (int64_t gi = 0; gi < groups; ++gi) {
+    int64_t rest = gi, offset = 0, stride = 1;
+    for (size_t d = bs.size(); d-- > 0;) {
+      const int64_t index = rest % bs[d];
+      rest /= bs[d];
+      const ptrdiff_t bd = ptrdiff_t(d) - ptrdiff_t(bs.size() - b_batch.size());
+      if (bd >= 0) {
+        offset += (b_batch[size_t(bd)] == 1 ? 0 : index) * stride;
+        stride *= b_batch[size_t(bd)];
+      }
+    }
+    for (int64_t o = 0; o < n; ++o)
+      for (int64_t i = 0; i < k; ++i)
+        w[size_t((gi * n + o) * k + i)] = b.data[size_t((offset * k + i) * n + o)];
+  }
+  const std::string name = mm.name;
+  const int output = mm.outputs[0];
+  auto shape_constant = [&](const std::string &suffix, std::vector<int64_t> dims) {
+    Tensor t;
+    t.name = name + "." + suffix;
+    t.shape = {int64_t(dims.size())};
+    t.is_const = true;
+    t.dtype = DType::I64;
+    t.idata = std::move(dims);
+    return g.add_tensor(std::move(t));
+  };
+  std::vector<Node> parts;
+  auto part = [&](Op op, const std::string &suffix, std::vector<int> inputs, int out = -1) {
+    Node p;
+    p.op = op;
+    p.name = name + "." + suffix;
+    p.inputs = std::move(inputs);
+    if (out < 0) {
+      Tensor t;
+      t.name = p.name;
+      out = g.add_tensor(std::move(t));
+    }
+    p.outputs = {out};
+    parts.push_back(std::move(p));
+    return out;
+  };
+  int x = mm.inputs[0];
+  if (a_batch != bs) {
+    std::vector<int64_t> full = bs;
+    full.insert(full.end(), {m, k});
+    x = part(Op::Expand, "a_broadcast", {x, shape_constant("a_shape", full)});
+  }
+  x = part(Op::Reshape, "a_groups", {x, shape_constant("groups_shape", {groups, m, k})});
+  x = part(Op::Transpose, "a_t", {x});
+  parts.back().ints["perm"] = {0, 2, 1};
+  x = part(Op::Reshape, "as_image", {x, shape_constant("image_shape", {1, groups * k, m, 1})});
+  Tensor weights;
+  weights.name = name + ".weights";
+  weights.shape = {groups * n, k, 1, 1};
+  weights.is_const = true;
+  weights.data = std::move(w);
+  x = part(Op::Conv, "product", {x, g.add_tensor(std::move(weights))});
+  Node &conv = parts.back();
+  conv.ints["kernel_shape"] = {1, 1};
+  conv.ints["strides"] = {1, 1};
+  conv.ints["dilations"] = {1, 1};
+  conv.ints["pads"] = {0, 0, 0, 0};
+  conv.ints["group"] = {groups};
+  x = part(Op::Reshape, "as_groups", {x, shape_constant("product_shape", {groups, n, m})});
+  x = part(Op::Transpose, "y_t", {x});
+  parts.back().ints["perm"] = {0, 2, 1};
+  std::vector<int64_t> y_shape = bs;
+  y_shape.insert(y_shape.end(), {m, n});
+  part(Op::Reshape, "y", {x, shape_constant("y_shape", y_shape)}, output);
+  return parts;
+}
+
 Result<void> infer_shapes(Graph &graph) {
-  for (Node &n : graph.nodes) {
-    if (n.dead)
+  for (size_t i = 0; i < graph.nodes.size(); ++i) {
+    if (graph.nodes[i].dead)
       continue;
+    auto batched = batched_matmul(graph, graph.nodes[i]);
+    if (!batched)
+      return batched.error();
+    if (!batched.value().empty()) { // replaced in place, then inferred part by part
+      auto &parts = batched.value();
+      graph.nodes.erase(graph.nodes.begin() + ptrdiff_t(i));
+      graph.nodes.insert(graph.nodes.begin() + ptrdiff_t(i), parts.begin(), parts.end());
+      for (size_t j = 0; j < graph.nodes.size(); ++j)
+        for (int o : graph.nodes[j].outputs)
+          graph.tensors[size_t(o)].producer = int(j);
+    }
+    Node &n = graph.nodes[i];
     if (auto r = infer_node(graph, n); !r)
       return r;
     for (int o : n.outputs) {

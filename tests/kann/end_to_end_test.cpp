@@ -689,6 +689,50 @@ TEST(EndToEndConvTranspose, WeightSlicesOfWholeGroupsMatchDefinition) {
   }
 }
 
+// A depthwise transposed convolution (group = channels) whose weights exceed half the
+// `small` SPM streams them in slices of whole groups, each a smaller depthwise transposed
+// convolution on its channels (packed whole before: the SPM error); against the definition
+// on 1 and 2 clusters.
+TEST(EndToEndConvTranspose, DepthwiseWeightSlicesMatchDefinition) {
+  constexpr int C = 2048, H = 3, W = 4, K = 4, S = 2, P = 1;
+  test::OnnxBuilder b;
+  b.input("x", {1, C, H, W});
+  auto w = b.weight("w", {C, 1, K, K}, 0.2f); // 131 KB of FP32 weights + 8 KB of bias
+  auto bias = b.weight("b", {C});
+  auto &ct = b.node("ConvTranspose", {"x", "w", "b"}, {"y"});
+  test::OnnxBuilder::int1(ct, "group", C);
+  test::OnnxBuilder::ints(ct, "strides", {S, S});
+  test::OnnxBuilder::ints(ct, "pads", {P, P, P, P});
+  b.output("y");
+  const int OH = (H - 1) * S + K - 2 * P, OW = (W - 1) * S + K - 2 * P;
+  std::vector<float> x(size_t(C) * H * W);
+  for (size_t i = 0; i < x.size(); ++i)
+    x[i] = std::sin(0.17f * float(i));
+  std::vector<double> want(size_t(C) * OH * OW);
+  for (int c = 0; c < C; ++c)
+    for (int i = 0; i < OH * OW; ++i)
+      want[size_t(c) * OH * OW + i] = bias[size_t(c)];
+  for (int c = 0; c < C; ++c)
+    for (int iy = 0; iy < H; ++iy)
+      for (int ix = 0; ix < W; ++ix)
+        for (int ky = 0; ky < K; ++ky)
+          for (int kx = 0; kx < K; ++kx) {
+            const int oy = iy * S + ky - P, ox = ix * S + kx - P;
+            if (oy < 0 || ox < 0 || oy >= OH || ox >= OW)
+              continue;
+            want[(size_t(c) * OH + oy) * OW + ox] +=
+                double(x[(size_t(c) * H + iy) * W + ix]) * w[(size_t(c) * K + ky) * K + kx];
+          }
+  for (unsigned clusters : {1u, 2u}) {
+    auto got = compile_and_run(b.bytes(), clusters, "fp32", x);
+    ASSERT_TRUE(got.ok()) << got.error().message;
+    ASSERT_EQ(got.value().size(), want.size());
+    for (size_t i = 0; i < want.size(); ++i)
+      ASSERT_NEAR(got.value()[i], want[i], 1e-5 * (1 + std::fabs(want[i])))
+          << "x" << clusters << " element " << i;
+  }
+}
+
 TEST(EndToEndConvTranspose, UnsupportedFormsAreOneLineErrors) {
   test::OnnxBuilder b;
   b.input("x", {1, 4, 5, 5});

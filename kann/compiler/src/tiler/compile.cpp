@@ -19,6 +19,14 @@ namespace kann::tiler {
 // Adjusts the policy after a failed allocation: first tile the operator whose staging is
 // the largest live buffer (cheap: more, smaller DMA), else spill the largest SPM-homed
 // activation live at that point to DDR (costly: DDR traffic). False: nothing left to try.
+// A depthwise transposed convolution reloads its weight slices for every band of rows it is
+// tiled into: its weights (small next to its activations) are sliced only when the whole
+// block cannot sit beside them (more than half the SPM).
+bool keeps_weights_whole(const Compiler &c, const PlannedOp &op, const SpmBuffer &weights) {
+  return op.transposed && op.groups > 1 && op.groups == c.acts[op.ins[0]].C && op.wslices <= 1 &&
+         weights.size() <= c.opt.device.spm_bytes / 2;
+}
+
 bool relax(const Compiler &c, Policy &policy) {
   const uint64_t capacity = c.opt.device.spm_bytes;
   auto panels_of = [&](const PlannedOp &op) {
@@ -34,6 +42,8 @@ bool relax(const Compiler &c, Policy &policy) {
     if (b.weights_of < 0 || b.size() <= capacity / 8 || c.group_of_op[size_t(b.weights_of)] >= 0)
       continue; // a layer group keeps its operators' parameters whole
     const PlannedOp &op = c.ops[b.weights_of];
+    if (keeps_weights_whole(c, op, b))
+      continue;
     const int64_t want = int64_t(
         std::min<uint64_t>(uint64_t(panels_of(op)), op.wslices * (b.size() * 8 / capacity + 1)));
     if (want > op.wslices) {
@@ -73,6 +83,8 @@ bool relax(const Compiler &c, Policy &policy) {
         c.group_of_op[size_t(b.weights_of)] >= 0)
       continue;
     const PlannedOp &op = c.ops[b.weights_of];
+    if (keeps_weights_whole(c, op, b))
+      continue;
     const int64_t widest = panels_of(op);
     // An operator streaming DDR-homed operands reloads them per slice: not for small weights.
     const bool streams = op.stage_out >= 0 || std::any_of(op.stage_in.begin(), op.stage_in.end(),

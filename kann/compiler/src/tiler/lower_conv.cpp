@@ -34,13 +34,14 @@ Box Compiler::need_window(const PlannedOp &op, const Act &in, const Box &o) cons
 }
 
 namespace {
-// The groups [g0, g1) a slice of output channels `ob` of a grouped convolution (not
-// depthwise; transposed or not) covers: weight_slices cuts such convolutions at whole groups,
-// and each slice is a smaller grouped convolution reading only its groups' input channels.
-// {0, groups} for every other operator or a whole one.
+// The groups [g0, g1) a slice of output channels `ob` of a grouped convolution (transposed
+// or not; depthwise only when transposed) covers: weight_slices cuts such convolutions at
+// whole groups, and each slice is a smaller grouped convolution reading only its groups'
+// input channels. {0, groups} for every other operator or a whole one.
 std::pair<int64_t, int64_t> slice_groups(const PlannedOp &op, int64_t in_c, int64_t out_c,
                                          const Box &ob) {
-  if (op.groups <= 1 || op.groups == in_c || ob.chans() <= 0 || ob.chans() >= out_c)
+  if (op.groups <= 1 || (op.groups == in_c && !op.transposed) || ob.chans() <= 0 ||
+      ob.chans() >= out_c)
     return {0, op.groups};
   const int64_t per_group = out_c / op.groups;
   return {ob.c0 / per_group, ob.c1 / per_group};

@@ -135,14 +135,12 @@ std::vector<Box> Compiler::weight_slices(const PlannedOp &op, const Box &b) cons
   std::vector<Box> v;
   if (b.empty())
     return v;
-  // A depthwise transposed convolution packs its weights whole (lower_conv.cpp).
-  if (op.transposed && op.groups != 1 && op.groups == acts[op.ins[0]].C)
-    return {b};
-  if (op.kind == Lowering::Conv && op.groups > 1 && op.groups != acts[op.ins[0]].C &&
-      b.chans() == out_c(op)) {
-    // A grouped convolution (not depthwise), transposed or not, is cut at whole groups: each
-    // slice is a smaller grouped convolution on its groups' input channels (lower_conv.cpp,
-    // slice_groups).
+  if (op.kind == Lowering::Conv && op.groups > 1 &&
+      (op.groups != acts[op.ins[0]].C || op.transposed) && b.chans() == out_c(op)) {
+    // A grouped convolution (a depthwise one only when transposed: a depthwise convolution
+    // is sliced in panels, each reading its channels), is cut at whole groups: each slice is
+    // a smaller grouped (depthwise) convolution on its groups' input channels
+    // (lower_conv.cpp, slice_groups).
     const int64_t n = std::clamp<int64_t>(op.wslices, 1, op.groups);
     const int64_t per_group = b.chans() / op.groups;
     for (int64_t j = 0; j < n; ++j) {

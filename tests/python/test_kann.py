@@ -182,6 +182,39 @@ class Errors(unittest.TestCase):
         with self.assertRaises(TypeError):
             kann.compile(3.5)
 
+    def test_mixed_precision(self):
+        """fp16_tolerance keeps in float32 the activation whose binary16 storage ruins the
+        outputs (x + 2048 then - 2048: binary16's spacing at 2048 is 2, so x is lost), chosen
+        on calibration samples and checked on another input; fp32_operators names them."""
+        from onnx import TensorProto, helper, numpy_helper
+        inits = [numpy_helper.from_array(np.eye(4, dtype=np.float32).reshape(4, 4, 1, 1), "w"),
+                 numpy_helper.from_array(np.full(4, 2048, np.float32), "up"),
+                 numpy_helper.from_array(np.full(4, -2048, np.float32), "down")]
+        nodes = [helper.make_node("Conv", ["x", "w", "up"], ["lifted"], name="lift"),
+                 helper.make_node("Conv", ["lifted", "w", "down"], ["y"], name="back")]
+        graph = helper.make_graph(
+            nodes, "cancel", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 4, 6, 6])],
+            [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)], inits)
+        model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 13)])
+        rng = np.random.default_rng(3)
+        calibration = rng.uniform(-1, 1, (2, 4, 6, 6)).astype(np.float32)
+        x = rng.uniform(-1, 1, (1, 4, 6, 6)).astype(np.float32)
+
+        def run(**kwargs):
+            net = kann.compile(model, clusters=1, precision="fp16", **kwargs)
+            return kann.Session(net).run(None, {"x": x})[0]
+
+        self.assertGreater(np.abs(run() - x).max(), 0.1)  # all binary16: x is lost
+        np.testing.assert_allclose(run(fp16_tolerance=0.02, calibration=calibration), x,
+                                   atol=0.02, rtol=0.02)
+        np.testing.assert_allclose(run(fp32_operators=["lift", "back"]), x, atol=0.02, rtol=0.02)
+        with self.assertRaisesRegex(ValueError, "needs precision='fp16'"):
+            kann.compile(model, fp16_tolerance=0.02, calibration=calibration)
+        with self.assertRaisesRegex(ValueError, "calibration data"):
+            kann.compile(model, precision="fp16", fp16_tolerance=0.02)
+        with self.assertRaisesRegex(kann.Error, "float32 operator 'nope'"):
+            kann.compile(model, precision="fp16", fp32_operators=["nope"])
+
     def test_device_errors(self):
         with self.assertRaisesRegex(ValueError, r"sub_device 5 does not exist.*\(0..4\)"):
             kann.Session(self.net, sub_device=5)

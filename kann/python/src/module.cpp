@@ -26,6 +26,7 @@
 #include "kann/compile.h"
 #include "kann/custom_ops.h"
 #include "kann/format.h"
+#include "kann/mixed_precision.h"
 #include "kann/onnx_import.h"
 #include "kann/passes.h"
 #include "kann/quantize.h"
@@ -172,7 +173,8 @@ std::shared_ptr<Network> compile(const py::object &model, py::object clusters,
                                  const std::string &precision, const py::object &calibration,
                                  const std::string &device_config, double percentile,
                                  const py::object &batch, const std::string &batch_split,
-                                 const std::string &schedule) {
+                                 const std::string &schedule, const py::object &fp16_tolerance,
+                                 const py::object &fp32_operators) {
   auto config = manycl::device::config_from_spec(device_config);
   if (!config)
     throw py::value_error("device_config: " + config.error().message);
@@ -247,12 +249,39 @@ std::shared_ptr<Network> compile(const py::object &model, py::object clusters,
 
   const bool quantized = std::any_of(g.nodes.begin(), g.nodes.end(),
                                      [](const auto &n) { return !n.dead && n.ints.count("int8"); });
+  // Mixed precision (docs/kann.md, "Mixed precision"): fp32_operators by name, or
+  // fp16_tolerance=abs or (abs, rel) measured on the calibration samples.
+  const bool mixed = !fp16_tolerance.is_none();
+  kann::mixed::Tolerance tolerance;
+  if ((mixed || !fp32_operators.is_none()) && precision != "fp16")
+    throw py::value_error(std::string(mixed ? "fp16_tolerance" : "fp32_operators") +
+                          " needs precision='fp16'");
+  if (mixed && !fp32_operators.is_none())
+    throw py::value_error("fp32_operators and fp16_tolerance exclude each other");
+  if (!fp32_operators.is_none())
+    for (const auto &name : fp32_operators)
+      options.fp32_operators.insert(py::str(name).cast<std::string>());
+  if (mixed) {
+    if (py::isinstance<py::tuple>(fp16_tolerance) || py::isinstance<py::list>(fp16_tolerance)) {
+      auto pair = fp16_tolerance.cast<std::vector<double>>();
+      if (pair.size() != 2)
+        throw py::value_error("fp16_tolerance: a number or (abs, rel)");
+      tolerance.abs = pair[0], tolerance.rel = pair[1];
+    } else {
+      tolerance.abs = tolerance.rel = fp16_tolerance.cast<double>();
+    }
+    if (!(tolerance.abs >= 0 && tolerance.rel >= 0 && tolerance.abs + tolerance.rel > 0))
+      throw py::value_error("fp16_tolerance must be positive");
+    if (calibration.is_none())
+      throw py::value_error("fp16_tolerance measures the error on calibration data: "
+                            "calibration=array of samples stacked on the batch axis");
+  }
   std::vector<std::vector<std::vector<float>>> samples;
   if (!calibration.is_none()) {
-    if (precision != "int8" || quantized)
-      throw py::value_error(quantized
-                                ? "calibration: the model is already quantized (QDQ / QLinear)"
-                                : "calibration is only used with precision='int8'");
+    if ((precision != "int8" && !mixed) || quantized)
+      throw py::value_error(
+          quantized ? "calibration: the model is already quantized (QDQ / QLinear)"
+                    : "calibration is only used with precision='int8' or with fp16_tolerance");
     auto zipped = kann::quantize::calibration_samples(g, calibration_sources(calibration));
     if (!zipped)
       throw py::value_error(zipped.error().message);
@@ -266,7 +295,13 @@ std::shared_ptr<Network> compile(const py::object &model, py::object clusters,
   {
     py::gil_scoped_release released;
     manycl::Result<void> ready;
-    if (!samples.empty()) {
+    if (mixed) {
+      auto choice = kann::mixed::choose_fp32_operators(g, options, samples, tolerance);
+      if (!choice)
+        ready = choice.error();
+      else
+        options.fp32_operators = choice.value().fp32_operators;
+    } else if (!samples.empty()) {
       kann::quantize::split_activations(g);
       kann::quantize::CalibrationOptions calibration_options;
       calibration_options.percentile = percentile;
@@ -656,7 +691,8 @@ PYBIND11_MODULE(_kann, m) {
         py::arg("precision") = "fp32", py::arg("calibration") = py::none(),
         py::arg("device_config") = "mppa3", py::arg("calibration_percentile") = 100.0,
         py::arg("batch") = py::none(), py::arg("batch_split") = "auto",
-        py::arg("schedule") = "auto",
+        py::arg("schedule") = "auto", py::arg("fp16_tolerance") = py::none(),
+        py::arg("fp32_operators") = py::none(),
         "Compiles an ONNX model (path, bytes or onnx.ModelProto) into a Network.");
   m.def(
       "load_custom_ops",

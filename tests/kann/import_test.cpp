@@ -83,18 +83,28 @@ TEST(Import, UnsupportedOperatorNamesTheNode) {
   EXPECT_NE(e.find("unsupported operator"), std::string::npos) << e;
 }
 
-// A batched MatMul (an operand of rank 3 or more) is a grouped 1x1 convolution between
-// layout copies; its second operand must be constant, and the inner dimensions must agree.
-TEST(Import, BatchedMatMulNeedsAConstantSecondOperand) {
+// A batched MatMul (an operand of rank 3 or more) with a constant B is a grouped 1x1
+// convolution between layout copies; one of two activations is kept (a native product per
+// batch index: tiler/lower_layout.cpp) in whole tensors; inner dimensions must agree.
+TEST(Import, BatchedMatMulShapesAndErrors) {
   OnnxBuilder two;
   two.input("a", {2, 3, 4});
   two.input("b", {2, 4, 5});
   two.node("MatMul", {"a", "b"}, {"y"}, "attention");
   two.output("y");
-  auto e = error_of(two.bytes());
+  auto products = kann::import_onnx_bytes(two.bytes());
+  ASSERT_TRUE(products.ok()) << products.error().message;
+  EXPECT_TRUE(products.value().whole_tensors);
+  EXPECT_EQ(products.value().tensors[size_t(products.value().outputs[0])].shape,
+            (std::vector<int64_t>{2, 3, 5}));
+  OnnxBuilder mismatch;
+  mismatch.input("a", {2, 3, 4});
+  mismatch.input("b", {2, 6, 5});
+  mismatch.node("MatMul", {"a", "b"}, {"y"}, "attention");
+  mismatch.output("y");
+  auto e = error_of(mismatch.bytes());
   EXPECT_NE(e.find("attention"), std::string::npos) << e;
-  EXPECT_NE(e.find("constant float second operand"), std::string::npos) << e;
-  EXPECT_EQ(e.find('\n'), std::string::npos) << e;
+  EXPECT_NE(e.find("inner dimensions differ (4 and 6)"), std::string::npos) << e;
   OnnxBuilder inner;
   inner.input("a", {2, 3, 4});
   inner.weight("b", {2, 5, 6});

@@ -309,6 +309,30 @@ class OperatorsAgainstOnnxRuntime(unittest.TestCase):
                                    [weight(rng, "b", b_shape, 1.0)])
                 self.compare(model, [{"a": rng.standard_normal(a_shape).astype(np.float32)}])
 
+    def test_matmul_of_two_activations(self):
+        """MatMul of two activations (attention), batch dimensions broadcast: one native
+        product per batch index on one cluster (per output column when the output is stored
+        as an image), a fused Relu, and an attention block softmax(Q K^T) V."""
+        rng = np.random.default_rng(26)
+        cases = (((2, 3, 4), (2, 4, 5)), ((1, 2, 3, 4), (2, 1, 4, 5)), ((2, 3, 4), (4, 5)),
+                 ((3, 4), (2, 4, 5)), ((2, 6), (6, 3)), ((1, 4, 8, 16), (1, 4, 16, 8)))
+        for a_shape, b_shape in cases:
+            with self.subTest(a=a_shape, b=b_shape):
+                nodes = [helper.make_node("MatMul", ["a", "b"], ["p"]),
+                         helper.make_node("Relu", ["p"], ["y"])]
+                model = make_model(nodes, [("a", list(a_shape)), ("b", list(b_shape))], ["y"], [])
+                self.compare(model, [{"a": rng.standard_normal(a_shape).astype(np.float32),
+                                      "b": rng.standard_normal(b_shape).astype(np.float32)}])
+        with self.subTest("attention"):
+            shape = [1, 2, 8, 16]
+            nodes = [helper.make_node("Transpose", ["k"], ["kt"], perm=[0, 1, 3, 2]),
+                     helper.make_node("MatMul", ["q", "kt"], ["s"]),
+                     helper.make_node("Softmax", ["s"], ["w"], axis=-1),
+                     helper.make_node("MatMul", ["w", "v"], ["y"])]
+            model = make_model(nodes, [("q", shape), ("k", shape), ("v", shape)], ["y"], [])
+            self.compare(model, [{n: rng.standard_normal(shape).astype(np.float32)
+                                  for n in ("q", "k", "v")}])
+
     def test_slices_with_negative_steps(self):
         """torch.flip's export (Slice, step -1) of an image's H and W, every other channel
         backwards, and a row-major tensor walked backwards with a step of -3."""

@@ -1344,6 +1344,27 @@ Result<void> infer_node(Graph &g, Node &n) {
     return {};
   }
   case ShapeRule::Gemm: {
+    // MatMul of two activations (attention): batch dimensions broadcast, one native matrix
+    // product per batch index on one cluster (tiler/lower_layout.cpp), whole tensors only.
+    if (n.op == Op::MatMul && has(1) && !in(1).is_const) {
+      const auto &b = in(1).shape;
+      if (x.size() < 2 || b.size() < 2)
+        return make_error(where(n) + ": products of 1-D activations are not supported");
+      if (!g.whole_tensors)
+        return make_error(where(n) + ": a product of two activations needs whole tensors (its "
+                                     "first dimension is no batch of images)");
+      if (x.back() != b[b.size() - 2])
+        return make_error(where(n) + ": inner dimensions differ (" + std::to_string(x.back()) +
+                          " and " + std::to_string(b[b.size() - 2]) + ")");
+      auto batch = broadcast(n, std::vector<int64_t>(x.begin(), x.end() - 2),
+                             std::vector<int64_t>(b.begin(), b.end() - 2));
+      if (!batch)
+        return batch.error();
+      y.shape = batch.value();
+      y.shape.insert(y.shape.end(), {x[x.size() - 2], b.back()});
+      n.ints["two_activations"] = {1};
+      return {};
+    }
     if (!has(1) || !in(1).is_const)
       return make_error(where(n) + ": the second operand must be constant");
     const auto &b = in(1).shape;
@@ -1771,8 +1792,10 @@ Result<std::vector<Node>> batched_matmul(Graph &g, const Node &mm) {
   if (a.is_const || a.shape.size() < 2 || b.shape.size() < 2 ||
       (a.shape.size() < 3 && b.shape.size() < 3))
     return std::vector<Node>{};
-  if (!b.is_const || b.dtype != DType::F32 || int64_t(b.data.size()) != b.elements())
-    return make_error(where(mm) + ": a batched product needs a constant float second operand");
+  if (!b.is_const)
+    return std::vector<Node>{}; // a product of two activations (the Gemm shape rule)
+  if (b.dtype != DType::F32 || int64_t(b.data.size()) != b.elements())
+    return make_error(where(mm) + ": a batched product needs a float second operand");
   const std::vector<int64_t> a_batch(a.shape.begin(), a.shape.end() - 2),
       b_batch(b.shape.begin(), b.shape.end() - 2);
   auto batch = broadcast(mm, a_batch, b_batch);

@@ -176,6 +176,61 @@ Result<void> Compiler::call_strided(const PlannedOp &op, const CallTiles &t, Cal
              custom::make_args(*custom, n, inputs, t.out, opt.device.pes_per_cluster));
     return {};
   }
+  if (n.op == Op::MatMul) { // two activations: one native product per batch index
+    const auto [ta, xa] = operand(0);
+    const auto [tb, xb] = operand(1);
+    const Tensor &at = g.tensors[n.inputs[0]], &bt = g.tensors[n.inputs[1]];
+    auto as = strides_or_error(xa, at, ta), bs = strides_or_error(xb, bt, tb);
+    if (!as)
+      return as.error();
+    if (!bs)
+      return bs.error();
+    const size_t ra = at.shape.size(), rb = bt.shape.size(), ry = yt.shape.size();
+    // The native product writes each output row's columns contiguously; an output stored
+    // as an image (channel-last [1,C,H,W]: its columns are pixels) gets one call per column.
+    const bool per_column = ystr[ry - 1] != 1;
+    int64_t batches = 1;
+    for (size_t d = 0; d + 2 < ry; ++d)
+      batches *= yt.shape[d];
+    for (int64_t i = 0; i < batches; ++i) {
+      mcl_matmul_args m{};
+      m.a = ta, m.b = tb, m.output = t.out;
+      int64_t rest = i;
+      for (size_t d = ry - 2; d-- > 0;) { // batch dimensions, broadcast from the right
+        const int64_t idx = rest % yt.shape[d];
+        rest /= yt.shape[d];
+        m.output.offset += uint32_t(idx * ystr[d] * y.es);
+        const size_t from_end = ry - d; // >= 3
+        if (ra >= from_end && at.shape[ra - from_end] != 1)
+          m.a.offset += uint32_t(idx * as.value()[ra - from_end] * xa.es);
+        if (rb >= from_end && bt.shape[rb - from_end] != 1)
+          m.b.offset += uint32_t(idx * bs.value()[rb - from_end] * xb.es);
+      }
+      const int64_t rows = at.shape[ra - 2], inner = at.shape[ra - 1], cols = bt.shape[rb - 1];
+      m.a.h = uint32_t(rows), m.a.w = 1, m.a.c = uint32_t(inner);
+      m.a.row_stride = m.a.pixel_stride = uint32_t(as.value()[ra - 2]);
+      m.a.channel_stride = uint32_t(as.value()[ra - 1]);
+      m.b.h = 1, m.b.w = uint32_t(inner), m.b.c = uint32_t(cols);
+      m.b.row_stride = 0, m.b.pixel_stride = uint32_t(bs.value()[rb - 2]);
+      m.b.channel_stride = uint32_t(bs.value()[rb - 1]);
+      m.output.h = uint32_t(rows), m.output.w = 1, m.output.c = uint32_t(cols);
+      m.output.row_stride = m.output.pixel_stride = uint32_t(ystr[ry - 2]);
+      m.output.channel_stride = 1;
+      m.act = n.act;
+      if (!per_column) {
+        call.add(MCL_NATIVE_FN_MATMUL, m);
+        continue;
+      }
+      for (int64_t col = 0; col < cols; ++col) {
+        mcl_matmul_args one = m;
+        one.b.offset += uint32_t(col * bs.value()[rb - 1] * xb.es);
+        one.output.offset += uint32_t(col * ystr[ry - 1] * y.es);
+        one.b.c = one.output.c = 1;
+        call.add(MCL_NATIVE_FN_MATMUL, one);
+      }
+    }
+    return {};
+  }
   switch (op.kind) {
   case Lowering::Layout: {
     const Act &x = acts[op.ins[0]];

@@ -254,7 +254,8 @@ Result<void> Compiler::plan() {
     }
     PlannedOp op;
     op.node = int(ni);
-    op.kind = copy_view ? Lowering::Layout : lowering;
+    const bool two_activations = n.op == Op::MatMul && n.ints.count("two_activations");
+    op.kind = copy_view || two_activations ? Lowering::Layout : lowering;
     op.strided = op.kind == Lowering::Layout || op.kind == Lowering::Reduce || whole_custom(n);
     op.transposed = n.op == Op::ConvTranspose;
     if (n.op == Op::Slice)
@@ -290,7 +291,8 @@ Result<void> Compiler::plan() {
       const int64_t axis = n.attr("axis", 1);
       op.strided = !(yt.shape.size() == 4 && yt.shape[0] == 1 && (axis == 1 || axis == -3));
     }
-    if (op.kind == Lowering::Eltwise || op.kind == Lowering::Concat || whole_custom(n)) {
+    if (op.kind == Lowering::Eltwise || op.kind == Lowering::Concat || whole_custom(n) ||
+        two_activations) {
       const Act &y = acts[op.out];
       for (size_t k = 0; k < n.inputs.size(); ++k) {
         const Tensor &kt = g.tensors[n.inputs[k]];

@@ -241,6 +241,71 @@ TEST(Tiler, ConvWeightsLargerThanTheSpmStreamInMulticastSlices) {
   }
 }
 
+// A 12x12 output with 192 channels (12 panels of 16) on 5 clusters: split by rows or by
+// channels, the busiest cluster computes a quarter of the work (3 of 12 rows or panels) where
+// a fifth is the mean. Split by rows and channels at once (groups of clusters, each group a
+// channel range split by rows: here four clusters take 3 rows each of channels 0..160, the
+// fifth all rows of the last 32 channels) the slowest call is shorter. The pipeline
+// candidates choose it by the native cost model; each range's parameters are multicast once
+// to its clusters (every parameter byte crosses the DDR once), and the outputs equal the
+// layer schedule's bit for bit and a direct reference. Two clusters have no such split.
+TEST(Tiler, ConvolutionSplitByRowsAndChannelsWhereOneDSplitsLeaveRoundsUnbalanced) {
+  test::OnnxBuilder b;
+  b.input("x", {1, 64, 12, 12});
+  auto w = b.weight("w", {192, 64, 3, 3}, 0.03f);
+  auto bias = b.weight("b", {192}, 0.1f);
+  auto &conv = b.node("Conv", {"x", "w", "b"}, {"y"});
+  test::OnnxBuilder::ints(conv, "pads", {1, 1, 1, 1});
+  b.output("y");
+  test::ref::T x = test::ref::make(64, 12, 12);
+  for (size_t i = 0; i < x.v.size(); ++i)
+    x.v[i] = std::sin(0.03f * float(i));
+  const auto want = test::ref::conv(x, w, bias, 192, 3, 1, 1);
+  auto g = import_onnx_bytes(b.bytes());
+  ASSERT_TRUE(g.ok());
+  ASSERT_TRUE(passes::optimize(g.value()).ok());
+  for (unsigned clusters : {5u, 2u}) {
+    SCOPED_TRACE(clusters);
+    CompileOptions opt;
+    opt.device = manycl::device::preset("mppa3").value();
+    opt.clusters = clusters;
+    opt.schedule = "layer";
+    auto layer = compile_graph(g.value(), opt);
+    ASSERT_TRUE(layer.ok()) << layer.error().message;
+    opt.schedule = "pipeline";
+    opt.dump_schedule = true;
+    auto out = compile_graph(g.value(), opt);
+    ASSERT_TRUE(out.ok()) << out.error().message;
+    const auto &o = out.value();
+    const auto conv_op =
+        *std::find_if(o.ops.begin(), o.ops.end(), [](const OpReport &r) { return r.op == "Conv"; });
+    if (clusters < 3) {
+      EXPECT_EQ(conv_op.split.find(" x "), std::string::npos) << o.report_text();
+    } else {
+      EXPECT_EQ(conv_op.split, "rows x channels") << o.report_text();
+      EXPECT_LT(o.total_cycles, layer.value().total_cycles);
+      // The boxes (schedule dump): four clusters share a channel range by rows.
+      EXPECT_NE(o.schedule.find("split rows x channels"), std::string::npos) << o.schedule;
+      EXPECT_NE(o.schedule.find("c0 rows 0..3 ch 0..160; c1 rows 3..6 ch 0..160"),
+                std::string::npos);
+      EXPECT_NE(o.schedule.find("c4 rows 0..12 ch 160..192"), std::string::npos);
+      // Each range's parameters multicast once: the DDR reads the blob once.
+      EXPECT_LE(param_ddr_bytes(o.program), o.params_bytes);
+      EXPECT_GT(param_ddr_bytes(o.program) + 5 * 64, o.params_bytes); // but section alignment
+      EXPECT_GT(count(o.program).multicast, 0);
+    }
+    auto run = run_on("mppa3", o.program, x.v);
+    ASSERT_TRUE(run.ok()) << run.error().message;
+    auto by_layer = run_on("mppa3", layer.value().program, x.v);
+    ASSERT_TRUE(by_layer.ok()) << by_layer.error().message;
+    auto got = test::as_floats(run.value().outputs[1]);
+    ASSERT_EQ(got.size(), want.v.size());
+    EXPECT_EQ(run.value().outputs[1], by_layer.value().outputs[1]); // same order of arithmetic
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want.v[i], 1e-4f * (1.0f + std::fabs(want.v[i]))) << i;
+  }
+}
+
 // A residual block whose three 100 KiB-per-cluster activations (the Add's two inputs and
 // its output) exceed a 256 KiB SPM: the Add writes over its dying input, so nothing spills
 // (placing the three apart spilled one to DDR). Numerics against a direct reference.

@@ -205,8 +205,8 @@ Result<std::optional<CompileOutput>> compile_pipeline(const Graph &graph,
                                                       unsigned clusters, const Policy &policy,
                                                       const CompileOutput &layer) {
   std::set<std::string> built;
-  auto build = [&](const CompileOutput &figures, bool exchange_splits,
-                   int64_t granule = kPanel) -> Result<std::optional<CompileOutput>> {
+  auto build = [&](const CompileOutput &figures, bool exchange_splits, int64_t granule = kPanel,
+                   bool tile_splits = false) -> Result<std::optional<CompileOutput>> {
     std::vector<uint64_t> compute;
     for (const OpReport &r : figures.ops)
       compute.push_back(r.compute_cycles);
@@ -216,6 +216,7 @@ Result<std::optional<CompileOutput>> compile_pipeline(const Graph &graph,
       c->spm_headroom = headroom;
       c->exchange_splits = exchange_splits;
       c->channel_granule = granule;
+      c->tile_splits = tile_splits;
       auto fits = c->layout();
       if (!fits)
         return fits.error();
@@ -254,6 +255,18 @@ Result<std::optional<CompileOutput>> compile_pipeline(const Graph &graph,
       continue;
     auto again = build(*exchanged.value(), true, granule);
     if (auto r = keep(exchanged); !r)
+      return r.error();
+    if (auto r = keep(again); !r)
+      return r.error();
+  }
+  // And with convolutions split by rows and channels at once where the native cost model
+  // finds that faster (split_tiles.cpp): the same as a candidate above when none is.
+  auto tiled = build(layer, true, kPanel, true);
+  if (!tiled)
+    return tiled.error();
+  if (tiled.value()) {
+    auto again = build(*tiled.value(), true, kPanel, true);
+    if (auto r = keep(tiled); !r)
       return r.error();
     if (auto r = keep(again); !r)
       return r.error();

@@ -4,6 +4,7 @@
 
 #include "kann/passes.h"
 #include "kann/timing.h"
+#include <bit>
 #include <numeric>
 
 namespace kann::tiler {
@@ -131,6 +132,31 @@ void Compiler::emit_slice_load(size_t s, size_t j, uint64_t spm, bool notify,
     push(from, d);
     ddr[from] += hi - lo;
   };
+  if (!op.param_masks.empty()) {
+    // Rows x channels: each channel range's slice multicast to the clusters computing it,
+    // by one of them (rotating between operators), or loaded by its only cluster.
+    for (size_t i = 0; i < pb.slots.size() && i < op.param_masks.size(); ++i) {
+      const uint32_t mask = op.param_masks[i];
+      if (pb.slots[i].size() <= j || mask == 0)
+        continue;
+      const int members = std::popcount(mask);
+      unsigned from = 0;
+      if (issuer >= 0 && (mask >> unsigned(issuer) & 1u)) {
+        from = unsigned(issuer);
+      } else {
+        uint32_t rest = mask; // the (s mod members)-th cluster of the range
+        for (size_t skip = s % size_t(members); skip > 0; --skip)
+          rest &= rest - 1;
+        from = unsigned(std::countr_zero(rest));
+      }
+      load(from, pb.slots[i][j], members > 1 ? mask : 0);
+      if (notify)
+        for (unsigned c = 0; c < K; ++c)
+          if (mask & (1u << c))
+            ++weight_signals[c];
+    }
+    return;
+  }
   if (pb.shared) {
     if (pb.slots.empty() || pb.slots[0].size() <= j)
       return;
@@ -387,7 +413,8 @@ Result<void> Compiler::emit_compute(size_t s, StepTraffic &traffic, OpReport &re
         }
       }
     }
-    if (op.params.shared && j + 2 < nslices && K > 1) {
+    // A multicast slice's buffer is reused once every cluster it went to is past it.
+    if ((op.params.shared || !op.param_masks.empty()) && j + 2 < nslices && K > 1) {
       for (unsigned c = 0; c < K; ++c)
         prog.streams[c].push_back(format::Record{KBIN_FN_BARRIER, {}});
       traffic.slice_barriers += 1;

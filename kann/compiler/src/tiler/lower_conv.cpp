@@ -178,19 +178,20 @@ void Compiler::call_conv(const PlannedOp &op, const CallTiles &t, Call &call) co
     int8_clamp(y, n.act, a.output_min, a.output_max);
     a.act = {MCL_ACT_NONE, 0.0f, 0.0f};
   }
-  // No address table is stored (no blob bytes, no DMA, no SPM): the call derives it from
-  // the geometry; only tiles with taps in the padding need the pad row for that.
+  a.flags |= conv_table_flag(op, a);
+  call.add(op.conv_fn(), a);
+}
+
+// No address table is stored (no blob bytes, no DMA, no SPM): the call derives it from the
+// geometry; only tiles with taps in the padding need the pad row for that.
+uint16_t Compiler::conv_table_flag(const PlannedOp &op, const mcl_conv_args &a) {
   const int64_t last_y = int64_t(a.origin_y) + int64_t(a.output.h - 1) * a.stride_h +
                          int64_t(a.kernel_h - 1) * a.dilation_h;
   const int64_t last_x = int64_t(a.origin_x) + int64_t(a.output.w - 1) * a.stride_w +
                          int64_t(a.kernel_w - 1) * a.dilation_w;
-  if (!op.transposed && a.origin_y >= 0 && a.origin_x >= 0 && last_y < int64_t(a.input.h) &&
-      last_x < int64_t(a.input.w)) {
-    a.flags |= MCL_CONV_NO_TABLE;
-  } else {
-    a.flags |= MCL_CONV_IMPLICIT_TABLE;
-  }
-  call.add(op.conv_fn(), a);
+  const bool inside = !op.transposed && a.origin_y >= 0 && a.origin_x >= 0 &&
+                      last_y < int64_t(a.input.h) && last_x < int64_t(a.input.w);
+  return inside ? uint16_t(MCL_CONV_NO_TABLE) : uint16_t(MCL_CONV_IMPLICIT_TABLE);
 }
 
 } // namespace kann::tiler

@@ -4,6 +4,7 @@
 #include "tiler/tiler.h"
 
 #include <algorithm>
+#include <bit>
 
 #include "kann/passes.h"
 
@@ -23,7 +24,19 @@ Result<void> Compiler::pack_params() {
       opt.progress("packing parameters", s, ops.size());
     PlannedOp &op = ops[s];
     const Node &n = g.nodes[op.node];
-    if (op.kind == Lowering::Conv) {
+    if (op.kind == Lowering::Conv && !op.param_masks.empty()) {
+      // Rows x channels: one set of slices per channel range, multicast to its clusters.
+      op.params.slots.assign(op.param_masks.size(), {});
+      for (size_t i = 0; i < op.param_masks.size(); ++i) {
+        const unsigned c = unsigned(std::countr_zero(op.param_masks[i]));
+        for (const Box &part : weight_slices(op, op.out_box[c])) {
+          auto packed = pack_conv_slice(op, n, c, part);
+          if (!packed)
+            return packed.error();
+          op.params.slots[i].push_back({part, std::move(packed.value()), 0});
+        }
+      }
+    } else if (op.kind == Lowering::Conv) {
       // Spatial split: one set of slices multicast to all. Channel split: each cluster's
       // slice of output channels ([cout][cin/groups][kh][kw] rows are contiguous).
       op.params.shared = op.split == "rows";

@@ -18,6 +18,8 @@
 
 #include "kann/timing.h"
 
+#include <bit>
+
 namespace kann::tiler {
 
 namespace {
@@ -74,10 +76,15 @@ void Compiler::plan_pipeline() {
       continue;
     SpmBuffer &b = buffers[op.params.buffer];
     const bool shared = op.kind == Lowering::Conv && op.split == "rows";
-    // DDR bytes of the first slice: one multicast, or one load per cluster.
+    // DDR bytes of the first slice: one multicast, one per channel range (rows x channels),
+    // or one load per cluster.
     uint64_t total = 0;
-    for (unsigned c = 0; c < K; ++c)
-      total = shared ? std::max(total, b.bytes[c]) : total + b.bytes[c];
+    if (!op.param_masks.empty())
+      for (uint32_t mask : op.param_masks)
+        total += mask ? b.bytes[unsigned(std::countr_zero(mask))] : 0;
+    else
+      for (unsigned c = 0; c < K; ++c)
+        total = shared ? std::max(total, b.bytes[c]) : total + b.bytes[c];
     if (total == 0)
       continue;
     // Latest step first: (step, bytes) taken from each step's room.

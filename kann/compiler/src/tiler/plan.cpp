@@ -433,7 +433,8 @@ Result<void> Compiler::plan_op(PlannedOp &op, const Node &n) {
     op.pt = p[0], op.pl = p[1], op.pb = p[2], op.pr = p[3];
     op.groups = n.attr("group", 1);
     op.out_box = split_rows(y.H, yc);
-    if (op.kind == Lowering::Conv && K > 1 && !in_group_node(op.node) && choose_channel_split(op))
+    if (op.kind == Lowering::Conv && K > 1 && !in_group_node(op.node) &&
+        !(tile_splits && choose_tile_split(op)) && choose_channel_split(op))
       op.split = "channels", op.out_box = split_channels(y.H, yc, channel_granule);
     break;
   }

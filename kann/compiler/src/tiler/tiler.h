@@ -8,6 +8,7 @@
 //   lower.cpp          dispatch by ir::Lowering (kann/ops.h) to the lowering of each kind:
 //   lower_*.cpp        one file per lowering kind: input boxes, native calls, weight packing
 //   pipeline.cpp       the "pipeline" schedule: parameter loads spread over earlier steps
+//   split_tiles.cpp    convolutions split by rows and channels at once (2-D boxes)
 //   group.cpp          layer groups: consecutive operators run band by band, intermediates
 //                      kept in the SPM (the "group" schedule)
 //   schedule_dump.cpp  the schedule as text (CompileOptions::dump_schedule, golden tests)
@@ -169,6 +170,10 @@ struct PlannedOp {
       j += const_operands.count(i) ? 0 : 1;
     return j;
   }
+  // A "rows x channels" split (split_tiles.cpp): per range of output channels, the clusters
+  // that compute it, each a band of its rows. The range's parameters are packed once and
+  // multicast to those clusters (ParamBlock slot i goes to param_masks[i]). Empty otherwise.
+  std::vector<uint32_t> param_masks;
   uint32_t conv_fn() const {
     return transposed ? MCL_NATIVE_FN_CONV_TRANSPOSE2D : MCL_NATIVE_FN_CONV2D;
   }
@@ -295,6 +300,7 @@ struct Compiler {
   double spm_headroom = 0.85;
   std::vector<std::vector<ParamPiece>> pieces_at;
   bool exchange_splits = false; // convolutions split by channel_split_pays (pipeline.cpp)
+  bool tile_splits = false;     // and by rows and channels at once when faster (split_tiles.cpp)
   // Channel splits of convolutions start on multiples of this many channels (the packed
   // panel width by default: no slice packs padding channels).
   int64_t channel_granule = kPanel;
@@ -340,6 +346,9 @@ struct Compiler {
   std::vector<Box> weight_slices(const PlannedOp &op, const Box &b) const;
   std::vector<Box> chunk_boxes(const PlannedOp &op, unsigned c) const;
   bool choose_channel_split(const PlannedOp &op) const;
+  // ---- rows x channels splits (split_tiles.cpp) ----
+  bool choose_tile_split(PlannedOp &op) const;
+  uint64_t split_cycles(const PlannedOp &op, const std::vector<Box> &boxes) const;
   Result<void> plan_op(PlannedOp &op, const Node &n);
   Result<void> lifetimes();
   std::vector<int> plan_in_place() const;
@@ -389,6 +398,9 @@ struct Compiler {
   // lower_conv.cpp: Conv, ConvTranspose (and the sliding-window input rows of pooling)
   Box need_window(const PlannedOp &op, const Act &in, const Box &o) const;
   mcl_conv_args conv_args_shape(const PlannedOp &op, const Box &ib, const Box &ob) const;
+  // MCL_CONV_NO_TABLE when every tap of the call lies inside its input, else
+  // MCL_CONV_IMPLICIT_TABLE (the call derives the table; padding taps read the pad row).
+  static uint16_t conv_table_flag(const PlannedOp &op, const mcl_conv_args &a);
   Result<std::vector<uint8_t>> pack_conv_slice(const PlannedOp &op, const Node &n, unsigned c,
                                                const Box &part) const;
   void call_conv(const PlannedOp &op, const CallTiles &t, Call &call) const;

@@ -36,6 +36,15 @@ void partitions(unsigned total, unsigned largest, std::vector<unsigned> &prefix,
 }
 } // namespace
 
+// Modeled cycles of the native call computing output box `ob` of a convolution.
+uint64_t Compiler::conv_box_cycles(const PlannedOp &op, const Box &ob) const {
+  mcl_conv_args a = conv_args_shape(op, need_for(op, 0, ob), ob);
+  a.flags |= conv_table_flag(op, a);
+  mcl_native_cost_breakdown cost{};
+  mcl_native_cost_detail(op.conv_fn(), &a, opt.device.pes_per_cluster, &cost);
+  return cost.total;
+}
+
 // Modeled cycles of the slowest cluster of a convolution split into `boxes`: its native call
 // plus the NoC time of the input rows it gathers from other clusters (the producer's owned
 // boxes) and of the output rows it hands to a consumer split by rows (each transfer pays the
@@ -51,10 +60,6 @@ uint64_t Compiler::split_cycles(const PlannedOp &op, const std::vector<Box> &box
     if (ob.empty())
       continue;
     const Box ib = need_for(op, 0, ob);
-    mcl_conv_args a = conv_args_shape(op, ib, ob);
-    a.flags |= conv_table_flag(op, a);
-    mcl_native_cost_breakdown cost{};
-    mcl_native_cost_detail(op.conv_fn(), &a, d.pes_per_cluster, &cost);
     double noc = 0.0;
     auto transfer = [&](double bytes) {
       if (bytes > 0)
@@ -70,7 +75,7 @@ uint64_t Compiler::split_cycles(const PlannedOp &op, const std::vector<Box> &box
       if (to != c && !part.empty())
         transfer(double(part.rows() * y.W * part.chans() * y.es));
     }
-    worst = std::max(worst, cost.total + uint64_t(noc));
+    worst = std::max(worst, conv_box_cycles(op, ob) + uint64_t(noc));
   }
   return worst;
 }
@@ -99,15 +104,9 @@ bool Compiler::choose_tile_split(PlannedOp &op) const {
   auto group_cost = [&](unsigned k, int64_t p) {
     auto [it, fresh] = memo.try_emplace({k, p}, 0);
     if (fresh)
-      for (const Box &b : group_boxes(k, 0, std::min(yc, p * kPanel))) {
-        if (b.empty())
-          continue;
-        mcl_conv_args a = conv_args_shape(op, need_for(op, 0, b), b);
-        a.flags |= conv_table_flag(op, a);
-        mcl_native_cost_breakdown cost{};
-        mcl_native_cost_detail(op.conv_fn(), &a, opt.device.pes_per_cluster, &cost);
-        it->second = std::max(it->second, cost.total);
-      }
+      for (const Box &b : group_boxes(k, 0, std::min(yc, p * kPanel)))
+        if (!b.empty())
+          it->second = std::max(it->second, conv_box_cycles(op, b));
     return it->second;
   };
   std::vector<std::vector<unsigned>> shapes;

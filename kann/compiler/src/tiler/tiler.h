@@ -349,6 +349,7 @@ struct Compiler {
   // ---- rows x channels splits (split_tiles.cpp) ----
   bool choose_tile_split(PlannedOp &op) const;
   uint64_t split_cycles(const PlannedOp &op, const std::vector<Box> &boxes) const;
+  uint64_t conv_box_cycles(const PlannedOp &op, const Box &ob) const;
   Result<void> plan_op(PlannedOp &op, const Node &n);
   Result<void> lifetimes();
   std::vector<int> plan_in_place() const;

@@ -44,7 +44,7 @@ constexpr uint32_t kWeightSignal = 0; // counts parameter slices arrived in a cl
 // Counts, on the cluster that multicasts an operator's parameter slices, the other clusters
 // done with a slice, so that it may multicast the slice after next into that slice's buffer.
 constexpr uint32_t kSliceFreeSignal = 1;
-constexpr int64_t kPanel = 16;        // output channels per packed weight panel (the native format)
+constexpr int64_t kPanel = 16; // output channels per packed weight panel (the native format)
 inline uint64_t align_up(uint64_t v, uint64_t a = kAlign) {
   return (v + a - 1) / a * a;
 }

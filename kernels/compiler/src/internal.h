@@ -10,6 +10,7 @@
 #include <vector>
 
 namespace llvm {
+class Function;
 class Module;
 class LLVMContext;
 class ObjectCache;
@@ -94,6 +95,12 @@ void guardIntegerDivision(llvm::Module &M);
 // KernelInfo::cost: Uniform where the work-group builder found that all work-items take the same
 // path, else PerCall (cost_instrument.cpp).
 void instrumentCost(llvm::Module &M, std::vector<KernelInfo> &kernels);
+// Stops guarded loops at the first trip their guard fails, where that guard can only fail from
+// there on (`if (x < s)` in a work-item loop), and marks them kNarrowedLoopMd
+// (narrow_loops.cpp). True when it changed `F`.
+bool narrowGuardedLoops(llvm::Function &F);
+/// Loop-ID property of the loops narrowGuardedLoops narrowed: their trips are some work-items'.
+inline constexpr const char *kNarrowedLoopMd = "manycl.narrowed";
 // False when MANYCL_COST=0 (kernels built without cost instrumentation).
 bool costInstrumentation();
 // True when MANYCL_COST=per-trip: every loop trip adds its ticks at run time, none is

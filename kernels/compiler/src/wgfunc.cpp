@@ -1240,6 +1240,16 @@ static unsigned addLoopBarriers(Function &wi, unsigned nargs, FunctionCallee bar
   return static_cast<unsigned>(latches.size());
 }
 
+// narrowGuardedLoops on the kernels' entry points (work-group and region functions).
+struct NarrowGuardedLoopsPass : PassInfoMixin<NarrowGuardedLoopsPass> {
+  PreservedAnalyses run(Function &F, FunctionAnalysisManager &) {
+    const StringRef name = F.getName();
+    if (!name.startswith("__manycl_region_") && !name.startswith("__manycl_wg_"))
+      return PreservedAnalyses::all();
+    return narrowGuardedLoops(F) ? PreservedAnalyses::none() : PreservedAnalyses::all();
+  }
+};
+
 static const std::set<std::string> &knownRuntimeSymbols() {
   static const std::set<std::string> s = {"__manycl_barrier"};
   return s;
@@ -1772,6 +1782,12 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
     pto.LoopVectorization = !po.opt_disable;
     pto.SLPVectorization = !po.opt_disable;
     PassBuilder PB(TM.get(), pto);
+    // Guarded work-item loops stop where their guard fails for good (narrow_loops.cpp): after
+    // unswitching has taken the uniform conditions out of them, before the vectorizer.
+    if (!po.opt_disable)
+      PB.registerVectorizerStartEPCallback([](FunctionPassManager &FPM, OptimizationLevel) {
+        FPM.addPass(NarrowGuardedLoopsPass());
+      });
     PB.registerModuleAnalyses(MAM);
     PB.registerCGSCCAnalyses(CGAM);
     PB.registerFunctionAnalyses(FAM);

@@ -1,0 +1,212 @@
+// Guarded loops narrowed to the trips their guard lets through.
+//
+// A tree reduction's step `if (l < s) t[l] += t[l + s];` runs, after the region builder, as a
+// work-item loop over the whole group whose body is guarded by `x < s`: the vectorizer turns it
+// into masked loads and stores over all items, of which fewer than half do anything (8 steps x
+// 256 items for 255 additions in groups of 256). Masked stores are cheap with AVX-512 and slow
+// with AVX2 (vmaskmovps: tens of cycles on AMD Zen 3), and the <16 x i64> compares that build
+// the masks spill on AVX2's 16 registers. Since `x` only grows, once the guard fails it fails
+// for every later trip: the loop can stop there, and start only if the first trip passes it.
+// The trips left run the body unconditionally, so it vectorizes without masks.
+//
+// The transformation (at the vectorizer's start, when loops are simplified, rotated and
+// unswitched): an innermost loop whose block G, run on every trip (it dominates the latch),
+// branches on `A pred B` where A is an induction variable of step +1 that does not wrap (or its
+// zero or sign extension), B is loop invariant and pred keeps trips while A is below B (ult,
+// ule, slt, sle; `A == 0` unsigned is `A <= 0`); the other successor reaches the latch without
+// doing anything (it is the latch, or an empty block before it); no value of the loop is used
+// after it (the trips dropped would not change any). Then: the preheader enters the loop only
+// when the first trip passes the guard, the latch leaves when the next trip would fail it, and
+// G branches to its guarded successor unconditionally. The loop gets `manycl.narrowed` in its
+// loop ID: its trips are those of some work-items only, which the cost instrumentation charges
+// as divergent work (cost_instrument.cpp).
+#include "internal.h"
+
+#include <llvm/Analysis/AssumptionCache.h>
+#include <llvm/Analysis/LoopInfo.h>
+#include <llvm/Analysis/ScalarEvolution.h>
+#include <llvm/Analysis/ScalarEvolutionExpressions.h>
+#include <llvm/Analysis/TargetLibraryInfo.h>
+#include <llvm/IR/Dominators.h>
+#include <llvm/IR/IRBuilder.h>
+#include <llvm/IR/Instructions.h>
+#include <llvm/IR/PatternMatch.h>
+#include <llvm/TargetParser/Triple.h>
+#include <llvm/Transforms/Utils/BasicBlockUtils.h>
+
+namespace manycl::compiler::detail {
+using namespace llvm;
+
+namespace {
+
+// The compared value A: an induction variable of `L` with step +1 that does not wrap in the
+// predicate's signedness, or its extension of the same signedness.
+struct Induction {
+  PHINode *phi = nullptr;
+  Instruction::CastOps cast = Instruction::CastOpsEnd; // none
+};
+
+bool asInduction(Value *v, const Loop &L, ScalarEvolution &SE, bool isSigned, Induction &out) {
+  Value *base = v;
+  out.cast = Instruction::CastOpsEnd;
+  if (auto *c = dyn_cast<CastInst>(v)) {
+    if (c->getOpcode() != (isSigned ? Instruction::SExt : Instruction::ZExt))
+      return false;
+    out.cast = c->getOpcode();
+    base = c->getOperand(0);
+  }
+  auto *phi = dyn_cast<PHINode>(base);
+  if (!phi || phi->getParent() != L.getHeader() || !phi->getType()->isIntegerTy())
+    return false;
+  auto *ar = dyn_cast<SCEVAddRecExpr>(SE.getSCEV(phi));
+  if (!ar || ar->getLoop() != &L || !ar->isAffine())
+    return false;
+  auto *step = dyn_cast<SCEVConstant>(ar->getStepRecurrence(SE));
+  if (!step || !step->getValue()->isOne())
+    return false;
+  if (!ar->hasNoSelfWrap() || !(isSigned ? ar->hasNoSignedWrap() : ar->hasNoUnsignedWrap()))
+    return false;
+  out.phi = phi;
+  return true;
+}
+
+// The value of A on the next trip (at the latch) or on the first one (in the preheader).
+Value *valueOf(const Induction &a, Value *ivValue, Type *type, IRBuilder<> &B) {
+  if (a.cast == Instruction::CastOpsEnd)
+    return ivValue;
+  return B.CreateCast(a.cast, ivValue, type);
+}
+
+void markNarrowed(Loop &L) {
+  LLVMContext &C = L.getHeader()->getContext();
+  SmallVector<Metadata *, 4> ops{nullptr};
+  if (MDNode *id = L.getLoopID())
+    for (unsigned i = 1; i < id->getNumOperands(); ++i)
+      ops.push_back(id->getOperand(i));
+  ops.push_back(MDNode::get(C, {MDString::get(C, kNarrowedLoopMd)}));
+  MDNode *id = MDNode::getDistinct(C, ops);
+  id->replaceOperandWith(0, id);
+  L.setLoopID(id);
+}
+
+bool narrow(Loop &L, DominatorTree &DT, ScalarEvolution &SE) {
+  BasicBlock *pre = L.getLoopPreheader(), *latch = L.getLoopLatch(), *exit = L.getUniqueExitBlock();
+  if (!pre || !latch || !exit || L.getExitingBlock() != latch)
+    return false;
+  auto *latchBr = dyn_cast<BranchInst>(latch->getTerminator());
+  auto *preBr = dyn_cast<BranchInst>(pre->getTerminator());
+  if (!latchBr || !latchBr->isConditional() || !preBr || preBr->isConditional())
+    return false;
+  // No value of the loop may be used after it: trips dropped could have changed it.
+  for (BasicBlock *b : L.blocks())
+    for (Instruction &I : *b)
+      for (User *u : I.users())
+        if (!L.contains(cast<Instruction>(u)))
+          return false;
+
+  for (BasicBlock *g : L.blocks()) {
+    if (g == latch || !DT.dominates(g, latch))
+      continue;
+    auto *br = dyn_cast<BranchInst>(g->getTerminator());
+    if (!br || !br->isConditional())
+      continue;
+    auto *cmp = dyn_cast<ICmpInst>(br->getCondition());
+    if (!cmp)
+      continue;
+    for (unsigned work = 0; work < 2; ++work) {
+      BasicBlock *taken = br->getSuccessor(work), *skip = br->getSuccessor(1 - work);
+      if (!L.contains(taken) || taken == skip)
+        continue;
+      if (skip != latch && !(L.contains(skip) && skip->getSinglePredecessor() == g &&
+                             skip->getSingleSuccessor() == latch && skip->size() == 1))
+        continue;
+      // What a failing trip runs (every block the guarded successor does not dominate) must
+      // do nothing: the trips dropped would have run it.
+      if (!all_of(L.blocks(), [&](BasicBlock *b) {
+            return DT.dominates(taken, b) || none_of(*b, [](Instruction &I) {
+                     return !I.isTerminator() && I.mayHaveSideEffects();
+                   });
+          }))
+        continue;
+      // The predicate under which `taken` runs, with A on the left.
+      CmpInst::Predicate pred = work == 0 ? cmp->getPredicate() : cmp->getInversePredicate();
+      Value *a = cmp->getOperand(0), *b = cmp->getOperand(1);
+      if (!L.isLoopInvariant(b)) {
+        std::swap(a, b);
+        pred = CmpInst::getSwappedPredicate(pred);
+      }
+      if (!L.isLoopInvariant(b))
+        continue;
+      if (pred == CmpInst::ICMP_EQ && match(b, PatternMatch::m_Zero()))
+        pred = CmpInst::ICMP_ULE; // A == 0 for an unsigned A that only grows
+      if (pred != CmpInst::ICMP_ULT && pred != CmpInst::ICMP_ULE && pred != CmpInst::ICMP_SLT &&
+          pred != CmpInst::ICMP_SLE)
+        continue;
+      Induction ind;
+      if (!asInduction(a, L, SE, CmpInst::isSigned(pred), ind))
+        continue;
+      if (auto *bi = dyn_cast<Instruction>(b); bi && !DT.dominates(bi, preBr))
+        continue;
+      Value *start = ind.phi->getIncomingValueForBlock(pre);
+      Value *next = ind.phi->getIncomingValueForBlock(latch);
+      auto *nextI = dyn_cast<Instruction>(next);
+      if (!start || !next || (nextI && !DT.dominates(nextI, latchBr)))
+        continue;
+
+      // Enter only when the first trip passes the guard.
+      IRBuilder<> P(preBr);
+      Value *enter = P.CreateICmp(pred, valueOf(ind, start, a->getType(), P), b, "narrow.enter");
+      P.CreateCondBr(enter, L.getHeader(), exit);
+      preBr->eraseFromParent();
+      // Values the exit's phis take from the loop are defined before it (none of the loop's are
+      // used after it): the same from the preheader.
+      for (PHINode &phi : exit->phis())
+        phi.addIncoming(phi.getIncomingValueForBlock(latch), pre);
+      // Leave when the next trip would fail it.
+      IRBuilder<> T(latchBr);
+      Value *stay = T.CreateICmp(pred, valueOf(ind, next, a->getType(), T), b, "narrow.stay");
+      Value *cond = latchBr->getCondition();
+      latchBr->setCondition(latchBr->getSuccessor(0) == L.getHeader()
+                                ? T.CreateAnd(cond, stay)
+                                : T.CreateOr(cond, T.CreateNot(stay)));
+      // The trips left all pass the guard.
+      skip->removePredecessor(g);
+      BranchInst::Create(taken, br);
+      br->eraseFromParent();
+      if (cmp->use_empty())
+        cmp->eraseFromParent();
+      if (skip != latch && pred_empty(skip))
+        DeleteDeadBlock(skip);
+      markNarrowed(L);
+      return true;
+    }
+  }
+  return false;
+}
+
+} // namespace
+
+bool narrowGuardedLoops(Function &F) {
+  if (F.isDeclaration())
+    return false;
+  TargetLibraryInfoImpl tlii(Triple(F.getParent()->getTargetTriple()));
+  TargetLibraryInfo tli(tlii, &F);
+  AssumptionCache AC(F);
+  bool changed = false;
+  // Fresh analyses after each narrowed loop (its edges changed); a narrowed loop has no guard
+  // left, so each round narrows another one or stops.
+  for (bool again = true; again;) {
+    again = false;
+    DominatorTree DT(F);
+    LoopInfo LI(DT);
+    ScalarEvolution SE(F, tli, AC, DT, LI);
+    for (Loop *L : LI.getLoopsInPreorder())
+      if (L->isInnermost() && narrow(*L, DT, SE)) {
+        changed = again = true;
+        break;
+      }
+  }
+  return changed;
+}
+
+} // namespace manycl::compiler::detail

@@ -304,13 +304,6 @@ SmallPtrSet<const BasicBlock *, 16> divergentBlocks(Function &F, const LoopInfo 
         mark(&I);
     }
   }
-  // Work-item loops narrowed to the items their guard lets through (narrow_loops.cpp): the
-  // guard `x < s` left the loop, so no branch shows what is still work that only some items do
-  // (each PE runs the part of its slice below s).
-  for (const Loop *L : LI.getLoopsInPreorder())
-    if (L->getLoopDepth() == 2 && findOptionMDForLoop(L, kNarrowedLoopMd))
-      for (const BasicBlock *b : L->blocks())
-        out.insert(b);
   PostDominatorTree PDT(F);
   SmallPtrSet<const Instruction *, 16> followed;
   for (bool more = true; more;) {

@@ -99,7 +99,7 @@ void instrumentCost(llvm::Module &M, std::vector<KernelInfo> &kernels);
 // there on (`if (x < s)` in a work-item loop), and marks them kNarrowedLoopMd
 // (narrow_loops.cpp). True when it changed `F`.
 bool narrowGuardedLoops(llvm::Function &F);
-/// Loop-ID property of the loops narrowGuardedLoops narrowed: their trips are some work-items'.
+/// Loop-ID property of the loops narrowGuardedLoops narrowed.
 inline constexpr const char *kNarrowedLoopMd = "manycl.narrowed";
 // False when MANYCL_COST=0 (kernels built without cost instrumentation).
 bool costInstrumentation();

@@ -18,8 +18,8 @@
 // after it (the trips dropped would not change any). Then: the preheader enters the loop only
 // when the first trip passes the guard, the latch leaves when the next trip would fail it, and
 // G branches to its guarded successor unconditionally. The loop gets `manycl.narrowed` in its
-// loop ID: its trips are those of some work-items only, which the cost instrumentation charges
-// as divergent work (cost_instrument.cpp).
+// loop ID (tests and dumps show which loops were narrowed). The cost instrumentation then costs
+// the trips that run as work of every item (docs/device-model.md, "Narrowed work-item loops").
 #include "internal.h"
 
 #include <llvm/Analysis/AssumptionCache.h>
@@ -33,48 +33,28 @@
 #include <llvm/IR/PatternMatch.h>
 #include <llvm/TargetParser/Triple.h>
 #include <llvm/Transforms/Utils/BasicBlockUtils.h>
+#include <llvm/Transforms/Utils/ScalarEvolutionExpander.h>
 
 namespace manycl::compiler::detail {
 using namespace llvm;
 
 namespace {
 
-// The compared value A: an induction variable of `L` with step +1 that does not wrap in the
-// predicate's signedness, or its extension of the same signedness.
-struct Induction {
-  PHINode *phi = nullptr;
-  Instruction::CastOps cast = Instruction::CastOpsEnd; // none
-};
-
-bool asInduction(Value *v, const Loop &L, ScalarEvolution &SE, bool isSigned, Induction &out) {
-  Value *base = v;
-  out.cast = Instruction::CastOpsEnd;
-  if (auto *c = dyn_cast<CastInst>(v)) {
-    if (c->getOpcode() != (isSigned ? Instruction::SExt : Instruction::ZExt))
-      return false;
-    out.cast = c->getOpcode();
-    base = c->getOperand(0);
-  }
-  auto *phi = dyn_cast<PHINode>(base);
-  if (!phi || phi->getParent() != L.getHeader() || !phi->getType()->isIntegerTy())
-    return false;
-  auto *ar = dyn_cast<SCEVAddRecExpr>(SE.getSCEV(phi));
+// The compared value A: a value of `L` that grows by 1 each trip and does not wrap in the
+// predicate's signedness (an induction variable, its extension, a global id); its value on the
+// first trip.
+const SCEVAddRecExpr *asInduction(Value *v, const Loop &L, ScalarEvolution &SE, bool isSigned) {
+  if (!v->getType()->isIntegerTy())
+    return nullptr;
+  auto *ar = dyn_cast<SCEVAddRecExpr>(SE.getSCEV(v));
   if (!ar || ar->getLoop() != &L || !ar->isAffine())
-    return false;
+    return nullptr;
   auto *step = dyn_cast<SCEVConstant>(ar->getStepRecurrence(SE));
   if (!step || !step->getValue()->isOne())
-    return false;
-  if (!ar->hasNoSelfWrap() || !(isSigned ? ar->hasNoSignedWrap() : ar->hasNoUnsignedWrap()))
-    return false;
-  out.phi = phi;
-  return true;
-}
-
-// The value of A on the next trip (at the latch) or on the first one (in the preheader).
-Value *valueOf(const Induction &a, Value *ivValue, Type *type, IRBuilder<> &B) {
-  if (a.cast == Instruction::CastOpsEnd)
-    return ivValue;
-  return B.CreateCast(a.cast, ivValue, type);
+    return nullptr;
+  if (!(isSigned ? ar->hasNoSignedWrap() : ar->hasNoUnsignedWrap()))
+    return nullptr;
+  return ar;
 }
 
 void markNarrowed(Loop &L) {
@@ -142,29 +122,35 @@ bool narrow(Loop &L, DominatorTree &DT, ScalarEvolution &SE) {
       if (pred != CmpInst::ICMP_ULT && pred != CmpInst::ICMP_ULE && pred != CmpInst::ICMP_SLT &&
           pred != CmpInst::ICMP_SLE)
         continue;
-      Induction ind;
-      if (!asInduction(a, L, SE, CmpInst::isSigned(pred), ind))
+      const SCEVAddRecExpr *ind = asInduction(a, L, SE, CmpInst::isSigned(pred));
+      if (!ind)
         continue;
       if (auto *bi = dyn_cast<Instruction>(b); bi && !DT.dominates(bi, preBr))
         continue;
-      Value *start = ind.phi->getIncomingValueForBlock(pre);
-      Value *next = ind.phi->getIncomingValueForBlock(latch);
-      auto *nextI = dyn_cast<Instruction>(next);
-      if (!start || !next || (nextI && !DT.dominates(nextI, latchBr)))
+      auto *aI = dyn_cast<Instruction>(a);
+      SCEVExpander expander(SE, g->getModule()->getDataLayout(), "narrow");
+      if (!aI || !L.contains(aI) || !DT.dominates(aI, latchBr) ||
+          !expander.isSafeToExpandAt(ind->getStart(), preBr))
         continue;
 
       // Enter only when the first trip passes the guard.
+      Value *first = expander.expandCodeFor(ind->getStart(), a->getType(), preBr);
       IRBuilder<> P(preBr);
-      Value *enter = P.CreateICmp(pred, valueOf(ind, start, a->getType(), P), b, "narrow.enter");
+      Value *enter = P.CreateICmp(pred, first, b, "narrow.enter");
       P.CreateCondBr(enter, L.getHeader(), exit);
       preBr->eraseFromParent();
       // Values the exit's phis take from the loop are defined before it (none of the loop's are
       // used after it): the same from the preheader.
       for (PHINode &phi : exit->phis())
         phi.addIncoming(phi.getIncomingValueForBlock(latch), pre);
-      // Leave when the next trip would fail it.
+      // Stay while the next trip passes it: A + 1 < B for a strict bound (A < B <= max: no
+      // wrap), A < B for an inclusive one (A + 1 <= B without computing A + 1, which wraps
+      // when A = B = max).
       IRBuilder<> T(latchBr);
-      Value *stay = T.CreateICmp(pred, valueOf(ind, next, a->getType(), T), b, "narrow.stay");
+      Value *stay = CmpInst::isStrictPredicate(pred)
+                        ? T.CreateICmp(pred, T.CreateAdd(a, ConstantInt::get(a->getType(), 1)), b,
+                                       "narrow.stay")
+                        : T.CreateICmp(CmpInst::getStrictPredicate(pred), a, b, "narrow.stay");
       Value *cond = latchBr->getCondition();
       latchBr->setCondition(latchBr->getSuccessor(0) == L.getHeader()
                                 ? T.CreateAnd(cond, stay)

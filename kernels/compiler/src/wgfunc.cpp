@@ -878,6 +878,40 @@ static bool buildRegions(Module &M, Function *wi, const KernelInfo &k, uint64_t 
     for (size_t i = 0; i < allocas.size(); ++i)
       scopes.push_back(mdb.createAnonymousAliasScope(domain));
   }
+  // Accesses through the kernel's buffer arguments and its kernel-scope __local variables never
+  // reach the frame, which only the executor knows: they are outside every array's scope. In
+  // CLBlast's Xgemm the `k` loop reads the __local tiles between the accumulators' updates;
+  // without this the accumulators (in registers) were still stored to the frame at every trip,
+  // since any tile load might have read them back.
+  if (!scopes.empty()) {
+    MDNode *allScopes = MDNode::get(C, SmallVector<Metadata *, 16>(scopes.begin(), scopes.end()));
+    auto outsideFrame = [&](const Value *obj) {
+      if (auto *arg = dyn_cast<Argument>(obj))
+        return arg->getParent() == wi && arg->getArgNo() < nargs;
+      auto *ip = dyn_cast<IntToPtrInst>(obj);
+      auto *ld = ip ? dyn_cast<LoadInst>(ip->getOperand(0)) : nullptr;
+      auto *slot = ld ? dyn_cast<GetElementPtrInst>(ld->getPointerOperand()) : nullptr;
+      auto *idx = slot && slot->getPointerOperand() == w.ctx && slot->getNumIndices() == 1
+                      ? dyn_cast<ConstantInt>(slot->getOperand(1))
+                      : nullptr;
+      return idx && idx->getZExtValue() == SlotLocalStatic;
+    };
+    for (Instruction &I : instructions(*wi)) {
+      Value *ptrOp = nullptr;
+      if (auto *ld = dyn_cast<LoadInst>(&I))
+        ptrOp = ld->getPointerOperand();
+      else if (auto *st = dyn_cast<StoreInst>(&I))
+        ptrOp = st->getPointerOperand();
+      if (!ptrOp)
+        continue;
+      SmallVector<const Value *, 4> objs;
+      getUnderlyingObjects(ptrOp, objs, nullptr, 16);
+      if (objs.empty() || !all_of(objs, outsideFrame))
+        continue;
+      I.setMetadata(LLVMContext::MD_noalias,
+                    MDNode::concatenate(I.getMetadata(LLVMContext::MD_noalias), allScopes));
+    }
+  }
   for (size_t ai = 0; ai < allocas.size(); ++ai) {
     AllocaInst *a = allocas[ai];
     MDNode *scope = nullptr, *others = nullptr;

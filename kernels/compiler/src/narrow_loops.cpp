@@ -11,15 +11,15 @@
 //
 // The transformation (at the vectorizer's start, when loops are simplified, rotated and
 // unswitched): an innermost loop whose block G, run on every trip (it dominates the latch),
-// branches on `A pred B` where A is an induction variable of step +1 that does not wrap (or its
-// zero or sign extension), B is loop invariant and pred keeps trips while A is below B (ult,
-// ule, slt, sle; `A == 0` unsigned is `A <= 0`); the other successor reaches the latch without
-// doing anything (it is the latch, or an empty block before it); no value of the loop is used
-// after it (the trips dropped would not change any). Then: the preheader enters the loop only
-// when the first trip passes the guard, the latch leaves when the next trip would fail it, and
-// G branches to its guarded successor unconditionally. The loop gets `manycl.narrowed` in its
-// loop ID (tests and dumps show which loops were narrowed). The cost instrumentation then costs
-// the trips that run as work of every item (docs/device-model.md, "Narrowed work-item loops").
+// branches on `A pred B` where A grows by 1 per trip without wrapping (ScalarEvolution's
+// {start,+,1} with the no-wrap flag of pred's signedness), B is loop invariant and pred keeps trips
+// while A is below B (ult, ule, slt, sle; `A == 0` unsigned is `A <= 0`); the other successor
+// reaches the latch without doing anything (it is the latch, or an empty block before it); no value
+// of the loop is used after it (the trips dropped would not change any). Then: the preheader enters
+// the loop only when the first trip passes the guard, the latch leaves when the next trip would
+// fail it, and G branches to its guarded successor unconditionally. The loop gets `manycl.narrowed`
+// in its loop ID (tests and dumps show which loops were narrowed). The cost instrumentation then
+// costs the trips that run as work of every item (docs/device-model.md, "OpenCL C kernels").
 #include "internal.h"
 
 #include <llvm/Analysis/AssumptionCache.h>
@@ -40,9 +40,9 @@ using namespace llvm;
 
 namespace {
 
-// The compared value A: a value of `L` that grows by 1 each trip and does not wrap in the
-// predicate's signedness (an induction variable, its extension, a global id); its value on the
-// first trip.
+// The compared value A as {start,+,1} on `L`, when it does not wrap in the predicate's
+// signedness (an induction variable or its extension; not a 32-bit truncation of one, whose
+// flags ScalarEvolution cannot know).
 const SCEVAddRecExpr *asInduction(Value *v, const Loop &L, ScalarEvolution &SE, bool isSigned) {
   if (!v->getType()->isIntegerTy())
     return nullptr;

@@ -1,6 +1,7 @@
 #include "manycl/runtime/kbin.h"
 
 #include <cstring>
+#include <map>
 #include <mutex>
 
 #include "kann/steps.h"
@@ -46,14 +47,53 @@ bool is_kbin(const uint8_t *data, size_t size) {
   return size >= 8 && std::memcmp(data, KBIN_MAGIC, 8) == 0;
 }
 
-Result<std::shared_ptr<KbinExecutable>> KbinExecutable::load(const std::vector<uint8_t> &bytes, Device &device) {
+// Programs loaded with the same parameters on the same hardware (sub-devices share their
+// root's DDR) share one device copy: K sessions of a network on K sub-devices hold its
+// parameters once, as one device's clusters would, instead of K times. Blocks are matched by
+// size and contents; the last program that uses one frees it.
+namespace {
+std::mutex g_shared_params_mutex;
+std::multimap<std::pair<const device::Device *, size_t>, std::weak_ptr<SharedParams>>
+    g_shared_params;
+} // namespace
+
+SharedParams::~SharedParams() {
+  hardware.ddr().free(offset);
+}
+
+Result<std::shared_ptr<const SharedParams>>
+SharedParams::find_or_upload(device::Device &hardware, const std::vector<uint8_t> &bytes) {
+  std::lock_guard lock(g_shared_params_mutex);
+  const auto key = std::make_pair(static_cast<const device::Device *>(&hardware), bytes.size());
+  for (auto [it, end] = g_shared_params.equal_range(key); it != end;) {
+    auto shared = it->second.lock();
+    if (!shared) {
+      it = g_shared_params.erase(it);
+      continue;
+    }
+    if (std::memcmp(hardware.ddr().at(shared->offset), bytes.data(), bytes.size()) == 0)
+      return std::shared_ptr<const SharedParams>(std::move(shared));
+    ++it;
+  }
+  auto block = hardware.ddr().allocate(bytes.size());
+  if (!block)
+    return block.error();
+  std::memcpy(hardware.ddr().at(block.value()), bytes.data(), bytes.size());
+  auto shared = std::make_shared<SharedParams>(hardware, block.value());
+  g_shared_params.emplace(key, shared);
+  return std::shared_ptr<const SharedParams>(std::move(shared));
+}
+
+Result<std::shared_ptr<KbinExecutable>> KbinExecutable::load(const std::vector<uint8_t> &bytes,
+                                                             Device &device) {
   kann::format::DeviceLimits limits;
   limits.cluster_count = static_cast<uint32_t>(device.clusters().size());
   limits.spm_bytes = device.config().spm_bytes;
   auto program = kann::format::read_kbin(bytes.data(), bytes.size(), limits);
   if (!program)
-    return make_error("kbin rejected for " + device.config().name + " with " + std::to_string(limits.cluster_count) +
-                          " cluster(s) of " + std::to_string(limits.spm_bytes) + " B SPM: " + program.error().message,
+    return make_error("kbin rejected for " + device.config().name + " with " +
+                          std::to_string(limits.cluster_count) + " cluster(s) of " +
+                          std::to_string(limits.spm_bytes) + " B SPM: " + program.error().message,
                       -42 /* CL_INVALID_BINARY */);
   std::shared_ptr<KbinExecutable> exe(new KbinExecutable());
   exe->program_ = std::move(program.value());
@@ -84,16 +124,16 @@ Result<std::shared_ptr<KbinExecutable>> KbinExecutable::load(const std::vector<u
       exe->custom_functions_.emplace_back(name, address);
     }
   exe->hardware_ = &device.hardware();
+  exe->params_size_ = exe->program_.params.size();
   if (!exe->program_.params.empty()) {
-    // Parameters are uploaded once per program and device; every launch reads them in place.
-    auto block = exe->hardware_->ddr().allocate(exe->program_.params.size());
+    auto block = SharedParams::find_or_upload(*exe->hardware_, exe->program_.params);
     if (!block)
-      return make_error("kbin parameters (" + std::to_string(exe->program_.params.size()) +
+      return make_error("kbin parameters (" + std::to_string(exe->params_size_) +
                             " B) do not fit in the device DDR: " + block.error().message,
                         -4 /* CL_MEM_OBJECT_ALLOCATION_FAILURE */);
-    exe->params_offset_ = block.value();
-    exe->owns_params_ = true;
-    std::memcpy(exe->hardware_->ddr().at(block.value()), exe->program_.params.data(), exe->program_.params.size());
+    exe->params_block_ = std::move(block.value());
+    // The device copy is the only one read from now on.
+    std::vector<uint8_t>().swap(exe->program_.params);
   }
   return exe;
 }
@@ -107,8 +147,6 @@ void *KbinExecutable::resolve_custom(void *user, const char *name) {
 }
 
 KbinExecutable::~KbinExecutable() {
-  if (owns_params_)
-    hardware_->ddr().free(params_offset_);
   for (uint64_t block : idle_scratch_)
     hardware_->ddr().free(block);
 }
@@ -150,7 +188,6 @@ std::string KbinExecutable::interpreter_source() const {
   source += ") {\n  __mcl_kbin_cluster((uint)get_group_id(0));\n}\n";
   return source;
 }
-
 
 void register_kbin_natives() {
   static std::once_flag once;

@@ -25,17 +25,34 @@ inline constexpr const char *kKbinKernelName = "kann_network";
 
 bool is_kbin(const uint8_t *data, size_t size);
 
+// A program's parameters in device DDR, shared by the loaded programs with the same
+// parameters on the same hardware (kbin.cpp).
+struct SharedParams {
+  SharedParams(device::Device &hardware, uint64_t offset) : hardware(hardware), offset(offset) {}
+  ~SharedParams();
+  SharedParams(const SharedParams &) = delete;
+  SharedParams &operator=(const SharedParams &) = delete;
+  static Result<std::shared_ptr<const SharedParams>>
+  find_or_upload(device::Device &hardware, const std::vector<uint8_t> &bytes);
+  device::Device &hardware;
+  const uint64_t offset;
+};
+
 // A kbin validated for one device and with its parameters resident in that device's DDR.
 class KbinExecutable {
 public:
-  static Result<std::shared_ptr<KbinExecutable>> load(const std::vector<uint8_t> &bytes, Device &device);
+  static Result<std::shared_ptr<KbinExecutable>> load(const std::vector<uint8_t> &bytes,
+                                                      Device &device);
   ~KbinExecutable();
 
   const kann::format::Program &program() const { return program_; }
   const std::vector<uint8_t> &stream(unsigned cluster) const { return streams_[cluster]; }
   // Trace names of the operator steps (kann::format::step_names), as the interpreter takes them.
   const std::vector<const char *> &step_names() const { return step_name_ptrs_; }
-  mcl_ddr_window params() const { return {params_offset_, program_.params.size()}; }
+  // The parameters in device DDR (program().params is emptied once they are uploaded).
+  mcl_ddr_window params() const {
+    return {params_block_ ? params_block_->offset : 0, params_size_};
+  }
   device::Device &hardware() const { return *hardware_; }
   // The OpenCL C source of the interpreter kernel for this program's argument count.
   std::string interpreter_source() const;
@@ -55,8 +72,8 @@ private:
   std::vector<std::string> step_names_;
   std::vector<const char *> step_name_ptrs_;
   device::Device *hardware_ = nullptr;
-  uint64_t params_offset_ = 0;
-  bool owns_params_ = false;
+  std::shared_ptr<const SharedParams> params_block_;
+  uint64_t params_size_ = 0;
   mutable std::mutex scratch_mutex_;
   mutable std::vector<uint64_t> idle_scratch_; // blocks of finished launches
   // Custom-operator functions the records name, resolved in the registered native libraries

@@ -820,9 +820,9 @@ Result<void> ClusterContext::parallel_for(uint64_t count,
                                           const std::function<void(uint64_t, unsigned)> &body) {
   if (count == 0)
     return {};
-  if (t_pe || Cluster::inside_run_on_pes() || HostPool::inside_task()) {
-    // Nested (inside our own parallel_for, or inside a work-group the runtime fanned out
-    // over the PEs): the PE already running us does the whole range.
+  if (t_pe || HostPool::inside_task()) {
+    // Nested (inside our own parallel_for, or inside an OpenCL C work-group, which runs as a
+    // task or team member of the pool): the PE already running us does the whole range.
     const unsigned pe = t_pe ? t_pe->pe : 0;
     for (uint64_t i = 0; i < count; ++i)
       body(i, pe);

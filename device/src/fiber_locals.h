@@ -14,19 +14,21 @@ struct FiberLocals {
   ClusterContext *context = nullptr; // command.cpp: current cluster context
   void *pe_scope = nullptr;          // command.cpp: the modeled PE of a parallel_for slice
   const Cluster *cluster = nullptr;  // cluster.cpp: the cluster whose job runs here
-  bool in_pe_body = false;           // cluster.cpp
   std::string last_error;            // device_api.cpp: mcl_last_error()
+  bool inside_task = false;          // host_pool.cpp: a team member runs as a task
 };
 
 // Exchanges the calling thread's values with `saved`.
 void swap_command_locals(FiberLocals &saved);
 void swap_cluster_locals(FiberLocals &saved);
 void swap_api_locals(FiberLocals &saved);
+void swap_pool_locals(FiberLocals &saved);
 
 inline void swap_fiber_locals(FiberLocals &saved) {
   swap_command_locals(saved);
   swap_cluster_locals(saved);
   swap_api_locals(saved);
+  swap_pool_locals(saved);
 }
 
 } // namespace manycl::device

@@ -56,6 +56,7 @@ inline void cpu_relax() {
 #endif
 }
 
+// Fiber-local (swapped with each fiber, fiber_locals.h): a team member is inside a task.
 thread_local bool t_inside_task = false;
 thread_local Fiber *t_fiber = nullptr; // the fiber running on this thread, if any
 
@@ -67,11 +68,26 @@ struct TaskScope {
 using Clock = std::chrono::steady_clock;
 } // namespace
 
+void swap_pool_locals(FiberLocals &saved) {
+  std::swap(t_inside_task, saved.inside_task);
+}
+
+// The members of one run_team() call still running, and the calling fiber to wake when the
+// last one returns (null for a calling thread, which waits on fiber_done_). Under the pool's
+// mutex.
+struct FiberTeam {
+  unsigned running = 0;
+  Fiber *waiter = nullptr;
+};
+
 struct Fiber {
   enum class State : uint8_t { Ready, Running, Parked, Finished };
   ucontext_t context;
   void *stack = nullptr;
-  const std::function<void()> *job = nullptr;
+  const std::function<void()> *job = nullptr;            // run_cooperative's job, or
+  const std::function<void(unsigned)> *member = nullptr; // run_team's member...
+  unsigned member_index = 0;                             // ...with this index
+  FiberTeam *team = nullptr;
   HostPool *pool = nullptr;
   HostPool::Worker *worker = nullptr;
   State state = State::Ready; // under the pool's mutex
@@ -275,6 +291,32 @@ void HostPool::run(unsigned count, const std::function<void(unsigned)> &task) {
   }
 }
 
+void *HostPool::take_stack_locked(std::unique_lock<std::mutex> &lock) {
+  if (!idle_stacks_.empty()) {
+    void *stack = idle_stacks_.back();
+    idle_stacks_.pop_back();
+    return stack;
+  }
+  lock.unlock();
+  void *stack = allocate_stack();
+  lock.lock();
+  return stack;
+}
+
+void HostPool::queue_fresh_locked(Fiber &fiber, Worker &worker) {
+  fiber.pool = this;
+  fiber.worker = &worker;
+  fiber.state = Fiber::State::Ready;
+  worker.ready.push_back(&fiber);
+  work_epoch_.fetch_add(1, std::memory_order_release);
+  if (worker.idle) {
+    worker.idle = false;
+    worker.wake.notify_one();
+  } else {
+    wake_idle_workers_locked(1); // another worker may take it up first (steal_fresh_fiber)
+  }
+}
+
 void HostPool::run_cooperative(unsigned affinity, const std::function<void()> &job) {
   if (t_fiber || t_inside_task) {
     job();
@@ -290,33 +332,86 @@ void HostPool::run_cooperative(unsigned affinity, const std::function<void()> &j
     swap_fiber_locals(mine); // ...and puts them back
   }
   std::unique_lock lock(mutex_);
-  if (!idle_stacks_.empty()) {
-    fiber.stack = idle_stacks_.back();
-    idle_stacks_.pop_back();
-  } else {
-    lock.unlock();
-    fiber.stack = allocate_stack();
-    lock.lock();
-  }
+  fiber.stack = take_stack_locked(lock);
   if (!fiber.stack) {
     lock.unlock();
     job(); // no memory for a stack: run it here, blocking as a thread would
     return;
   }
-  Worker &worker = *workers_[affinity % workers_.size()];
-  fiber.pool = this;
-  fiber.worker = &worker;
-  fiber.state = Fiber::State::Ready;
-  worker.ready.push_back(&fiber);
-  work_epoch_.fetch_add(1, std::memory_order_release);
-  if (worker.idle) {
-    worker.idle = false;
-    worker.wake.notify_one();
-  } else {
-    wake_idle_workers_locked(1); // another worker may take it up first (steal_fresh_fiber)
-  }
+  queue_fresh_locked(fiber, *workers_[affinity % workers_.size()]);
   fiber_done_.wait(lock, [&] { return fiber.done; });
   idle_stacks_.push_back(fiber.stack);
+}
+
+void HostPool::run_team(unsigned count, unsigned affinity,
+                        const std::function<void(unsigned)> &member) {
+  if (count == 0)
+    return;
+  if (count == 1) {
+    TaskScope scope;
+    member(0);
+    return;
+  }
+  if (t_inside_task && !t_fiber) {
+    run_team_on_threads(count, member);
+    return;
+  }
+  // The members see the caller's cluster, context and error state, as PE threads did.
+  FiberLocals caller;
+  swap_fiber_locals(caller);
+  FiberLocals inherited = caller;
+  swap_fiber_locals(caller);
+  inherited.inside_task = true;
+
+  std::vector<Fiber> fibers(count);
+  std::unique_lock lock(mutex_);
+  // Every stack first: a team runs whole or not at all (its members wait for each other).
+  for (unsigned i = 0; i < count; ++i) {
+    fibers[i].stack = take_stack_locked(lock);
+    if (!fibers[i].stack) {
+      for (unsigned j = 0; j < i; ++j)
+        idle_stacks_.push_back(fibers[j].stack);
+      lock.unlock();
+      run_team_on_threads(count, member); // no memory for stacks: threads, as PEs once were
+      return;
+    }
+  }
+  FiberTeam team;
+  team.running = count;
+  team.waiter = t_fiber;
+  for (unsigned i = 0; i < count; ++i) {
+    Fiber &fiber = fibers[i];
+    fiber.member = &member;
+    fiber.member_index = i;
+    fiber.team = &team;
+    fiber.locals = inherited;
+    queue_fresh_locked(fiber, *workers_[(affinity + i) % workers_.size()]);
+  }
+  if (t_fiber) {
+    while (team.running != 0)
+      park_locked(lock, Clock::time_point::max());
+  } else {
+    fiber_done_.wait(lock, [&] { return team.running == 0; });
+  }
+  for (Fiber &fiber : fibers)
+    idle_stacks_.push_back(fiber.stack);
+}
+
+void HostPool::run_team_on_threads(unsigned count, const std::function<void(unsigned)> &member) {
+  FiberLocals caller;
+  swap_fiber_locals(caller);
+  FiberLocals inherited = caller;
+  swap_fiber_locals(caller);
+  inherited.inside_task = true;
+  std::vector<std::thread> threads;
+  threads.reserve(count);
+  for (unsigned i = 0; i < count; ++i)
+    threads.emplace_back([&member, inherited, i]() mutable {
+      swap_fiber_locals(inherited); // a fresh thread: nothing of its own to keep
+      member(i);
+    });
+  for (auto &thread : threads)
+    thread.join();
 }
 
 void HostPool::ready_locked(Fiber &fiber) {
@@ -371,7 +466,10 @@ void fiber_entry() {
   __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
 #endif
   Fiber &fiber = *t_fiber;
-  (*fiber.job)();
+  if (fiber.member)
+    (*fiber.member)(fiber.member_index);
+  else
+    (*fiber.job)();
   // Back to the worker for good: it sees the flag and completes the job.
   fiber.returned = true;
   HostPool::Worker *worker = fiber.worker;
@@ -475,6 +573,10 @@ void HostPool::worker_loop(Worker &worker) {
         __tsan_destroy_fiber(fiber.tsan);
 #endif
         fiber.done = true;
+        // A team's caller waits for its last member (a calling fiber is made ready, a
+        // calling thread waits on fiber_done_ like run_cooperative's callers).
+        if (fiber.team && --fiber.team->running == 0 && fiber.team->waiter)
+          ready_locked(*fiber.team->waiter);
         fiber_done_.notify_all();
       }
       continue;
@@ -561,6 +663,33 @@ void HostPool::worker_loop(Worker &worker) {
         ++i;
     }
   }
+}
+
+// ---------------------------------------------------------------------------------------
+// CoopBarrier
+
+void CoopBarrier::release_locked(std::unique_lock<std::mutex> &lock) {
+  arrived_ = 0;
+  ++phase_;
+  lock.unlock();
+  released_.notify_all();
+}
+
+void CoopBarrier::arrive_and_wait() {
+  std::unique_lock lock(mutex_);
+  if (++arrived_ >= expected_) {
+    release_locked(lock);
+    return;
+  }
+  const uint64_t phase = phase_;
+  released_.wait_until(lock, Clock::time_point::max(), [&] { return phase_ != phase; });
+}
+
+void CoopBarrier::arrive_and_drop() {
+  std::unique_lock lock(mutex_);
+  --expected_;
+  if (arrived_ != 0 && arrived_ >= expected_)
+    release_locked(lock);
 }
 
 // ---------------------------------------------------------------------------------------

@@ -4,8 +4,8 @@
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
+#include <optional>
 
-#include "manycl/device/host_placement.h"
 #include "manycl/device/host_pool.h"
 #include "manycl/env.h"
 
@@ -25,29 +25,43 @@ std::byte *align_up(std::byte *p, size_t alignment) {
   return reinterpret_cast<std::byte *>((v + alignment - 1) & ~(alignment - 1));
 }
 
-// `size` PE threads of one cluster, as the compiler's SPMD executor sees them.
-class PeTeam final : public compiler::PeTeam {
+// The PEs of a cluster running one SPMD work-group, as a team of host-pool fibers: a member
+// waiting at a work-group barrier yields its host thread to another member or to another
+// cluster's work, so a team larger than the host's cores needs no thread per PE. Each member
+// has its own scratch: while it waits, its host thread may run other members' work.
+class PoolPeTeam final : public compiler::PeTeam {
 public:
-  PeTeam(device::Cluster &cluster, unsigned size) : cluster_(cluster), size_(size) {}
+  PoolPeTeam(unsigned cluster, unsigned size)
+      : cluster_(cluster), size_(size), scratch_(std::make_unique<compiler::GroupScratch[]>(size)) {
+  }
   unsigned size() const override { return size_; }
-  void run(const std::function<void(unsigned)> &fn) override { cluster_.run_on_pes(size_, fn); }
+  void run(const std::function<void(unsigned)> &fn) override {
+    device::CoopBarrier barrier(size_);
+    barrier_ = &barrier;
+    device::HostPool::shared().run_team(size_, cluster_, fn);
+    barrier_ = nullptr;
+  }
+  void arriveAndWait() override { barrier_->arrive_and_wait(); }
+  void arriveAndDrop() override { barrier_->arrive_and_drop(); }
+  compiler::GroupScratch *scratch(unsigned pe) override { return &scratch_[pe]; }
 
 private:
-  device::Cluster &cluster_;
+  unsigned cluster_; // members start on the pool's workers from this one on
   unsigned size_;
+  std::unique_ptr<compiler::GroupScratch[]> scratch_;
+  device::CoopBarrier *barrier_ = nullptr; // the current run's
 };
 
-// How many host threads each cluster of `device` uses: MANYCL_PE_THREADS if set (tests use
-// it to force real PE concurrency), else the host's PUs shared by the device's clusters.
-unsigned pe_threads_per_cluster(const Device &device) {
-  unsigned pes = device.config().pes_per_cluster;
+// How many host lanes a cluster of `device` runs a launch's work-groups on (tasks of the host
+// pool taking groups, or the fibers of an SPMD team): MANYCL_PE_THREADS if set (tests use it
+// to force more concurrency than the host has cores), else the pool's workers; at most the
+// PEs the device has on `cluster`.
+unsigned lanes_per_cluster(const Device &device, unsigned cluster) {
   // Read once: every launch asks.
   static const long forced = env::number("MANYCL_PE_THREADS", 0);
-  if (forced > 0)
-    return std::min<unsigned>(static_cast<unsigned>(forced), pes);
-  unsigned host = device::HostPlacement::host().host_pus();
-  unsigned clusters = static_cast<unsigned>(device.clusters().size());
-  return std::clamp<unsigned>((host + clusters - 1) / clusters, 1, pes);
+  const unsigned lanes =
+      forced > 0 ? static_cast<unsigned>(forced) : device::HostPool::shared().threads();
+  return std::clamp(lanes, 1u, std::max(1u, device.pes_on(cluster)));
 }
 
 // A single-work-group launch may run on the enqueuing thread (see LaunchState::try_run_here)
@@ -78,7 +92,7 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
       kbin->executable->give_back_scratch(kbin->scratch.base);
   }
   device::ExecutionMode mode = device::ExecutionMode::SPMD;
-  bool pe_team = true; // run_on_cluster: a team of PE threads per work-group
+  bool pe_team = true; // run_on_cluster: a team of PEs per work-group
 
   // Modeled compute of OpenCL C work-groups. Work-groups run wherever a host thread takes
   // them, but are accounted by group index, so modeled time does not depend on host timing:
@@ -139,7 +153,7 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
 
   void start(Ref<Event> started, bool on_enqueuing_thread) override;
   bool try_run_here();
-  void run_share(device::Cluster &cluster, unsigned group_index, unsigned host_threads);
+  void run_share(device::Cluster &cluster, unsigned group_index);
   // A one-work-group launch on `cluster`, from a job of it (or while it is claimed):
   // recorder, the group, end_command(). Failures go to `error`.
   void run_alone(device::Cluster &cluster);
@@ -163,15 +177,16 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
   // One cluster's share: work-groups are taken from a common counter, so clusters that
   // start late or run faster simply take more.
   //
-  // Host threads are the simulator's real resource, PEs the simulated one: a cluster uses
-  // `host_threads` of its PE threads (see pe_threads_per_cluster()). Kernels without barriers
-  // run whole work-groups per host thread in both modes (the work-items of a group are
+  // Host threads are the simulator's real resource, PEs the simulated one: a cluster runs its
+  // groups on up to `lanes` lanes of the host pool (see lanes_per_cluster()). Kernels without
+  // barriers run whole work-groups per lane in both modes (the work-items of a group are
   // independent, so how they are spread over PEs cannot change the result), and so do costed
   // kernels with barriers (the executor runs each barrier interval of a costed group over
-  // the whole group on one thread); uncosted kernels with barriers in SPMD mode
-  // (MANYCL_COST=0) spread each group's work-items over a team of PE threads that meet at
-  // every barrier.
-  void run_on_cluster(device::Cluster &cluster, unsigned group_index, unsigned host_threads,
+  // the whole group on one thread); the lanes are tasks of a pool batch, so the cluster's
+  // thread and whichever workers are free take the groups. Uncosted kernels with barriers in
+  // SPMD mode (MANYCL_COST=0) spread each group's work-items over a team of `lanes` pool
+  // fibers that meet at every barrier, each wait yielding its worker.
+  void run_on_cluster(device::Cluster &cluster, unsigned group_index, unsigned lanes,
                       bool pe_team) {
     if (pinned) {
       // The interpreter kernel only hands its group id to the record interpreter: run that
@@ -184,7 +199,7 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
     std::byte *spm = align_up(cluster.spm(), kArenaAlignment);
     size_t spm_size = cluster.spm_bytes() - static_cast<size_t>(spm - cluster.spm());
     if (mode == device::ExecutionMode::SPMD && pe_team) {
-      PeTeam team(cluster, host_threads);
+      PoolPeTeam team(cluster.id(), lanes);
       uint64_t id[3];
       while (error.load(std::memory_order_relaxed) == CL_SUCCESS && take_group(id)) {
         unsigned cost_at = cost_cluster(id);
@@ -196,32 +211,44 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
       }
       return;
     }
-    // Whole groups per thread; the SPM is split between the groups that run at once.
+    // Whole groups per lane; the SPM is split between the lanes.
     size_t need =
         (std::max<size_t>(launch.localMemSize(), 1) + kArenaAlignment - 1) & ~(kArenaAlignment - 1);
     uint64_t groups_left =
         total_groups - std::min(total_groups, next_group.load(std::memory_order_relaxed));
-    unsigned threads =
-        static_cast<unsigned>(std::min<uint64_t>({host_threads, spm_size / need, groups_left}));
-    threads = std::max(threads, 1u);
-    size_t arena_size = threads == 1 ? spm_size : (spm_size / threads) & ~(kArenaAlignment - 1);
-    auto body = [&](unsigned pe) {
-      std::byte *arena = spm + pe * arena_size;
-      uint64_t id[3];
-      while (error.load(std::memory_order_relaxed) == CL_SUCCESS && take_group(id)) {
-        unsigned cost_at = cost_cluster(id);
-        compiler::GroupCost cost = group_cost(cost_at);
-        auto status =
-            launch.runGroup(id, arena, arena_size, compiler::ExecMode::LWI, nullptr, &cost);
-        if (!status.ok())
-          fail(status);
-        account_group(id, cost_at, cost);
-      }
-    };
-    if (threads == 1)
-      body(0);
-    else
-      cluster.run_on_pes(threads, body);
+    unsigned count =
+        static_cast<unsigned>(std::min<uint64_t>({lanes, spm_size / need, groups_left}));
+    count = std::max(count, 1u);
+    const Lanes shared{spm, count == 1 ? spm_size : (spm_size / count) & ~(kArenaAlignment - 1),
+                       device::current_cluster_context()};
+    // Two pointers: the task fits std::function's own storage (no allocation per launch).
+    device::HostPool::shared().run(count,
+                                   [this, &shared](unsigned lane) { run_lane(shared, lane); });
+  }
+
+  // What the lanes of one cluster's share have in common.
+  struct Lanes {
+    std::byte *spm;
+    size_t arena_size;
+    device::ClusterContext *context; // the cluster's: async copies use its RDMA engine
+  };
+  // One lane: groups from the common counter until none is left, in the lane's SPM arena.
+  void run_lane(const Lanes &lanes, unsigned lane) {
+    // A lane on another host thread than the share's acts for the same cluster.
+    std::optional<device::ScopedClusterContext> scope;
+    if (device::current_cluster_context() != lanes.context)
+      scope.emplace(lanes.context);
+    std::byte *arena = lanes.spm + lane * lanes.arena_size;
+    uint64_t id[3];
+    while (error.load(std::memory_order_relaxed) == CL_SUCCESS && take_group(id)) {
+      unsigned cost_at = cost_cluster(id);
+      compiler::GroupCost cost = group_cost(cost_at);
+      auto status =
+          launch.runGroup(id, arena, lanes.arena_size, compiler::ExecMode::LWI, nullptr, &cost);
+      if (!status.ok())
+        fail(status);
+      account_group(id, cost_at, cost);
+    }
   }
 };
 
@@ -660,7 +687,6 @@ void LaunchState::start(Ref<Event> started, bool on_enqueuing_thread) {
   event->set_recorder(recorder);
   init_cost(clusters);
   clusters_left.store(helpers);
-  unsigned threads = pe_threads_per_cluster(*device);
   // Commands whose clusters wait for each other are submitted to all of them at once.
   std::unique_lock gang(device->gang_submit_mutex(), std::defer_lock);
   if (pinned)
@@ -668,10 +694,8 @@ void LaunchState::start(Ref<Event> started, bool on_enqueuing_thread) {
   auto self = shared_from_this();
   for (unsigned g = 0; g < helpers; ++g) {
     device::Cluster &cluster = device->hardware().cluster(clusters[g]);
-    // An LWI sub-device may own only some PEs of a cluster.
-    unsigned cluster_threads = std::min(threads, device->pes_on(clusters[g]));
-    cluster.submit([self, &cluster, cluster_threads, g] {
-      self->run_share(cluster, g, cluster_threads);
+    cluster.submit([self, &cluster, g] {
+      self->run_share(cluster, g);
       if (self->clusters_left.fetch_sub(1) == 1) {
         self->end_command();
         self->complete();
@@ -709,13 +733,15 @@ void LaunchState::run_alone(device::Cluster &cluster) {
   recorder = std::move(begun.value());
   event->set_recorder(recorder);
   init_cost({cluster.id()});
-  run_share(cluster, 0, std::min(pe_threads_per_cluster(*device), device->pes_on(cluster.id())));
+  run_share(cluster, 0);
   end_command();
 }
 
-void LaunchState::run_share(device::Cluster &cluster, unsigned group_index, unsigned host_threads) {
+void LaunchState::run_share(device::Cluster &cluster, unsigned group_index) {
   device::ScopedClusterContext scope(recorder->context(group_index));
-  run_on_cluster(cluster, group_index, host_threads, pe_team);
+  // An LWI sub-device may own only some PEs of a cluster.
+  run_on_cluster(cluster, group_index, pinned ? 1 : lanes_per_cluster(*device, cluster.id()),
+                 pe_team);
 }
 
 void LaunchState::end_command() {

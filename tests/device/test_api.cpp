@@ -5,6 +5,7 @@
 #include <set>
 
 #include "device_test_util.h"
+#include "manycl/device/host_pool.h"
 #include "manycl/device_api.h"
 
 using namespace manycl::device;
@@ -164,9 +165,9 @@ TEST_F(DeviceApi, ParallelForInsideARuntimeFanOutRunsOnTheCallingPe) {
   auto rec = begin({0});
   std::atomic<int> items{0}, with_context{0};
   auto r = rec->run([&](ClusterContext &ctx) {
-    // The runtime fans a work-group out over the PEs itself; native code called from there
-    // sees the context and its parallel_for does not re-enter the busy PE threads.
-    ctx.cluster().run_on_pes(2, [&](unsigned) {
+    // The runtime fans a work-group out over a team of pool fibers (its PEs); native code
+    // called from there sees the context and runs its parallel_for on the calling PE.
+    HostPool::shared().run_team(2, ctx.device_cluster(), [&](unsigned) {
       with_context += mcl_has_context();
       auto body = [](void *arg, uint32_t, uint32_t) {
         static_cast<std::atomic<int> *>(arg)->fetch_add(1);

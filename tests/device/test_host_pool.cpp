@@ -1,6 +1,7 @@
-// The host pool: batches of independent tasks, and cooperative fibers whose waits yield
-// their worker. A blocking wait on a fiber would deadlock the single-worker cases below (the
-// waits have deadlines, so such a bug fails the test instead of hanging it).
+// The host pool: batches of independent tasks, cooperative fibers whose waits yield their
+// worker, and teams of fibers meeting at barriers. A blocking wait on a fiber would deadlock the
+// single-worker cases below (the waits have deadlines, so such a bug fails the test instead of
+// hanging it).
 #include <atomic>
 #include <chrono>
 #include <mutex>
@@ -134,6 +135,90 @@ TEST(HostPool, BatchFromFibersWhileOthersWait) {
     t.join();
   EXPECT_EQ(finished, 5);
   EXPECT_EQ(sum.load(), 5u * 20 * (16 * 17 / 2));
+}
+
+namespace {
+// A team of `members` on `pool` runs `phases` barrier phases: in each, every member adds its
+// index to the phase's slot, then (after the barrier) checks that all members' additions of
+// that phase are there. Returns the number of members that saw an incomplete phase or were
+// not inside a task.
+int run_checked_team(HostPool &pool, unsigned members, unsigned phases) {
+  std::vector<std::atomic<unsigned>> sums(phases);
+  std::atomic<int> bad{0};
+  CoopBarrier barrier(members);
+  const unsigned expected = members * (members - 1) / 2;
+  pool.run_team(members, 0, [&](unsigned me) {
+    if (!HostPool::inside_task())
+      bad++;
+    for (unsigned p = 0; p < phases; ++p) {
+      sums[p].fetch_add(me);
+      barrier.arrive_and_wait();
+      if (sums[p].load() != expected)
+        bad++;
+    }
+    barrier.arrive_and_drop();
+  });
+  return bad.load();
+}
+} // namespace
+
+TEST(HostPool, TeamOfSixteenOnOneWorkerMeetsAtBarriers) {
+  // Sixteen members on one worker: a barrier that blocked the thread would never release.
+  HostPool pool(1);
+  EXPECT_EQ(run_checked_team(pool, 16, 200), 0);
+  EXPECT_FALSE(HostPool::inside_task());
+}
+
+TEST(HostPool, TeamsOfSeveralCallersShareTheWorkers) {
+  // Five callers (the clusters' control threads) each run teams of 16 on two workers: the
+  // members of different teams interleave on the workers without waiting for each other.
+  HostPool pool(2);
+  std::atomic<int> bad{0};
+  std::vector<std::thread> callers;
+  for (unsigned c = 0; c < 5; ++c)
+    callers.emplace_back([&] {
+      for (int round = 0; round < 10; ++round)
+        bad += run_checked_team(pool, 16, 20);
+    });
+  for (auto &t : callers)
+    t.join();
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(HostPool, TeamFromAFiberParksItsCaller) {
+  // A fiber that runs a team on a one-worker pool: it parks until its members (on the same
+  // worker) are done.
+  HostPool pool(1);
+  int bad = -1;
+  pool.run_cooperative(0, [&] { bad = run_checked_team(pool, 8, 50); });
+  EXPECT_EQ(bad, 0);
+}
+
+TEST(HostPool, TeamFromATaskRunsOnThreads) {
+  // A task may not wait for the pool's workers: a team it starts runs on threads of its own.
+  HostPool pool(1);
+  std::atomic<int> bad{0};
+  pool.run(2, [&](unsigned) { bad += run_checked_team(pool, 4, 20); });
+  EXPECT_EQ(bad.load(), 0);
+}
+
+TEST(HostPool, BarrierMembersMayLeaveEarly) {
+  // Members that drop out at once (a PE without work-items) do not hold the others back.
+  HostPool pool(2);
+  CoopBarrier barrier(6);
+  std::atomic<int> phases{0};
+  pool.run_team(6, 0, [&](unsigned me) {
+    if (me % 2 == 0) {
+      barrier.arrive_and_drop();
+      return;
+    }
+    for (int p = 0; p < 100; ++p) {
+      barrier.arrive_and_wait();
+      phases++;
+    }
+    barrier.arrive_and_drop();
+  });
+  EXPECT_EQ(phases.load(), 300);
 }
 
 namespace {

@@ -22,6 +22,7 @@
 #include <cstring>
 #include <emmintrin.h>
 #include <mutex>
+#include <optional>
 #include <sys/mman.h>
 #include <thread>
 #include <unistd.h>
@@ -375,8 +376,8 @@ struct Sched {
 #endif
 };
 
-/// Per-thread pool of fiber stacks (mmap'ed, with a guard page): private
-/// state never lives on the host thread's own stack.
+/// Fiber stacks of one executor (mmap'ed, with a guard page): private state never lives on
+/// the host thread's own stack.
 struct StackPool {
   size_t size = 0;
   std::vector<void *> stacks;
@@ -406,7 +407,6 @@ struct StackPool {
     return true;
   }
 };
-thread_local StackPool tlsStacks;
 
 void fiberEntry(void *p) {
   auto *f = static_cast<FiberRec *>(p);
@@ -441,10 +441,10 @@ inline void switchToFiber(Sched &s, FiberRec &f) {
 #endif
 }
 
-using TeamBarrier = std::barrier<>;
-
+// Runs work-items [first, last) of a group as fibers on stacks from `pool`; with a team, the
+// calling member meets the others at each barrier.
 Status runFibers(const KernelImpl &k, void **args, WiCtx &ctx, uint64_t first, uint64_t last,
-                 TeamBarrier *team) {
+                 PeTeam *team, StackPool &pool) {
   const uint64_t l0 = ctx.slot[SlotLocalSize], l1 = ctx.slot[SlotLocalSize + 1];
   const uint64_t n = last > first ? last - first : 0;
   Sched s;
@@ -453,10 +453,9 @@ Status runFibers(const KernelImpl &k, void **args, WiCtx &ctx, uint64_t first, u
   s.ctx = &ctx;
   s.stackSize = std::max<size_t>(64 << 10, alignUp(k.info_.private_size * 2 + (32 << 10), 4096));
   ctx.slot[SlotSched] = reinterpret_cast<uint64_t>(&s);
-  StackPool &pool = tlsStacks;
   if (!pool.reserve(n, s.stackSize)) {
     if (team)
-      team->arrive_and_drop();
+      team->arriveAndDrop();
     return Status::error(ErrorCode::OutOfResources, "cannot allocate fiber stacks");
   }
   s.stackSize = pool.size;
@@ -490,10 +489,10 @@ Status runFibers(const KernelImpl &k, void **args, WiCtx &ctx, uint64_t first, u
     if (!atBarrier)
       break;
     if (team)
-      team->arrive_and_wait();
+      team->arriveAndWait();
   }
   if (team)
-    team->arrive_and_drop();
+    team->arriveAndDrop();
 #ifdef MANYCL_TSAN
   for (FiberRec &f : fibers)
     __tsan_destroy_fiber(f.tsan);
@@ -630,20 +629,21 @@ Status runRegionsCosted(const KernelImpl &k, void **slots, WiCtx &ctx, uint64_t 
   return Status::success();
 }
 
-// Per-PE-thread scratch of barrier-free kernels whose private arrays are too large for a PE
-// thread's stack. A thread_local owner frees it when the thread exits; every live block is
-// also listed in a process-wide registry because device PE threads live until the process
-// ends and leak checkers do not always see a live thread's static TLS (LSan of GCC 12 with
-// glibc >= 2.34 reports such blocks as leaks).
-class PeScratch {
+// The heap frame of barrier-free kernels whose private arrays are too large for a host
+// stack. Every live block is also listed in a process-wide registry: the host pool's workers
+// live until the process ends, and leak checkers do not always see a live thread's static TLS
+// (LSan of GCC 12 with glibc >= 2.34 reports such blocks as leaks).
+class HeapFrame {
 public:
-  static uint64_t *get(size_t words) {
-    thread_local PeScratch mine;
-    if (mine.words_ < words)
-      mine.resize(words);
-    return mine.block_;
+  HeapFrame() = default;
+  HeapFrame(const HeapFrame &) = delete;
+  HeapFrame &operator=(const HeapFrame &) = delete;
+  ~HeapFrame() { resize(0); }
+  uint64_t *get(size_t words) {
+    if (words_ < words)
+      resize(words);
+    return block_;
   }
-  ~PeScratch() { resize(0); }
 
 private:
   struct Registry {
@@ -651,7 +651,7 @@ private:
     std::vector<uint64_t *> blocks;
   };
   static Registry &registry() {
-    static auto *r = new Registry; // never destroyed: PE threads may exit after static dtors
+    static auto *r = new Registry; // never destroyed: threads may exit after static dtors
     return *r;
   }
   void resize(size_t words) {
@@ -672,6 +672,29 @@ private:
   uint64_t *block_ = nullptr;
   size_t words_ = 0;
 };
+} // namespace
+
+struct GroupScratch::Impl {
+  std::vector<uint64_t> frame; // region kernels' context arrays (a group run on one thread)
+  HeapFrame heap;              // barrier-free kernels' private arrays
+  StackPool stacks;            // work-item fibers
+};
+
+GroupScratch::GroupScratch() : impl_(std::make_unique<Impl>()) {}
+GroupScratch::~GroupScratch() = default;
+
+namespace {
+// The scratch of a thread that runs its groups to completion one after the other.
+GroupScratch::Impl &threadScratch() {
+  static thread_local GroupScratch::Impl mine;
+  return mine;
+}
+
+// A team member's scratch: its own when the team gives it one.
+GroupScratch::Impl &memberScratch(PeTeam &team, unsigned pe) {
+  GroupScratch *own = team.scratch(pe);
+  return own ? own->impl() : threadScratch();
+}
 } // namespace
 
 Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_size, ExecMode mode,
@@ -713,10 +736,10 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
   const bool single = mode == ExecMode::LWI || !team || team->size() <= 1;
   if (k.region) {
     // Per-work-item context arrays from SlotFrame on; the work-group uniform slots (a multiple
-    // of 64 bytes) right below it.
-    static thread_local std::vector<uint64_t> tlsFrame;
+    // of 64 bytes) right below it. A team shares one frame, allocated for the group: its
+    // members may yield their host threads mid-group.
     std::vector<uint64_t> ownFrame;
-    std::vector<uint64_t> &frameBuf = single ? tlsFrame : ownFrame;
+    std::vector<uint64_t> &frameBuf = single ? threadScratch().frame : ownFrame;
     const uint64_t uniformBytes = k.info_.uniform_frame_size;
     size_t words = static_cast<size_t>((uniformBytes + total * k.info_.frame_size + 7) / 8) + 8;
     if (frameBuf.size() < words)
@@ -735,7 +758,6 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
     }
     const unsigned P = team->size();
     // Work-item slices; PEs without work leave the barrier at once.
-    TeamBarrier barrier(static_cast<std::ptrdiff_t>(P));
     team->run([&](unsigned pe) {
       WiCtx my = ctx;
       uint64_t xa = 0, xb = ls[0], ra = 0, rb = rows;
@@ -747,7 +769,7 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
         xb = ls[0] * (pe + 1) / P;
       }
       if (xa >= xb || ra >= rb) {
-        barrier.arrive_and_drop();
+        team->arriveAndDrop();
         return;
       }
       int32_t next = 0;
@@ -756,34 +778,35 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
         next = k.region(slots, &my, next, xa, xb, ra, rb);
         if (next == kRegionExit)
           break;
-        barrier.arrive_and_wait();
+        team->arriveAndWait();
       }
-      barrier.arrive_and_drop();
+      team->arriveAndDrop();
     });
     return Status::success();
   }
-  // Barrier-free kernels with large private arrays: per-PE heap scratch.
-  auto scratchFor = [&](WiCtx &c) {
+  // Barrier-free kernels with large private arrays: a heap frame per executor.
+  auto heapFrameFor = [&](WiCtx &c, GroupScratch::Impl *member) {
     if (!k.wg || k.info_.frame_size == 0)
       return;
     size_t words = static_cast<size_t>(k.info_.frame_size / 8) + 8;
-    c.slot[SlotFrame] = (reinterpret_cast<uintptr_t>(PeScratch::get(words)) + 63) & ~uintptr_t(63);
+    HeapFrame &heap = member ? member->heap : threadScratch().heap;
+    c.slot[SlotFrame] = (reinterpret_cast<uintptr_t>(heap.get(words)) + 63) & ~uintptr_t(63);
   };
   if (cost && k.wg && k.info_.cost != KernelInfo::Cost::None) {
     // The whole group in one call (a vectorized work-item loop), the split over the modeled
     // PEs arithmetic.
-    scratchFor(ctx);
+    heapFrameFor(ctx, nullptr);
     k.wg(slots, &ctx, 0, ls[0], 0, rows);
     cost->cycles = cost::ticksToCycles(PeShare(std::max(1u, cost->pes), ls[0], rows).slowest(ctx));
     return Status::success();
   }
   if (single) {
     if (k.wg) {
-      scratchFor(ctx);
+      heapFrameFor(ctx, nullptr);
       k.wg(slots, &ctx, 0, ls[0], 0, rows);
       return Status::success();
     }
-    Status st = runFibers(k, slots, ctx, 0, total, nullptr);
+    Status st = runFibers(k, slots, ctx, 0, total, nullptr, threadScratch().stacks);
     if (cost) // fibers (a fallback): the group's ticks shared evenly by the PEs
       cost->cycles =
           cost::ticksToCycles((ctx.slot[SlotCycles] + cost->pes - 1) / std::max(1u, cost->pes));
@@ -793,7 +816,7 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
   if (k.wg) {
     team->run([&](unsigned pe) {
       WiCtx my = ctx;
-      scratchFor(my);
+      heapFrameFor(my, &memberScratch(*team, pe));
       if (rows >= P) {
         k.wg(slots, &my, 0, ls[0], rows * pe / P, rows * (pe + 1) / P);
       } else {
@@ -804,13 +827,13 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
     });
     return Status::success();
   }
-  TeamBarrier barrier(static_cast<std::ptrdiff_t>(P));
   std::mutex mu;
   Status result;
   uint64_t ticks = 0;
   team->run([&](unsigned pe) {
     WiCtx my = ctx;
-    Status s = runFibers(k, slots, my, total * pe / P, total * (pe + 1) / P, &barrier);
+    Status s = runFibers(k, slots, my, total * pe / P, total * (pe + 1) / P, team,
+                         memberScratch(*team, pe).stacks);
     std::lock_guard<std::mutex> g(mu);
     ticks += my.slot[SlotCycles];
     if (!s)
@@ -842,6 +865,7 @@ public:
   unsigned size() const override { return n_; }
   void run(const std::function<void(unsigned)> &fn) override {
     std::lock_guard<std::mutex> runLock(runMu_);
+    barrier_.emplace(static_cast<std::ptrdiff_t>(n_));
     {
       std::lock_guard<std::mutex> l(mu_);
       fn_ = &fn;
@@ -854,6 +878,8 @@ public:
     doneCv_.wait(l, [&] { return pending_ == 0; });
     fn_ = nullptr;
   }
+  void arriveAndWait() override { barrier_->arrive_and_wait(); }
+  void arriveAndDrop() override { barrier_->arrive_and_drop(); }
 
 private:
   void loop(unsigned idx) {
@@ -877,6 +903,7 @@ private:
     }
   }
   unsigned n_;
+  std::optional<std::barrier<>> barrier_; // the current run's
   std::vector<std::thread> threads_;
   std::mutex mu_, runMu_;
   std::condition_variable cv_, doneCv_;

@@ -1,7 +1,7 @@
-// One simulated cluster: its scratchpad memory (an arena of exactly the configured size),
-// a control thread that runs the jobs submitted to the cluster in order, and one host
-// thread per processing element, started on first use, so that the PEs of a cluster
-// really run concurrently (SPMD work-groups synchronise at barriers across them).
+// One simulated cluster: its scratchpad memory (an arena of exactly the configured size) and
+// a control thread that runs the jobs submitted to the cluster in order. The cluster's PEs
+// have no host threads of their own: the work a job spreads over them runs on the process's
+// host pool (host_pool.h), as batches of tasks or as a team of cooperative fibers.
 #pragma once
 
 #include <condition_variable>
@@ -56,17 +56,8 @@ public:
     return true;
   }
 
-  // Runs body(pe) for pe in [0, count) concurrently, one PE thread each (count <= PEs),
-  // and returns when all have finished. Call it from a job of this cluster. The caller's
-  // current cluster context (command.h) is set on the PE threads while they run body.
-  void run_on_pes(unsigned count, const std::function<void(unsigned pe)> &body);
-
-  // True while the calling thread runs a body of run_on_pes. A nested run_on_pes runs
-  // its bodies one after the other on the calling thread (bodies that wait for each other
-  // would deadlock there: don't nest those).
-  static bool inside_run_on_pes();
-
-  // True on this cluster's control thread or one of its PE threads.
+  // True on this cluster's control thread, in a caller's job of it (run_here_if_idle) and in
+  // the fibers such a job starts.
   bool on_cluster_thread() const;
 
 private:
@@ -74,8 +65,6 @@ private:
   const Cluster *enter_claim(); // marks the calling thread as this cluster's; returns the previous
   void release_claim(const Cluster *previous);
   void control_loop();
-  void pe_loop(unsigned pe);
-  void start_pe_threads();
 
   unsigned id_;
   unsigned cluster_count_;
@@ -93,17 +82,6 @@ private:
   bool claimed_ = false; // a caller runs a job on its own thread (run_here_if_idle)
   bool stopping_ = false;
   std::thread control_;
-
-  // PE fan-out: a generation counter wakes the PE threads for each run_on_pes call.
-  std::mutex pe_mutex_;
-  std::condition_variable pe_start_;
-  std::condition_variable pe_done_;
-  std::vector<std::thread> pe_threads_;
-  const std::function<void(unsigned)> *pe_body_ = nullptr;
-  unsigned pe_active_count_ = 0;
-  unsigned pe_remaining_ = 0;
-  uint64_t pe_generation_ = 0;
-  bool pe_stopping_ = false;
 };
 
 } // namespace manycl::device

@@ -7,9 +7,13 @@
 //    a batch) it yields the worker to another cluster's fiber instead of blocking the thread,
 //    so five simulated clusters on two cores cost two running threads and user-space
 //    switches, not five threads preempting each other;
+//  * teams of cooperative fibers: the PEs of an OpenCL C work-group that meet at barriers
+//    (run_team); a member waiting at the team's barrier (CoopBarrier) yields its worker, so
+//    sixteen simulated PEs on one core are sixteen fibers, not sixteen blocked threads;
 //  * batches of independent tasks: a step's data-parallel work (the modeled PEs of a native
-//    function). Whichever workers have no fiber ready run them, with the caller, so one
-//    cluster's step spreads over all host cores while the other clusters wait.
+//    function, the work-groups of an OpenCL C kernel). Whichever workers have no fiber ready
+//    run them, with the caller, so one cluster's step spreads over all host cores while the
+//    other clusters wait.
 //
 // Nothing here reaches modeled time: the arbiter orders shared resources by modeled time
 // (time_model.h), and each modeled PE's cycles are accounted as its own whatever host thread
@@ -58,6 +62,16 @@ public:
   // right there.
   void run_cooperative(unsigned affinity, const std::function<void()> &job);
 
+  // Runs member(i) for every i in [0, count) as cooperative fibers, member i queued on worker
+  // (affinity + i) % threads() (an idle worker may take up a member that has not started),
+  // and returns when all have returned. Members may wait for each other (CoopBarrier,
+  // CoopCondition): each wait yields the member's worker. The calling thread blocks
+  // meanwhile; a calling fiber parks. Members count as tasks (inside_task(): a batch a
+  // member starts runs in order on the member itself, as on a PE). Called from a task that
+  // is not a fiber, which must not wait for the pool's workers, the members run on threads
+  // of their own.
+  void run_team(unsigned count, unsigned affinity, const std::function<void(unsigned)> &member);
+
   // True while the calling thread runs a task of some batch.
   static bool inside_task();
   // True while the calling thread runs a cooperative fiber (waits may yield).
@@ -72,6 +86,13 @@ public:
 private:
   friend class CoopCondition;
   struct Batch;
+
+  // With mutex_ held: a stack for a fiber, reused or new (null when out of memory; mutex_
+  // is released while mapping one).
+  void *take_stack_locked(std::unique_lock<std::mutex> &lock);
+  // With mutex_ held: queues a fresh fiber on `worker` and wakes a worker for it.
+  void queue_fresh_locked(Fiber &fiber, Worker &worker);
+  void run_team_on_threads(unsigned count, const std::function<void(unsigned)> &member);
 
   // Claims and runs tasks of `batch` until none is left to hand out.
   static void drain(Batch &batch);
@@ -131,6 +152,26 @@ private:
   std::condition_variable cv_;
   std::mutex fibers_mutex_;
   std::vector<Fiber *> fibers_; // fibers parked on this condition
+};
+
+// A barrier for a fixed number of participants (a team's members) whose waits yield the
+// worker when called on a cooperative fiber and block the thread otherwise.
+class CoopBarrier {
+public:
+  explicit CoopBarrier(unsigned participants) : expected_(participants) {}
+  // Waits until every participant still in the barrier has arrived.
+  void arrive_and_wait();
+  // Leaves the barrier for good (the phase in progress no longer waits for the caller).
+  void arrive_and_drop();
+
+private:
+  void release_locked(std::unique_lock<std::mutex> &lock);
+
+  std::mutex mutex_;
+  CoopCondition released_;
+  unsigned expected_;
+  unsigned arrived_ = 0;
+  uint64_t phase_ = 0;
 };
 
 } // namespace manycl::device

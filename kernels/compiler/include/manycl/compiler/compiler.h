@@ -240,15 +240,45 @@ struct NDRange {
   uint64_t numGroups(int d) const { return (global[d] + local[d] - 1) / local[d]; }
 };
 
+/// Host memory that an executor of work-groups reuses from one group to the next: the heap
+/// frame of barrier-free kernels with large private arrays and the stacks of work-item
+/// fibers. A thread that runs each of its groups to completion before the next uses one of its
+/// own (kept per thread); a team member that may leave a group half-run while its host thread
+/// runs another group (a fiber yielding at a barrier) must be given one (PeTeam::scratch).
+class GroupScratch {
+public:
+  GroupScratch();
+  ~GroupScratch();
+  GroupScratch(const GroupScratch &) = delete;
+  GroupScratch &operator=(const GroupScratch &) = delete;
+
+  struct Impl;
+  Impl &impl() { return *impl_; }
+
+private:
+  std::unique_ptr<Impl> impl_;
+};
+
 /// The PEs of one cluster, supplied by the caller for SPMD execution.
 class PeTeam {
 public:
   virtual ~PeTeam() = default;
   virtual unsigned size() const = 0;
-  /// Runs fn(pe) for every pe in [0, size()) concurrently (all must be able
-  /// to block on each other: they meet at barriers) and returns when all
-  /// have returned.
+  /// Runs fn(pe) for every pe in [0, size()) so that all can wait for each other at
+  /// arriveAndWait() (threads, or fibers whose waits yield their host thread) and returns
+  /// when all have returned.
   virtual void run(const std::function<void(unsigned pe)> &fn) = 0;
+  /// The work-group barrier of the members of the current run(): waits until every member
+  /// still in it has arrived. Each member leaves it once, with arriveAndDrop(), when it has
+  /// no more barriers to meet (at its end, or at once when it has no work-items).
+  virtual void arriveAndWait() = 0;
+  virtual void arriveAndDrop() = 0;
+  /// The scratch of member `pe` during run(); null: its host thread's own, which is only
+  /// right when no two members share a host thread.
+  virtual GroupScratch *scratch(unsigned pe) {
+    (void)pe;
+    return nullptr;
+  }
 };
 
 /// Hook behind async_work_group_copy / async_work_group_strided_copy: copies

@@ -19,6 +19,20 @@ unsigned allowed_cpus() {
   EXPECT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
   return static_cast<unsigned>(CPU_COUNT(&set));
 }
+
+// Restricts the calling thread to the first CPU it may run on, as `taskset -c N` would.
+bool restrict_to_first_allowed_cpu() {
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof set, &set) != 0)
+    return false;
+  int first = 0;
+  while (!CPU_ISSET(first, &set))
+    ++first;
+  CPU_ZERO(&set);
+  CPU_SET(first, &set);
+  return sched_setaffinity(0, sizeof set, &set) == 0;
+}
 } // namespace
 
 TEST(HostPlacement, CountsTheCpusTheProcessMayUse) {
@@ -32,15 +46,7 @@ TEST(HostPlacement, FollowsARestrictedAffinityMask) {
   unsigned seen = 0;
   std::pair<unsigned, unsigned> range{1, 1};
   std::thread restricted([&] {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
-    int first = 0;
-    while (!CPU_ISSET(first, &set))
-      ++first;
-    CPU_ZERO(&set);
-    CPU_SET(first, &set);
-    ASSERT_EQ(sched_setaffinity(0, sizeof set, &set), 0);
+    ASSERT_TRUE(restrict_to_first_allowed_cpu());
     HostPlacement placement;
     seen = placement.host_pus();
     range = placement.pu_range(0, 2);
@@ -68,15 +74,7 @@ TEST(HostPlacement, PoolWorkersMadeFromABoundThreadUseEveryCpu) {
     GTEST_SKIP() << "needs a host with at least 2 CPUs";
   unsigned bound_here = 0, on_worker = 0;
   std::thread bound([&] {
-    cpu_set_t set;
-    CPU_ZERO(&set);
-    ASSERT_EQ(sched_getaffinity(0, sizeof set, &set), 0);
-    int first = 0;
-    while (!CPU_ISSET(first, &set))
-      ++first;
-    CPU_ZERO(&set);
-    CPU_SET(first, &set);
-    ASSERT_EQ(sched_setaffinity(0, sizeof set, &set), 0);
+    ASSERT_TRUE(restrict_to_first_allowed_cpu());
     bound_here = allowed_cpus();
     manycl::device::HostPool pool(2);
     pool.run_cooperative(0, [&] { on_worker = allowed_cpus(); });

@@ -1,6 +1,7 @@
 #include "manycl/runtime/kernel.h"
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <cstdlib>
 #include <cstring>
@@ -123,12 +124,33 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
   unsigned cost_cluster(const uint64_t id[3]) const {
     return static_cast<unsigned>(linear_group(id) % cost_pes.size());
   }
-  void account_group(const uint64_t id[3], unsigned cluster, const compiler::GroupCost &c) {
+  // A host thread sums its groups' cycles per modeled PE and adds them to the shared counters
+  // once, when it runs out of groups: an atomic add per group on counters that all threads
+  // write costs more than a small group's work. Sums do not depend on the order.
+  struct CostSums {
+    static constexpr unsigned kSlots = 256; // PEs of a command held locally; more go direct
+    std::array<uint64_t, kSlots> cycles{};
+    unsigned used = 0; // slots [0, used) may be non-zero
+  };
+  void account_group(const uint64_t id[3], unsigned cluster, const compiler::GroupCost &c,
+                     CostSums &sums) {
     uint64_t linear = linear_group(id);
     unsigned pe = mode == device::ExecutionMode::SPMD
                       ? 0
                       : static_cast<unsigned>(linear / cost_pes.size() % cost_pes[cluster]);
-    pe_cycles[cost_base[cluster] + pe].fetch_add(c.cycles, std::memory_order_relaxed);
+    unsigned slot = cost_base[cluster] + pe;
+    if (slot < CostSums::kSlots) {
+      sums.cycles[slot] += c.cycles;
+      sums.used = std::max(sums.used, slot + 1);
+    } else {
+      pe_cycles[slot].fetch_add(c.cycles, std::memory_order_relaxed);
+    }
+  }
+  void flush_costs(CostSums &sums) {
+    for (unsigned slot = 0; slot < sums.used; ++slot)
+      if (sums.cycles[slot])
+        pe_cycles[slot].fetch_add(sums.cycles[slot], std::memory_order_relaxed);
+    sums.used = 0;
   }
   void account_compute() {
     if (pinned || !pe_cycles)
@@ -159,10 +181,30 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
   void run_alone(device::Cluster &cluster);
   void end_command(); // after the last cluster's share: statistics and modeled time
   void complete();    // completes the event (callbacks, dependents)
-  bool take_group(uint64_t id[3]) {
-    uint64_t linear = next_group.fetch_add(1, std::memory_order_relaxed);
-    if (linear >= total_groups)
-      return false;
+  // Host threads claim runs of consecutive work-groups, not one group at a time: a claim is
+  // one atomic operation on a counter every thread writes, and consecutive groups of a
+  // streaming kernel are consecutive memory, which one core's prefetchers follow (groups
+  // dealt out one by one interleave the cores' streams at every group). A claim stays small
+  // against the groups per host thread so that the last claims still balance the threads.
+  // Which thread runs a group does not change modeled time (groups are accounted by index).
+  struct GroupClaim {
+    uint64_t next = 0, end = 0;
+  };
+  uint64_t claim_size = 1;
+  void size_claims(unsigned host_lanes) {
+    constexpr uint64_t kClaimsPerLane = 16, kMaxClaim = 64;
+    claim_size = std::clamp<uint64_t>(total_groups / (kClaimsPerLane * std::max(1u, host_lanes)), 1,
+                                      kMaxClaim);
+  }
+  bool take_group(GroupClaim &claim, uint64_t id[3]) {
+    if (claim.next == claim.end) {
+      uint64_t first = next_group.fetch_add(claim_size, std::memory_order_relaxed);
+      if (first >= total_groups)
+        return false;
+      claim.next = first;
+      claim.end = std::min(total_groups, first + claim_size);
+    }
+    uint64_t linear = claim.next++;
     id[0] = linear % groups[0];
     id[1] = (linear / groups[0]) % groups[1];
     id[2] = linear / (groups[0] * groups[1]);
@@ -201,14 +243,17 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
     if (mode == device::ExecutionMode::SPMD && pe_team) {
       PoolPeTeam team(cluster.id(), lanes);
       uint64_t id[3];
-      while (error.load(std::memory_order_relaxed) == CL_SUCCESS && take_group(id)) {
+      GroupClaim claim;
+      CostSums sums;
+      while (error.load(std::memory_order_relaxed) == CL_SUCCESS && take_group(claim, id)) {
         unsigned cost_at = cost_cluster(id);
         compiler::GroupCost cost = group_cost(cost_at);
         auto status = launch.runGroup(id, spm, spm_size, compiler::ExecMode::SPMD, &team, &cost);
         if (!status.ok())
           fail(status);
-        account_group(id, cost_at, cost);
+        account_group(id, cost_at, cost, sums);
       }
+      flush_costs(sums);
       return;
     }
     // Whole groups per lane; the SPM is split between the lanes.
@@ -240,15 +285,18 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
       scope.emplace(lanes.context);
     std::byte *arena = lanes.spm + lane * lanes.arena_size;
     uint64_t id[3];
-    while (error.load(std::memory_order_relaxed) == CL_SUCCESS && take_group(id)) {
+    GroupClaim claim;
+    CostSums sums;
+    while (error.load(std::memory_order_relaxed) == CL_SUCCESS && take_group(claim, id)) {
       unsigned cost_at = cost_cluster(id);
       compiler::GroupCost cost = group_cost(cost_at);
       auto status =
           launch.runGroup(id, arena, lanes.arena_size, compiler::ExecMode::LWI, nullptr, &cost);
       if (!status.ok())
         fail(status);
-      account_group(id, cost_at, cost);
+      account_group(id, cost_at, cost, sums);
     }
+    flush_costs(sums);
   }
 };
 
@@ -565,8 +613,12 @@ cl_int Kernel::enqueue(Queue *queue, cl_uint work_dim, const size_t *offset, con
     }
   } else {
     // Enough work-groups to occupy every cluster, each large enough to amortise the group
-    // overhead: up to 256 work-items, dimension 0 first.
-    size_t budget = 256;
+    // overhead, dimension 0 first: up to 256 work-items for kernels with barriers (whose
+    // private values live in per-item context slots between barriers), up to the largest
+    // group for barrier-free kernels, whose items run as one vectorized loop (a group of 256
+    // floats is 1 KiB per buffer: the claim, set-up and cost accounting of a group cost more
+    // than its loop; vector add ran at half PoCL's GB/s).
+    size_t budget = info_.uses_barriers ? 256 : kMaxWorkGroupSize;
     for (cl_uint d = 0; d < work_dim; ++d) {
       size_t l = largest_divisor(global[d], budget);
       range.local[d] = l;
@@ -686,6 +738,10 @@ void LaunchState::start(Ref<Event> started, bool on_enqueuing_thread) {
   recorder = std::move(begun.value());
   event->set_recorder(recorder);
   init_cost(clusters);
+  unsigned host_lanes = 0;
+  for (unsigned c : clusters)
+    host_lanes += pinned ? 1 : lanes_per_cluster(*device, c);
+  size_claims(host_lanes);
   clusters_left.store(helpers);
   // Commands whose clusters wait for each other are submitted to all of them at once.
   std::unique_lock gang(device->gang_submit_mutex(), std::defer_lock);

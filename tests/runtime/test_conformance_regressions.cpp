@@ -437,4 +437,59 @@ TEST_F(ConformanceRegressionTest, VstoreHalfFromDouble) {
   clReleaseProgram(p);
 }
 
+// bench/runtime's vector add (NULL local size): barrier-free kernels get groups of up to
+// CL_KERNEL_WORK_GROUP_SIZE items and kernels with barriers up to 256, each a divisor of the
+// global size; host threads claim runs of groups, and every item still runs exactly once.
+TEST_F(ConformanceRegressionTest, DefaultLocalSizeAndGroupClaimsCoverEveryItemOnce) {
+  cl_program p = build(R"(
+    __kernel void count(__global uint *hits, __global uint *local_sizes) {
+      size_t gid = get_global_id(0);
+      hits[gid] += 1u;
+      if (get_local_id(0) == 0)
+        local_sizes[get_group_id(0)] = (uint)get_local_size(0);
+    }
+    __kernel void count_with_barrier(__global uint *hits, __global uint *local_sizes) {
+      size_t gid = get_global_id(0);
+      hits[gid] += 1u;
+      barrier(CLK_GLOBAL_MEM_FENCE);
+      if (get_local_id(0) == 0)
+        local_sizes[get_group_id(0)] = (uint)get_local_size(0);
+    })");
+  size_t max_group = 0;
+  cl_kernel probe = kernel(p, "count");
+  CL_OK(clGetKernelWorkGroupInfo(probe, device, CL_KERNEL_WORK_GROUP_SIZE, sizeof(max_group),
+                                 &max_group, nullptr));
+  clReleaseKernel(probe);
+  struct Case {
+    const char *name;
+    size_t global, expected_local;
+  };
+  const Case cases[] = {{"count", size_t(1) << 20, max_group},
+                        {"count", 3000, 1000},
+                        {"count_with_barrier", size_t(1) << 16, 256},
+                        {"count_with_barrier", 3000, 250}};
+  for (const Case &c : cases) {
+    SCOPED_TRACE(std::string(c.name) + " global " + std::to_string(c.global));
+    cl_kernel k = kernel(p, c.name);
+    std::vector<cl_uint> zeros(c.global, 0);
+    cl_mem hits = make_buffer(c.global * sizeof(cl_uint), CL_MEM_COPY_HOST_PTR, zeros.data());
+    cl_mem sizes = make_buffer(c.global * sizeof(cl_uint), CL_MEM_COPY_HOST_PTR, zeros.data());
+    CL_OK(clSetKernelArg(k, 0, sizeof(hits), &hits));
+    CL_OK(clSetKernelArg(k, 1, sizeof(sizes), &sizes));
+    run(k, c.global);
+    auto h = read<cl_uint>(hits, c.global);
+    size_t wrong = 0;
+    for (cl_uint v : h)
+      wrong += v != 1u;
+    EXPECT_EQ(0u, wrong) << "items not run exactly once";
+    auto l = read<cl_uint>(sizes, c.global / c.expected_local);
+    for (size_t g = 0; g < l.size(); ++g)
+      ASSERT_EQ(c.expected_local, l[g]) << "group " << g;
+    clReleaseMemObject(hits);
+    clReleaseMemObject(sizes);
+    clReleaseKernel(k);
+  }
+  clReleaseProgram(p);
+}
+
 } // namespace

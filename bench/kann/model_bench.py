@@ -86,8 +86,10 @@ class Bench:
             return stem + ".kbin", seconds, json.load(f)
 
     def kann_run(self, kbin, model, iterations, subdevices=1):
+        # One untimed warm-up inference, as reference.py gives ONNX Runtime (its first run).
         out = run([self.kann, "run", kbin, "--input", self.input(model), "--iterations",
-                   str(iterations), "--subdevices", str(subdevices)], env=self.env)
+                   str(iterations), "--warmup", "1", "--subdevices", str(subdevices)],
+                  env=self.env)
         return {
             "host_ms": find(r"^host time:\s*latency ([0-9.]+) ms", out, "host latency"),
             "host_ips": find(r"^host time:.*throughput ([0-9.]+) inferences", out, "host throughput"),

@@ -74,7 +74,7 @@ int usage() {
       "               [--output-dir DIR] [--device-config PRESET|FILE.json]\n"
       "               [--trace TRACE.json] [--custom-ops LIB.so[:LIB.so]]\n"
       "  kann run MODEL.kbin --input X.npy [--output-dir DIR] [--subdevices K]\n"
-      "               [--iterations N] [--trace TRACE.json]\n"
+      "               [--iterations N] [--warmup N] [--trace TRACE.json]\n"
       "  kann --version\n");
   return 2;
 }

@@ -379,6 +379,18 @@ TEST_F(KbinIcd, KannRunRefusesOtherShapesAndBadCounts) {
     EXPECT_NE(r.output.find("kann run: --"), std::string::npos) << r.output;
     EXPECT_NE(r.output.find("expected an integer in 1.."), std::string::npos) << r.output;
   }
+  for (const char *bad : {"--warmup -1", "--warmup 2x", "--warmup"}) {
+    auto r = shell(run + kbin + ".npy " + bad);
+    EXPECT_EQ(r.status, 1) << bad << "\n" << r.output;
+    EXPECT_NE(r.output.find("kann run: --warmup"), std::string::npos) << r.output;
+  }
+  // Warm-up passes are run but not counted: 3 timed iterations x 3 samples.
+  auto warm = shell(run + kbin + ".npy --warmup 2 --iterations 3");
+  EXPECT_EQ(warm.status, 0) << warm.output;
+  EXPECT_NE(warm.output.find("ran 9 inference(s) on 1 device (3 iteration(s) x "
+                             "3 sample(s) each, after 2 untimed warm-up iteration(s))"),
+            std::string::npos)
+      << warm.output;
   std::remove((kbin + ".kbin").c_str());
   std::remove((kbin + ".npy").c_str());
 }

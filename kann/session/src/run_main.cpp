@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <cstring>
 #include <filesystem>
+#include <latch>
 #include <fstream>
 #include <map>
 #include <mutex>
@@ -122,6 +123,7 @@ struct Worker {
   cl_command_queue queue = nullptr;
   std::unique_ptr<kann::Session> session;
   std::vector<double> host_latency, modeled_latency;
+  std::chrono::steady_clock::time_point timed_start, timed_end; // after the warm-up passes
   std::vector<std::vector<float>> outputs; // per output, samples concatenated
   std::string error;
 };
@@ -131,7 +133,7 @@ struct Worker {
 extern "C" int kann_run_main(int argc, char **argv) {
   std::string kbin_path, output_dir, trace_path;
   std::vector<std::pair<std::string, std::string>> input_paths; // name (may be empty), path
-  unsigned subdevices = 1, iterations = 1;
+  unsigned subdevices = 1, iterations = 1, warmup = 0;
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() -> const char * { return i + 1 < argc ? argv[++i] : nullptr; };
@@ -155,17 +157,19 @@ extern "C" int kann_run_main(int argc, char **argv) {
       if (!v || !*v)
         return fail("--trace needs a file name");
       trace_path = v;
-    } else if (a == "--subdevices" || a == "--iterations") {
+    } else if (a == "--subdevices" || a == "--iterations" || a == "--warmup") {
       const char *v = next();
       if (!v)
         return fail(a + " needs a value");
       // Sub-devices beyond the device's clusters are refused below, with the counts.
       const uint64_t most = a == "--subdevices" ? 256 : 1000000000;
+      const uint64_t least = a == "--warmup" ? 0 : 1;
       uint64_t count = 0;
       std::string error;
-      if (!kann::cli::parse_integer(a, v, 1, most, count, error))
+      if (!kann::cli::parse_integer(a, v, least, most, count, error))
         return fail(error);
-      (a == "--subdevices" ? subdevices : iterations) = static_cast<unsigned>(count);
+      (a == "--subdevices" ? subdevices : a == "--iterations" ? iterations : warmup) =
+          static_cast<unsigned>(count);
     } else if (!a.empty() && a[0] == '-') {
       return fail("unknown option '" + a + "'");
     } else if (kbin_path.empty()) {
@@ -176,7 +180,7 @@ extern "C" int kann_run_main(int argc, char **argv) {
   }
   if (kbin_path.empty())
     return fail("usage: kann run MODEL.kbin --input X.npy [--output-dir DIR] [--subdevices K] "
-                "[--iterations N] [--trace TRACE.json]");
+                "[--iterations N] [--warmup N] [--trace TRACE.json]");
   if (!trace_path.empty()) {
     // The ICD writes the trace (MANYCL_TRACE) when the process exits; it reads the variable
     // when it first starts, which is the clGetPlatformIDs below. Opened here so that a path
@@ -293,9 +297,12 @@ extern "C" int kann_run_main(int argc, char **argv) {
     arrays[slot] = std::move(array.value());
   }
 
-  // Each worker runs `iterations` passes over the samples; outputs of the first pass are kept.
+  // Each worker runs `warmup` untimed passes over the samples, waits until every worker has
+  // done so (concurrent sub-devices are timed together), then `iterations` timed passes;
+  // outputs of the first pass are kept.
   auto start = std::chrono::steady_clock::now();
-  const size_t total = workers.size() * iterations * samples;
+  const size_t total = workers.size() * (size_t(warmup) + iterations) * samples;
+  std::latch warmed_up(static_cast<std::ptrdiff_t>(workers.size()));
   Progress progress;
   progress.running = workers.size();
   std::vector<std::thread> threads;
@@ -306,8 +313,25 @@ extern "C" int kann_run_main(int argc, char **argv) {
         ~Exit() { progress.add(0, 1); }
       } exit{progress};
       Worker &worker = *wp;
+      // A worker that fails during the warm-up still releases the others.
+      struct WarmedUp {
+        std::latch &latch;
+        bool counted = false;
+        void arrive() {
+          if (!counted)
+            latch.count_down();
+          counted = true;
+        }
+        ~WarmedUp() { arrive(); }
+      } warmed{warmed_up};
       worker.outputs.resize(output_infos.size());
-      for (unsigned it = 0; it < iterations && worker.error.empty(); ++it) {
+      for (unsigned it = 0; it < warmup + iterations && worker.error.empty(); ++it) {
+        const bool timed = it >= warmup;
+        if (it == warmup) {
+          warmed.arrive();
+          warmed_up.wait();
+          worker.timed_start = std::chrono::steady_clock::now();
+        }
         for (size_t s = 0; s < samples && worker.error.empty(); ++s) {
           auto t0 = std::chrono::steady_clock::now();
           for (size_t i = 0; i < arrays.size(); ++i) {
@@ -339,22 +363,32 @@ extern "C" int kann_run_main(int argc, char **argv) {
           if (status < 0 && worker.error.empty())
             worker.error =
                 "the network command failed on the device (" + std::to_string(status) + ")";
-          worker.host_latency.push_back(
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
-          worker.modeled_latency.push_back(worker.session->stats(event.value()).modeled_seconds);
+          if (timed) {
+            worker.host_latency.push_back(
+                std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count());
+            worker.modeled_latency.push_back(
+                worker.session->stats(event.value()).modeled_seconds);
+          }
           clReleaseEvent(event.value());
           progress.add(1, 0);
         }
       }
+      worker.timed_end = std::chrono::steady_clock::now();
     });
   }
   report_progress_until_done(progress, total, start);
   for (auto &t : threads)
     t.join();
-  double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   for (auto &w : workers)
     if (!w.error.empty())
       return fail(w.error);
+  // Throughput over the timed passes: from the first worker's start to the last one's end.
+  auto timed_start = workers[0].timed_start, timed_end = workers[0].timed_end;
+  for (auto &w : workers) {
+    timed_start = std::min(timed_start, w.timed_start);
+    timed_end = std::max(timed_end, w.timed_end);
+  }
+  double wall = std::chrono::duration<double>(timed_end - timed_start).count();
 
   // Every sub-device computed the same network on the same inputs: they must agree.
   for (size_t k = 1; k < workers.size(); ++k)
@@ -388,9 +422,11 @@ extern "C" int kann_run_main(int argc, char **argv) {
   double modeled_latency = median(modeled);
   std::printf("network: %s, %zu input(s), %zu output(s), %u cluster(s) per inference\n",
               kbin_path.c_str(), input_infos.size(), output_infos.size(), network_clusters);
-  std::printf("ran %zu inference(s) on %zu %s (%u iteration(s) x %zu sample(s) each)\n", inferences,
-              workers.size(), workers.size() == 1 ? "device" : "concurrent sub-devices", iterations,
-              samples);
+  std::printf("ran %zu inference(s) on %zu %s (%u iteration(s) x %zu sample(s) each, after %u "
+              "untimed warm-up iteration(s))\n",
+              inferences, workers.size(),
+              workers.size() == 1 ? "device" : "concurrent sub-devices", iterations, samples,
+              warmup);
   std::printf("host time:    latency %.3f ms (median), throughput %.1f inferences/s\n",
               median(host) * 1e3, inferences / wall);
   if (modeled_latency > 0)

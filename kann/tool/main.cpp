@@ -27,6 +27,7 @@
 #include "kann/cli_number.h"
 #include "kann/compile.h"
 #include "kann/custom_ops.h"
+#include "kann/file.h"
 #include "kann/format.h"
 #include "kann/input_shape.h"
 #include "kann/mixed_precision.h"
@@ -125,10 +126,7 @@ bool write_file(const std::string &path, const void *data, size_t size) {
 }
 
 manycl::Result<std::vector<uint8_t>> read_file(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    return manycl::make_error("cannot open '" + path + "'");
-  return std::vector<uint8_t>(std::istreambuf_iterator<char>(f), {});
+  return kann::io::read_file(path);
 }
 
 // The samples of the --calibration files (each a .npy of N samples of one input stacked on the

@@ -3,10 +3,12 @@
 
 #include <algorithm>
 #include <cstddef>
+#include <cstdio>
 #include <cstring>
 #include <random>
 
 #include "handmade_program.h"
+#include "kann/crc32c.h"
 
 namespace {
 
@@ -94,6 +96,28 @@ TEST(Format, ChecksumIsCrc32cOfTheFileWithItsFieldZeroed) {
   // The standard check value of CRC-32C ("123456789" -> 0xE3069283) pins the polynomial.
   const std::string check = "123456789";
   EXPECT_EQ(reference_crc32c({check.begin(), check.end()}), 0xE3069283u);
+}
+
+// The CPU-instruction path (SSE 4.2 where the host has it) and the table path agree on every
+// length, alignment and starting value, and both give CRC-32C's check value.
+TEST(Format, Crc32cCpuInstructionAndTablesAgree) {
+  std::mt19937 rng(7);
+  std::vector<uint8_t> data(4096 + 16);
+  for (auto &b : data)
+    b = static_cast<uint8_t>(rng());
+  const std::string check = "123456789";
+  for (auto update : {format::crc32c_update, format::crc32c_update_portable})
+    EXPECT_EQ(~update(0xFFFFFFFFu, check.data(), check.size()), 0xE3069283u);
+  for (size_t offset = 0; offset < 9; ++offset)
+    for (size_t size : {size_t(0), size_t(1), size_t(7), size_t(8), size_t(9), size_t(63),
+                        size_t(1000), size_t(4096)}) {
+      const uint32_t start = static_cast<uint32_t>(rng());
+      EXPECT_EQ(format::crc32c_update(start, data.data() + offset, size),
+                format::crc32c_update_portable(start, data.data() + offset, size))
+          << "offset " << offset << ", " << size << " bytes";
+    }
+  std::printf("crc32c: %s\n", format::crc32c_uses_cpu_instruction() ? "CPU instruction (SSE 4.2)"
+                                                                       : "tables");
 }
 
 // Every single-bit flip anywhere is refused by the checksum (CRC-32C detects all of them);

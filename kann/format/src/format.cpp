@@ -2,6 +2,7 @@
 // checks, then hands the parsed program to validate_program(), which the writer also runs:
 // one set of rules for both sides.
 #include "kann/format.h"
+#include "kann/crc32c.h"
 
 #include <algorithm>
 #include <cstddef>
@@ -30,42 +31,6 @@ static_assert(sizeof(kbin_signal_args) == 16, "kbin_signal_args layout");
 static_assert(sizeof(kbin_wait_signal_args) == 16, "kbin_wait_signal_args layout");
 
 static_assert(offsetof(kbin_header, checksum) == 76, "kbin_header checksum field");
-
-// CRC-32C, reflected polynomial 0x82F63B78, eight table lookups per 8 input bytes: a large
-// network's parameters are hundreds of megabytes and are checked at every program build.
-struct Crc32cTables {
-  uint32_t t[8][256];
-  constexpr Crc32cTables() : t{} {
-    for (uint32_t i = 0; i < 256; ++i) {
-      uint32_t c = i;
-      for (int k = 0; k < 8; ++k)
-        c = (c >> 1) ^ (0x82F63B78u & (0u - (c & 1u)));
-      t[0][i] = c;
-    }
-    for (uint32_t i = 0; i < 256; ++i)
-      for (int s = 1; s < 8; ++s)
-        t[s][i] = (t[s - 1][i] >> 8) ^ t[0][t[s - 1][i] & 0xFF];
-  }
-};
-constexpr Crc32cTables kCrc32c;
-
-// Continues a CRC-32C (pre- and post-inverted by the caller) over `size` bytes.
-uint32_t crc32c_update(uint32_t crc, const uint8_t *p, size_t size) {
-  while (size >= 8) {
-    uint64_t word;
-    std::memcpy(&word, p, 8); // the file is little-endian, like every host this runs on
-    word ^= crc;
-    crc = kCrc32c.t[7][word & 0xFF] ^ kCrc32c.t[6][(word >> 8) & 0xFF] ^
-          kCrc32c.t[5][(word >> 16) & 0xFF] ^ kCrc32c.t[4][(word >> 24) & 0xFF] ^
-          kCrc32c.t[3][(word >> 32) & 0xFF] ^ kCrc32c.t[2][(word >> 40) & 0xFF] ^
-          kCrc32c.t[1][(word >> 48) & 0xFF] ^ kCrc32c.t[0][word >> 56];
-    p += 8;
-    size -= 8;
-  }
-  while (size--)
-    crc = (crc >> 8) ^ kCrc32c.t[0][(crc ^ *p++) & 0xFF];
-  return crc;
-}
 
 uint64_t align_up(uint64_t v, uint64_t a) {
   return (v + a - 1) / a * a;

@@ -23,6 +23,7 @@
 #include <string>
 #include <vector>
 
+#include "kann/file.h"
 #include "kann/compile.h"
 #include "kann/custom_ops.h"
 #include "kann/format.h"
@@ -68,10 +69,10 @@ const char *dtype_text(uint32_t dtype) {
 }
 
 std::vector<uint8_t> read_file(const std::string &path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f)
-    throw KannError("cannot open '" + path + "'");
-  return {std::istreambuf_iterator<char>(f), std::istreambuf_iterator<char>()};
+  auto bytes = kann::io::read_file(path);
+  if (!bytes)
+    throw KannError(bytes.error().message);
+  return std::move(bytes.value());
 }
 
 // Network inputs and outputs as the application sees them: float32, ONNX layout (quantized

@@ -93,7 +93,7 @@ cl_program CL_API_CALL clCreateProgramWithBinary(cl_context context, cl_uint num
   if (missing)
     return fail<_cl_program>(errcode_ret, CL_INVALID_VALUE);
   std::vector<cl_int> status;
-  auto program = Program::from_binaries(c, devices, copies, status);
+  auto program = Program::from_binaries(c, devices, std::move(copies), status);
   if (binary_status)
     for (cl_uint i = 0; i < num_devices; ++i)
       binary_status[i] = status[i];

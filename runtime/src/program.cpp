@@ -59,7 +59,7 @@ bool Program::has_device(const Device *d) const {
 }
 
 Result<Program *> Program::from_binaries(Context *context, std::vector<Device *> devices,
-                                         const std::vector<std::vector<uint8_t>> &binaries,
+                                         std::vector<std::vector<uint8_t>> binaries,
                                          std::vector<cl_int> &binary_status) {
   std::map<const Device *, Build> builds;
   cl_int result = CL_SUCCESS;
@@ -70,7 +70,7 @@ Result<Program *> Program::from_binaries(Context *context, std::vector<Device *>
       // rejection in the build log.
       Build build;
       build.is_kbin = true;
-      build.binary = binaries[i];
+      build.binary = std::move(binaries[i]); // a network binary can be hundreds of MB
       builds[devices[i]] = std::move(build);
       continue;
     }
@@ -85,7 +85,7 @@ Result<Program *> Program::from_binaries(Context *context, std::vector<Device *>
     build.kind = info->kind;
     build.options = info->options;
     build.log = info->log;
-    build.binary = binaries[i];
+    build.binary = std::move(binaries[i]);
     build.kernels = info->kernels;
     // A binary is "built" once it is loaded; clBuildProgram on it only (re)loads.
     build.status = CL_BUILD_NONE;

@@ -91,6 +91,7 @@ struct Checker {
   const Program &p;
   std::vector<uint64_t> arg_sizes; // per argument index
   std::vector<bool> arg_writable;
+  uint64_t params_size = 0; // bytes of the PARAMS buffer (read without them: the header's)
 };
 
 Result<void> check_ddr(const Checker &c, const kbin_ddr_ref &ref, uint64_t extent, bool write,
@@ -102,7 +103,7 @@ Result<void> check_ddr(const Checker &c, const kbin_ddr_ref &ref, uint64_t exten
       return make_error(where + ": writes to the read-only PARAMS buffer");
     if (ref.arg_index != 0)
       return make_error(where + ": arg_index must be 0 outside ARG space");
-    limit = c.p.params.size();
+    limit = c.params_size;
     break;
   case KBIN_DDR_SCRATCH:
     if (ref.arg_index != 0)
@@ -298,7 +299,10 @@ const char *dtype_name(uint32_t dtype) {
   }
 }
 
-Result<void> validate_program(const Program &p, const DeviceLimits &limits) {
+namespace {
+
+Result<void> validate_program_with_params(const Program &p, const DeviceLimits &limits,
+                                          uint64_t params_size) {
   if (p.cluster_count == 0 || p.cluster_count > KBIN_MAX_CLUSTERS)
     return make_error("cluster count " + std::to_string(p.cluster_count) + " out of range 1.." +
                       std::to_string(KBIN_MAX_CLUSTERS));
@@ -322,7 +326,8 @@ Result<void> validate_program(const Program &p, const DeviceLimits &limits) {
   if (p.arg_count > 1024)
     return make_error("argument count " + std::to_string(p.arg_count) + " out of range");
 
-  Checker c{p, std::vector<uint64_t>(p.arg_count, 0), std::vector<bool>(p.arg_count, false)};
+  Checker c{p, std::vector<uint64_t>(p.arg_count, 0), std::vector<bool>(p.arg_count, false),
+            params_size};
   std::vector<bool> seen(p.arg_count, false);
   for (const TensorDesc &t : p.tensors) {
     const std::string where = "tensor '" + t.name + "'";
@@ -378,6 +383,12 @@ Result<void> validate_program(const Program &p, const DeviceLimits &limits) {
                         "(would deadlock)");
   }
   return {};
+}
+
+} // namespace
+
+Result<void> validate_program(const Program &p, const DeviceLimits &limits) {
+  return validate_program_with_params(p, limits, p.params.size());
 }
 
 uint32_t kbin_checksum(const void *data, size_t size) {
@@ -489,7 +500,8 @@ Result<std::vector<uint8_t>> write_kbin(const Program &p) {
   return out;
 }
 
-Result<Program> read_kbin(const void *data, size_t size, const DeviceLimits &limits) {
+Result<Program> read_kbin(const void *data, size_t size, const DeviceLimits &limits,
+                          ReadParams with_params) {
   const auto *bytes = static_cast<const uint8_t *>(data);
   if (data == nullptr || size < sizeof(kbin_header))
     return make_error("not a kann binary: " + std::to_string(size) + " bytes, header needs " +
@@ -572,7 +584,8 @@ Result<Program> read_kbin(const void *data, size_t size, const DeviceLimits &lim
   if (params.size != h.params_size)
     return make_error("params section is " + std::to_string(params.size) + " bytes, header says " +
                       std::to_string(h.params_size));
-  p.params.assign(bytes + params.offset, bytes + params.offset + params.size);
+  if (with_params == ReadParams::Copy)
+    p.params.assign(bytes + params.offset, bytes + params.offset + params.size);
 
   if (tensors.size % sizeof(kbin_tensor_desc) != 0)
     return make_error("tensor table size " + std::to_string(tensors.size) +
@@ -661,7 +674,7 @@ Result<Program> read_kbin(const void *data, size_t size, const DeviceLimits &lim
     section(KBIN_SECTION_REPORT, r);
     p.report_json.assign(reinterpret_cast<const char *>(bytes + r.offset), r.size);
   }
-  if (auto r = validate_program(p, limits); !r)
+  if (auto r = validate_program_with_params(p, limits, params.size); !r)
     return r.error();
   return p;
 }

@@ -215,7 +215,7 @@ extern "C" int kann_run_main(int argc, char **argv) {
   if (clusters == 0)
     return fail("cannot read the device configuration (clGetDeviceConfigMCL)");
   unsigned units_per_cluster = units / clusters;
-  auto parsed = kann::format::read_kbin(kbin.data(), kbin.size());
+  auto parsed = kann::format::read_kbin(kbin.data(), kbin.size(), {}, kann::format::ReadParams::Skip);
   if (!parsed)
     return fail(kbin_path + ": not a valid kann binary: " + parsed.error().message);
   unsigned network_clusters = parsed->cluster_count;

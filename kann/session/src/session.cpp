@@ -82,7 +82,7 @@ manycl::Result<std::unique_ptr<Session>> Session::load(cl_context context, cl_de
                                                        const std::vector<uint8_t> &kbin) {
   // The descriptors are read here for the host side only; the runtime validates the whole
   // binary against the device in clBuildProgram.
-  auto parsed = kann::format::read_kbin(kbin.data(), kbin.size());
+  auto parsed = kann::format::read_kbin(kbin.data(), kbin.size(), {}, kann::format::ReadParams::Skip);
   if (!parsed)
     return manycl::make_error("not a valid kann binary: " + parsed.error().message, CL_INVALID_BINARY);
   std::unique_ptr<Session> s(new Session());

@@ -80,8 +80,14 @@ manycl::Result<void> validate_program(const Program &program, const DeviceLimits
 // Serializes a program; fails when it does not validate (a compiler bug, never silent).
 manycl::Result<std::vector<uint8_t>> write_kbin(const Program &program);
 
+// Whether read_kbin copies the parameter blob into Program::params. A reader that needs only
+// the descriptors (the host side of a session, `kann inspect`) skips the copy of what can be
+// hundreds of megabytes; everything is still validated against the blob's size.
+enum class ReadParams { Copy, Skip };
+
 // Parses and validates untrusted bytes.
-manycl::Result<Program> read_kbin(const void *data, size_t size, const DeviceLimits &limits = {});
+manycl::Result<Program> read_kbin(const void *data, size_t size, const DeviceLimits &limits = {},
+                                  ReadParams with_params = ReadParams::Copy);
 
 // The header's checksum of a whole binary: CRC-32C (Castagnoli) over `size` bytes with the
 // 4 bytes of kbin_header::checksum read as zero. Bytes shorter than a header have none (0).

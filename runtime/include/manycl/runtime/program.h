@@ -45,7 +45,7 @@ public:
 
   // clCreateProgramWithBinary: validates and (for executables) loads each binary.
   static Result<Program *> from_binaries(Context *context, std::vector<Device *> devices,
-                                         const std::vector<std::vector<uint8_t>> &binaries,
+                                         std::vector<std::vector<uint8_t>> binaries,
                                          std::vector<cl_int> &binary_status);
 
   // clBuildProgram / clCompileProgram on `devices` (all of the program's when empty).

@@ -781,8 +781,12 @@ Result<void> ClusterContext::signal_wait(unsigned signal, uint64_t value) {
         if (c.failed() || a.signal_final_locked(slot_, stamp))
           break;
         if (!counted) {
+          // Register, then look at the clocks again before sleeping: a clock published
+          // between the look above and this registration saw no waiter and woke nobody
+          // (Arbiter::publish), and its cluster may next wait without publishing again.
           a.clock_waiters().fetch_add(1);
           counted = true;
+          continue;
         }
       } else if (c.failed()) {
         break;

@@ -3,6 +3,7 @@
 // that must wake blocked clusters instead of hanging them.
 #include <atomic>
 #include <chrono>
+#include <thread>
 
 #include "device_test_util.h"
 
@@ -56,6 +57,50 @@ TEST_F(Sync, SignalPingPong) {
   ASSERT_TRUE(r.ok());
   // Each round trip costs two signal latencies.
   EXPECT_EQ(rec->end().cycles(), kRounds * 2 * 20);
+}
+
+// A cluster whose signal has arrived still waits until the release is final: no other
+// cluster's clock is behind it. The other cluster's next clock step must wake it even when
+// it lands while the waiter first looks at the clocks, because that cluster may then wait
+// for a signal that arrived long ago and wake nobody itself. A lost wake-up left both
+// clusters in signal_wait, each not final for the other, until MANYCL_SYNC_TIMEOUT_S (the
+// rare hang of kann's signals between multicast parameter slices). Here, every round,
+// cluster 0 looks at the clocks the moment cluster 1's post lands (its host thread spins on
+// the counter first) while cluster 1 steps its clock from R to R + 1000 after a random host
+// delay, sweeping the step over the look.
+TEST_F(Sync, ClockStepDuringTheFirstLookAtTheClocksWakesTheWaiter) {
+  constexpr uint64_t kRounds = 20000, kRound = 1000;
+  auto rec = begin({0, 1});
+  auto r = rec->run([&](ClusterContext &ctx) {
+    const unsigned me = ctx.group_index(), peer = 1 - me;
+    uint64_t jitter = 0x9e3779b97f4a7c15ull;
+    for (uint64_t round = 1; round <= kRounds; ++round) {
+      // Both clusters start the round at R = (round - 1) * kRound.
+      if (me == 0) {
+        ctx.account_cycles(100);
+        ASSERT_TRUE(ctx.signal_post(peer, 0).ok());
+        // Cluster 1 posts without waiting for us (we are at R, its last wait's release).
+        for (unsigned spins = 0; ctx.signal_value(1) < round; ++spins)
+          if (spins > 4096)
+            std::this_thread::yield();
+        // Released at R + 100 once cluster 1's clock is past it.
+        ASSERT_TRUE(ctx.signal_wait(1, round).ok());
+        ctx.account_cycles(kRound - 100);
+      } else {
+        ASSERT_TRUE(ctx.signal_post(peer, 1).ok());
+        jitter ^= jitter << 13, jitter ^= jitter >> 7, jitter ^= jitter << 17;
+        const auto until =
+            std::chrono::steady_clock::now() + std::chrono::nanoseconds(jitter % 3000);
+        while (std::chrono::steady_clock::now() < until) {
+        }
+        ctx.account_cycles(kRound);
+        // Cluster 0's post arrived at R + 120: released at R + kRound, once cluster 0 is there.
+        ASSERT_TRUE(ctx.signal_wait(0, round).ok());
+      }
+    }
+  });
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(rec->end().cycles(), kRounds * kRound);
 }
 
 // A producer streams rounds of data into two alternating buffers of the consumer's SPM with

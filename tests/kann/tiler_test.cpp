@@ -231,6 +231,13 @@ TEST(Tiler, ConvWeightsLargerThanTheSpmStreamInMulticastSlices) {
     const uint64_t es = std::string(precision) == "fp16" ? 2 : 4;
     EXPECT_LE(param_ddr_bytes(o.program), uint64_t(double(w.size() * es + 512 * 4) * 1.05));
     EXPECT_GT(count(o.program).multicast, 2);
+    // A slice's buffer is reused after the other cluster posted that it is done with it (a
+    // signal to the multicasting cluster), not after a barrier of all.
+    int posts = 0;
+    for (const auto &stream : o.program.streams)
+      for (const auto &r : stream)
+        posts += r.function_id == KBIN_FN_SIGNAL;
+    EXPECT_GT(posts, 0);
     auto run = run_on("small", o.program, x.v);
     ASSERT_TRUE(run.ok()) << run.error().message;
     auto got = test::as_floats(run.value().outputs[1]);

@@ -132,51 +132,50 @@ void Compiler::emit_slice_load(size_t s, size_t j, uint64_t spm, bool notify,
     push(from, d);
     ddr[from] += hi - lo;
   };
-  if (!op.param_masks.empty()) {
-    // Rows x channels: each channel range's slice multicast to the clusters computing it,
-    // by one of them (rotating between operators), or loaded by its only cluster.
-    for (size_t i = 0; i < pb.slots.size() && i < op.param_masks.size(); ++i) {
-      const uint32_t mask = op.param_masks[i];
-      if (pb.slots[i].size() <= j || mask == 0)
-        continue;
-      const int members = std::popcount(mask);
-      unsigned from = 0;
-      if (issuer >= 0 && (mask >> unsigned(issuer) & 1u)) {
-        from = unsigned(issuer);
-      } else {
-        uint32_t rest = mask; // the (s mod members)-th cluster of the range
-        for (size_t skip = s % size_t(members); skip > 0; --skip)
-          rest &= rest - 1;
-        from = unsigned(std::countr_zero(rest));
-      }
-      load(from, pb.slots[i][j], members > 1 ? mask : 0);
-      if (notify)
-        for (unsigned c = 0; c < K; ++c)
-          if (mask & (1u << c))
-            ++weight_signals[c];
-    }
-    return;
-  }
-  if (pb.shared) {
-    if (pb.slots.empty() || pb.slots[0].size() <= j)
-      return;
-    uint32_t mask = 0;
-    for (unsigned c = 0; c < K; ++c)
-      if (!op.out_box[c].empty())
-        mask |= 1u << c;
-    load(issuer >= 0 ? unsigned(issuer) : unsigned(s % K), pb.slots[0][j], mask);
+  const auto multicast = multicast_slots(s);
+  for (size_t i = 0; i < multicast.size() && i < pb.slots.size(); ++i) {
+    const auto [mask, rotating] = multicast[i];
+    if (pb.slots[i].size() <= j || mask == 0)
+      continue;
+    // Rows x channels: a range with one cluster is a plain load by that cluster.
+    const bool several = !pb.shared && std::popcount(mask) > 1;
+    const unsigned from =
+        issuer >= 0 && (pb.shared || (mask >> unsigned(issuer) & 1u)) ? unsigned(issuer) : rotating;
+    load(from, pb.slots[i][j], pb.shared || several ? mask : 0);
     if (notify)
       for (unsigned c = 0; c < K; ++c)
         if (mask & (1u << c))
           ++weight_signals[c];
-    return;
   }
+  if (!multicast.empty())
+    return;
   for (unsigned c = 0; c < K && c < pb.slots.size(); ++c)
     if (pb.slots[c].size() > j) {
       load(c, pb.slots[c][j], 0);
       if (notify)
         ++weight_signals[c];
     }
+}
+
+std::vector<std::pair<uint32_t, unsigned>> Compiler::multicast_slots(size_t s) const {
+  const PlannedOp &op = ops[s];
+  std::vector<std::pair<uint32_t, unsigned>> v;
+  if (op.params.shared && !op.params.slots.empty()) {
+    // One slot for every cluster with work, multicast by a cluster rotating between
+    // operators to spread the RDMA work.
+    uint32_t mask = 0;
+    for (unsigned c = 0; c < K; ++c)
+      if (!op.out_box[c].empty())
+        mask |= 1u << c;
+    v.push_back({mask, unsigned(s % K)});
+  }
+  for (uint32_t mask : op.param_masks) { // rows x channels: one slot per channel range
+    uint32_t rest = mask;                // the (s mod members)-th cluster of the range
+    for (size_t skip = mask ? s % size_t(std::popcount(mask)) : 0; skip > 0; --skip)
+      rest &= rest - 1;
+    v.push_back({mask, rest ? unsigned(std::countr_zero(rest)) : 0u});
+  }
+  return v;
 }
 
 // Slice 0 of op s's parameters (issued during step s, used in step s + 1).
@@ -203,6 +202,7 @@ void Compiler::end_step() {
 Result<void> Compiler::emit() {
   prog.streams.assign(K, {});
   weight_signals.assign(K, 0);
+  slice_free_signals.assign(K, 0);
   describe_arguments();
   uint64_t input_bytes = 0;
   uint64_t clock = emit_prologue(input_bytes);
@@ -339,8 +339,7 @@ Result<void> Compiler::emit_step(size_t s, uint64_t &clock, uint64_t input_bytes
                   std::accumulate(stream_ddr.begin(), stream_ddr.end(), uint64_t{0}) +
                   (s == 0 ? input_bytes : 0);
   rep.dma_cycles = dma_cycles(pmax, true) + dma_cycles(nmax, false);
-  rep.cycles = own_load_cycles + step_cycles +
-               (K > 1 ? (1 + traffic.slice_barriers) * dev.barrier_latency_cycles : 0);
+  rep.cycles = own_load_cycles + step_cycles + (K > 1 ? dev.barrier_latency_cycles : 0);
   clock += rep.cycles;
   rep.spm_peak.assign(K, 0);
   for (const SpmBuffer &b : buffers)
@@ -355,16 +354,27 @@ Result<void> Compiler::emit_step(size_t s, uint64_t &clock, uint64_t input_bytes
 // The compute of op s: per parameter slice, per cluster, per band of output rows, the streamed
 // operands' loads, the native calls and the streamed output's store. Parameters streamed in
 // output-channel slices: slice j+1 loads while slice j computes; slice j+2 reuses slice j's
-// buffer once every cluster is past slice j (a barrier for multicast slices; program order
-// for a cluster's own loads).
+// buffer once every cluster is past slice j (for a multicast slice, the cluster multicasting
+// it waits for the others' kSliceFreeSignal posts; for a cluster's own loads, program order).
 Result<void> Compiler::emit_compute(size_t s, StepTraffic &traffic, OpReport &rep) {
   const PlannedOp &op = ops[s];
   const Act &y = acts[op.out];
   const size_t nslices = op.params.buffer2 >= 0 ? op.params.slices() : 1;
   std::vector<std::vector<uint64_t>> arrival(nslices, std::vector<uint64_t>(K, 0));
   std::vector<std::vector<Box>> staged(op.ins.size(), std::vector<Box>(K, Box{}));
+  // Multicast slices: slice j + 1 goes into the buffer of slice j - 1, so the cluster
+  // multicasting it first waits until every other cluster it goes to is past slice j - 1
+  // (each posts kSliceFreeSignal to it): a dependency between those clusters only, not a
+  // barrier of all.
+  const auto multicast = K > 1 ? multicast_slots(s) : decltype(multicast_slots(s)){};
   for (size_t j = 0; j < nslices; ++j) {
     if (j + 1 < nslices) {
+      if (j >= 1)
+        for (const auto &[mask, from] : multicast)
+          if (std::popcount(mask & ~(1u << from)) > 0) {
+            kbin_wait_signal_args w{kSliceFreeSignal, 0, slice_free_signals[from]};
+            prog.streams[from].push_back(format::Record::make(KBIN_FN_WAIT_SIGNAL, w));
+          }
       emit_slice_load(s, j + 1, slice_spm(op, j + 1), true, traffic.params_ddr);
       arrival[j + 1] = weight_signals;
     }
@@ -413,12 +423,14 @@ Result<void> Compiler::emit_compute(size_t s, StepTraffic &traffic, OpReport &re
         }
       }
     }
-    // A multicast slice's buffer is reused once every cluster it went to is past it.
-    if ((op.params.shared || !op.param_masks.empty()) && j + 2 < nslices && K > 1) {
-      for (unsigned c = 0; c < K; ++c)
-        prog.streams[c].push_back(format::Record{KBIN_FN_BARRIER, {}});
-      traffic.slice_barriers += 1;
-    }
+    if (j + 2 < nslices)
+      for (const auto &[mask, from] : multicast)
+        for (unsigned c = 0; c < K; ++c)
+          if (c != from && (mask >> c & 1u) && !op.out_box[c].empty()) {
+            kbin_signal_args post{from, kSliceFreeSignal, 1};
+            prog.streams[c].push_back(format::Record::make(KBIN_FN_SIGNAL, post));
+            ++slice_free_signals[from];
+          }
   }
   return {};
 }

@@ -41,6 +41,9 @@ using manycl::Result;
 
 constexpr uint64_t kAlign = 64;
 constexpr uint32_t kWeightSignal = 0; // counts parameter slices arrived in a cluster's SPM
+// Counts, on the cluster that multicasts an operator's parameter slices, the other clusters
+// done with a slice, so that it may multicast the slice after next into that slice's buffer.
+constexpr uint32_t kSliceFreeSignal = 1;
 constexpr int64_t kPanel = 16; // output channels per packed weight panel (the native format)
 inline uint64_t align_up(uint64_t v, uint64_t a = kAlign) {
   return (v + a - 1) / a * a;
@@ -257,7 +260,6 @@ struct StepTraffic {
   std::vector<uint64_t> compute;    // cycles of the native calls (cost model)
   std::vector<uint64_t> noc;        // SPM->SPM exchange bytes sent
   mcl_native_cost_breakdown lanes{};
-  uint64_t slice_barriers = 0; // barriers between streamed parameter slices
   explicit StepTraffic(unsigned clusters)
       : params_ddr(clusters, 0), stream_ddr(clusters, 0), compute(clusters, 0), noc(clusters, 0) {}
   // A compute call on `cluster`: its modeled cycles and the lanes they keep busy.
@@ -287,6 +289,7 @@ struct Compiler {
   AllocFailure failure;
   std::map<int, uint32_t> input_arg, output_arg; // tensor -> kernel argument
   std::vector<uint64_t> weight_signals;          // per cluster: notifications sent so far
+  std::vector<uint64_t> slice_free_signals;      // per cluster: kSliceFreeSignal posts so far
   // Per step (0: the prologue, s + 1: op s), per cluster: the stream's length after it.
   std::vector<std::vector<size_t>> step_ends;
   // Concat elimination: a concat input written straight into the concat output's storage
@@ -469,6 +472,10 @@ struct Compiler {
   void emit_slice_load(size_t s, size_t j, uint64_t spm, bool notify, std::vector<uint64_t> &ddr,
                        uint32_t f0 = 0, uint32_t f1 = kPieceUnits, int issuer = -1);
   void emit_param_loads(size_t s, std::vector<uint64_t> &ddr);
+  // Multicast parameter slots of op s: per slot, the clusters it goes to and (without an
+  // issuer chosen by the pipeline) the cluster that multicasts it. Empty when each cluster
+  // loads its own parameters.
+  std::vector<std::pair<uint32_t, unsigned>> multicast_slots(size_t s) const;
   uint64_t slice_spm(const PlannedOp &op, size_t j) const;
   void end_step();
   std::vector<size_t> stream_sizes() const;

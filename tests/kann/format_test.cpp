@@ -248,6 +248,11 @@ TEST(Format, BadMagicAndVersion) {
   EXPECT_NE(rejection(copy).find("version 2.0 not supported"), std::string::npos)
       << rejection(copy);
   copy = bytes;
+  copy[8] = 3; // major version 3: convolution blocks without the residual tile
+  format::reseal_kbin(copy.data(), copy.size());
+  EXPECT_NE(rejection(copy).find("version 3.0 not supported"), std::string::npos)
+      << rejection(copy);
+  copy = bytes;
   copy[10] = 7; // minor versions are accepted (with a checksum that matches them)
   EXPECT_NE(rejection(copy).find("checksum"), std::string::npos);
   format::reseal_kbin(copy.data(), copy.size());

@@ -21,14 +21,16 @@ struct ConvCase {
   int32_t weight_zp_max = 3; // INT8 weight zero points in [-max, max] (per-channel: 0 unless wide)
   bool wide_weight_zps = false; // per-channel zero points too, and the block keeps them
   bool whole_input = false; // the input tile is the whole image, not only what the taps read
+  bool residual = false;    // MCL_CONV_RESIDUAL: a residual tile added before the activation
   mcl_activation act{};
   std::string describe() const {
     char b[256];
     std::snprintf(b, sizeof b,
                   "%s H%u W%u cin%u cout%u g%u k%ux%u s%ux%u d%ux%u pad%u,%u,%u,%u tile(%u,%u %ux%u) "
-                  "dtype%u->%u act%u",
+                  "dtype%u->%u act%u%s",
                   transposed ? "convT" : "conv", H, W, cin, cout, groups, kh, kw, sh, sw, dh, dw,
-                  pt, pl, pb, pr, oy0, ox0, oh, ow, dtype, out_dtype, act.kind);
+                  pt, pl, pb, pr, oy0, ox0, oh, ow, dtype, out_dtype, act.kind,
+                  residual ? " residual" : "");
     return b;
   }
 };
@@ -98,9 +100,11 @@ ConvCase random_case(std::mt19937 &rng, bool transposed, bool depthwise) {
 
 // Runs one case; checks every output element against the reference.
 enum class Table { Stored, None, Implicit };
-// `outputs`, when given, receives the output tile's values in (y, x, channel) order.
+// `outputs`, when given, receives the output tile's values in (y, x, channel) order, and
+// `residuals` those of the residual tile (drawn from their own generator: the other data do
+// not depend on c.residual).
 void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = Table::Stored,
-              std::vector<double> *outputs = nullptr) {
+              std::vector<double> *outputs = nullptr, std::vector<double> *residuals = nullptr) {
   SCOPED_TRACE(c.describe() + " isa=" + mcl_native_isa() + " threads=" + std::to_string(threads));
   std::mt19937 rng(seed);
   Spm spm(4u << 20, threads);
@@ -211,6 +215,24 @@ void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = 
   } else {
     a.flags = table == Table::None ? MCL_CONV_NO_TABLE : MCL_CONV_IMPLICIT_TABLE;
   }
+  std::vector<double> res;
+  if (c.residual) {
+    ASSERT_FALSE(int8) << "the residual is a float epilogue";
+    a.flags |= MCL_CONV_RESIDUAL;
+    a.residual = place_tile(spm, c.oh, c.ow, c.cout, c.out_dtype, 1, 1, poison);
+    std::mt19937 rrng(seed * 7919u + 17u);
+    for (uint32_t y = 0; y < c.oh; ++y)
+      for (uint32_t xx = 0; xx < c.ow; ++xx)
+        for (uint32_t ch = 0; ch < c.cout; ++ch) {
+          double v = 2.0 * uni(rrng);
+          if (c.out_dtype == MCL_DTYPE_F16)
+            v = h2f(f2h((float)v));
+          set(spm, a.residual, y, xx, ch, v);
+          res.push_back(v);
+        }
+    if (residuals)
+      *residuals = res;
+  }
   // Byte weights hold w - w_zero_point when it fits in int8; otherwise the block keeps the
   // zero points. Packing without them must refuse a value that does not fit.
   bool fits = true;
@@ -288,6 +310,11 @@ void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = 
         } else {
           acc += bias_f[oc];
           mag += std::fabs(bias_f[oc]);
+          if (c.residual) {
+            const double r = res[((size_t)ty * c.ow + tx) * c.cout + oc];
+            acc += r;
+            mag += std::fabs(r);
+          }
           double want = acc;
           if (c.act.kind != MCL_ACT_NONE) {
             // Reference activations in double.
@@ -499,6 +526,64 @@ TEST_P(ConvRandom, LeakyReluEpilogueIsTheScalarFormula) {
     }
     c.dtype = c.out_dtype = MCL_DTYPE_F16;
     run_case(c, 2400 + i, 2, Table::Implicit);
+  }
+}
+
+TEST_P(ConvRandom, ResidualMatchesReference) {
+  // A residual tile added before the activation: dense, grouped, depthwise (full and tail
+  // channel blocks), transposed, every table mode, FP32 and FP16, activations that clamp and
+  // that do not.
+  std::mt19937 rng(4141);
+  const mcl_activation acts[] = {{MCL_ACT_NONE, 0, 0},
+                                 {MCL_ACT_RELU, 0, 0},
+                                 {MCL_ACT_CLIP, 0.0f, 0.6f},
+                                 {MCL_ACT_LEAKY_RELU, 0.1f, 0},
+                                 {MCL_ACT_HARD_SWISH, 0, 0}};
+  const Table tables[] = {Table::Stored, Table::Implicit};
+  for (int i = 0; i < 40; ++i) {
+    ConvCase c = random_case(rng, i % 8 == 7, i % 4 == 1);
+    if (i % 5 == 0) // several panels and a tail
+      c.cout = c.groups * (i % 4 == 1 ? 1 : 37), c.cin = c.groups * (i % 4 == 1 ? 1 : 5);
+    if (i % 3 == 2)
+      c.dtype = c.out_dtype = MCL_DTYPE_F16;
+    c.residual = true;
+    c.act = acts[i % 5];
+    run_case(c, 4100 + i, 1 + i % 2, tables[(i / 2) % 2]);
+  }
+  // Large K (row packing and K-chunks), FP32 and a widened FP16 input.
+  ConvCase c{};
+  c.H = 7, c.W = 9, c.cin = 301, c.cout = 37, c.groups = 1, c.kh = c.kw = 3, c.sh = c.sw = 1;
+  c.dh = c.dw = 1, c.pt = c.pl = c.pb = c.pr = 1, c.OH = 7, c.OW = 9;
+  c.oy0 = 2, c.ox0 = 1, c.oh = 4, c.ow = 7;
+  c.residual = true;
+  c.act = {MCL_ACT_RELU, 0, 0};
+  run_case(c, 4200, 2, Table::Implicit);
+  c.dtype = c.out_dtype = MCL_DTYPE_F16;
+  c.whole_input = true;
+  run_case(c, 4201, 2, Table::Implicit);
+}
+
+TEST_P(ConvRandom, Fp32ResidualIsConvThenAdd) {
+  // FP32: the fused epilogue computes (conv + bias) + residual and then the activation, the
+  // same IEEE operations as the convolution followed by the Add (+ ReLU / Clip): bit for bit.
+  std::mt19937 rng(4343);
+  for (int i = 0; i < 24; ++i) {
+    ConvCase c = random_case(rng, false, i % 4 == 1);
+    if (i % 6 == 0) // packed rows (large K)
+      c.cin = c.groups * 160, c.kh = c.kw = 2;
+    std::vector<double> conv, fused, residual;
+    run_case(c, 4300 + i, 1 + i % 2, Table::Implicit, &conv);
+    c.residual = true;
+    c.act = i % 2 ? mcl_activation{MCL_ACT_RELU, 0, 0} : mcl_activation{MCL_ACT_CLIP, 0.0f, 0.5f};
+    run_case(c, 4300 + i, 1 + i % 2, Table::Implicit, &fused, &residual);
+    ASSERT_EQ(conv.size(), fused.size());
+    ASSERT_EQ(conv.size(), residual.size());
+    for (size_t k = 0; k < conv.size(); ++k) {
+      const float sum = (float)conv[k] + (float)residual[k];
+      const float want = c.act.kind == MCL_ACT_RELU ? (sum > 0.0f ? sum : 0.0f)
+                                                    : std::min(std::max(sum, 0.0f), 0.5f);
+      ASSERT_EQ((float)fused[k], want) << c.describe() << " element " << k;
+    }
   }
 }
 

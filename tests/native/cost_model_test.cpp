@@ -48,6 +48,23 @@ TEST(NativeCostModel, FullBlocksAreMatrixBound) {
   EXPECT_EQ(detail(MCL_NATIVE_FN_CONV2D, &a, 16).total, 423u);
 }
 
+// The same call with a residual tile (MCL_CONV_RESIDUAL): per unit 8 more load/store cycles
+// (128 binary16 elements loaded) and 128 * 2 / 8 = 32 more epilogue cycles (the widening and
+// the add); the matrix work is unchanged.
+TEST(NativeCostModel, ResidualCountsItsLoadsAndAdds) {
+  mcl_conv_args a = conv(8, 8, 16, 8, 8, 16, 1, MCL_DTYPE_F16);
+  a.flags = MCL_CONV_NO_TABLE;
+  const auto plain = detail(MCL_NATIVE_FN_CONV2D, &a, 1);
+  a.flags |= MCL_CONV_RESIDUAL;
+  a.residual = a.output;
+  const auto fused = detail(MCL_NATIVE_FN_CONV2D, &a, 1);
+  EXPECT_EQ(fused.matrix, plain.matrix);
+  EXPECT_EQ(fused.load_store, 320u);
+  EXPECT_EQ(fused.vliw, 640u);
+  EXPECT_EQ(fused.total, 2710u); // 64 + ceil(8 * (18 + 232.73 + 80))
+  EXPECT_GT(fused.total, plain.total);
+}
+
 // FP16 3x3, 3 input channels -> 4 output channels, output row 13 wide, with an address
 // table. Row blocks 4 (13 pays for 16), one column block -> register tile 2x1, 2 units.
 // 3 channels pay for a 4-deep block: padded 16 px * 4 * 9 taps * 4 = 2304 MACs for 1404.

@@ -43,6 +43,43 @@ TEST(NativeValidator, AcceptsWellFormedConv) {
   EXPECT_EQ(check(MCL_NATIVE_FN_CONV2D, implicit), MCL_NATIVE_OK);
 }
 
+TEST(NativeValidator, ConvResidualTile) {
+  mcl_conv_args a = good_conv();
+  a.flags = MCL_CONV_RESIDUAL;
+  a.residual = tile(200000, 8, 8, 32);
+  EXPECT_EQ(check(MCL_NATIVE_FN_CONV2D, a), MCL_NATIVE_OK);
+  struct Mutation {
+    const char *name;
+    void (*apply)(mcl_conv_args &);
+    int expected;
+  };
+  const Mutation cases[] = {
+      {"residual without the flag", [](mcl_conv_args &a) { a.flags = 0; }, MCL_NATIVE_ERR_BAD_ARGS},
+      {"residual shape", [](mcl_conv_args &a) { a.residual.c = 16; }, MCL_NATIVE_ERR_BAD_ARGS},
+      {"residual type", [](mcl_conv_args &a) { a.residual.dtype = MCL_DTYPE_F16; }, MCL_NATIVE_ERR_BAD_ARGS},
+      {"residual channel stride", [](mcl_conv_args &a) { a.residual.channel_stride = 0; }, MCL_NATIVE_ERR_BAD_ARGS},
+      {"residual beyond spm", [](mcl_conv_args &a) { a.residual.offset = kSpm - 64; }, MCL_NATIVE_ERR_OUT_OF_RANGE},
+      {"residual overlaps output", [](mcl_conv_args &a) { a.residual.offset = a.output.offset + 64; },
+       MCL_NATIVE_ERR_BAD_ARGS},
+      {"residual on INT8",
+       [](mcl_conv_args &a) {
+         a.input.dtype = a.output.dtype = a.residual.dtype = MCL_DTYPE_S8;
+         a.output_min = -128;
+         a.output_max = 127;
+       },
+       MCL_NATIVE_ERR_BAD_ARGS},
+  };
+  for (const auto &m : cases) {
+    mcl_conv_args b = a;
+    m.apply(b);
+    EXPECT_EQ(check(MCL_NATIVE_FN_CONV2D, b), m.expected) << m.name;
+  }
+  // Without the flag, a zero residual is what every other block carries.
+  mcl_conv_args plain = good_conv();
+  plain.residual.row_stride = 1;
+  EXPECT_EQ(check(MCL_NATIVE_FN_CONV2D, plain), MCL_NATIVE_ERR_BAD_ARGS);
+}
+
 TEST(NativeValidator, RejectsBadSizeAndUnknownIds) {
   const mcl_conv_args a = good_conv();
   char msg[256];

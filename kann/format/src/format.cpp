@@ -741,6 +741,8 @@ std::string describe_record(const Record &rec) {
       tile("out", a.output);
       o << " k=" << a.kernel_h << "x" << a.kernel_w << " s=" << a.stride_h << " g=" << a.groups
         << " params@" << hex(a.params_offset) << " table@" << hex(a.table_offset);
+      if (a.flags & MCL_CONV_RESIDUAL)
+        tile("residual", a.residual);
     }
     break;
   }

@@ -345,6 +345,11 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
   if (l.weight_zp_offset)
     j.weight_zero_points = reinterpret_cast<const int32_t *>(params + l.weight_zp_offset);
   j.act = a.act;
+  if (a.flags & MCL_CONV_RESIDUAL) {
+    j.residual = spm + a.residual.offset;
+    j.res_row_stride = a.residual.row_stride;
+    j.res_pixel_stride = a.residual.pixel_stride;
+  }
   j.in_zp = a.input_zero_point;
   j.out_zp = a.output_zero_point;
   j.out_min = a.output_min;
@@ -728,16 +733,20 @@ Cost conv_cost(uint32_t fn, const mcl_conv_args &a, uint32_t pes) {
   const uint32_t out_bytes = dtype_size(a.output.dtype);
   const bool int8 = is_int8(a.input.dtype);
   // Epilogue work per output element: bias, activation, and the conversion to the output
-  // type (INT8: scale, round, zero point, clamp).
+  // type (INT8: scale, round, zero point, clamp); a fused residual is one more add of an
+  // element loaded from the SPM (and widened when binary16).
+  const bool residual = (a.flags & MCL_CONV_RESIDUAL) != 0;
+  const double residual_ops = residual ? (a.output.dtype == MCL_DTYPE_F16 ? 2.0 : 1.0) : 0.0;
   const double epilogue_ops = 1.0 + activation_ops(a.act) + (int8 ? 4.0 : 0.0) +
-                              (a.output.dtype == MCL_DTYPE_F16 ? 1.0 : 0.0);
+                              (a.output.dtype == MCL_DTYPE_F16 ? 1.0 : 0.0) + residual_ops;
+  const uint32_t residual_bytes = residual ? out_bytes : 0;
   Cost c;
   if (conv_is_depthwise(a)) {
     // Vectors across channels; a row of outputs slides its window in registers, so each
     // output loads kernel_h input vectors (times the horizontal stride) and stores one.
     const uint32_t in_bytes = dtype_size(a.input.dtype);
-    const double bytes =
-        (double)a.kernel_h * std::max<uint16_t>(1, a.stride_w) * in_bytes + out_bytes;
+    const double bytes = (double)a.kernel_h * std::max<uint16_t>(1, a.stride_w) * in_bytes +
+                         out_bytes + residual_bytes;
     const double ops = (double)taps + epilogue_ops;
     c = stream(pixels * a.output.c, bytes, ops, a.input.dtype, pes);
     c.macs = c.padded_macs = pixels * a.output.c * taps;
@@ -760,7 +769,8 @@ Cost conv_cost(uint32_t fn, const mcl_conv_args &a, uint32_t pes) {
   // One scalar load per pixel and tap from the address table ([pixel][tap]: strided).
   const double addresses = (a.flags & MCL_CONV_NO_TABLE) ? 0.0 : (double)kBlockRows * mr;
   const double tile_elems = (double)mr * nr * kBlockRows * kBlockRows;
-  u.load_store = (double)taps * (left + right + addresses) + tile_elems * out_bytes / kLsuBytes;
+  u.load_store = (double)taps * (left + right + addresses) +
+                 tile_elems * (out_bytes + residual_bytes) / kLsuBytes;
   u.epilogue = (double)mr * nr * e.acc_move_cycles_per_block +
                tile_elems * epilogue_ops / vliw_rate(MCL_DTYPE_F32);
   u.overhead = (double)kUnitCycles + (double)taps * kTapCycles;

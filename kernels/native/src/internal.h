@@ -177,6 +177,9 @@ struct ConvJob {
   const float *multipliers = nullptr; // INT8
   const int32_t *weight_zero_points = nullptr; // INT8 with MCL_CONV_WEIGHT_ZERO_POINTS
   mcl_activation act{};
+  // MCL_CONV_RESIDUAL (float): a tile of the output's type added before the activation.
+  const uint8_t *residual = nullptr;
+  int64_t res_row_stride = 0, res_pixel_stride = 0; // elements
   int32_t in_zp = 0, out_zp = 0, out_min = 0, out_max = 0;
   uint32_t nblocks = 0;         // ceil(cout_g / 16)
   uint32_t channels_padded = 0; // depthwise: round_up(C, 16)

@@ -183,10 +183,27 @@ static inline void ukernel_packed(uint32_t n, const float *a, const TW *w, bool 
   block_store<S, MR, V>(acc, c);
 }
 
-// Bias, activation, conversion and store of nvalid columns of one row of a C block.
+// Bias, activation, conversion and store of nvalid columns of one row of a C block; with
+// `res` (MCL_CONV_RESIDUAL) the residual row is added to conv + bias before the activation,
+// in that order: FP32 gives the bits of the convolution followed by the Add.
 template <class S, class T>
 static inline void epilogue_row(const ConvJob &j, const FloatEpilogue &ep, const float *c,
-                                uint32_t nvalid, const float *bias, T *out) {
+                                uint32_t nvalid, const float *bias, T *out,
+                                const T *res = nullptr) {
+  if (res) {
+    if (nvalid == kPanelWidth && !ep.general) {
+      S::bias_residual_clamp_store16(c, bias, res, ep.lo, ep.hi, out);
+      return;
+    }
+    alignas(64) float v[kPanelWidth];
+    for (uint32_t x = 0; x < nvalid; ++x)
+      v[x] = ep(j.act, (c[x] + bias[x]) + to_float(res[x]));
+    if constexpr (std::is_same_v<T, uint16_t>)
+      S::narrow_halves(v, nvalid, out);
+    else
+      std::memcpy(out, v, nvalid * sizeof(float));
+    return;
+  }
   if (nvalid == kPanelWidth && !ep.general) {
     S::bias_clamp_store16(c, bias, ep.lo, ep.hi, out);
   } else if (nvalid == kPanelWidth && ep.leaky) {
@@ -207,9 +224,10 @@ static inline void epilogue_row(const ConvJob &j, const FloatEpilogue &ep, const
 // Bias, activation, conversion and store of mr rows x nvalid columns of a C block.
 template <class S, class T>
 static inline void float_epilogue(const ConvJob &j, const FloatEpilogue &ep, const float (*c)[16],
-                                  uint32_t mr, uint32_t nvalid, const float *bias, T *const *orow) {
+                                  uint32_t mr, uint32_t nvalid, const float *bias, T *const *orow,
+                                  const T *const *rrow) {
   for (uint32_t i = 0; i < mr; ++i)
-    epilogue_row<S, T>(j, ep, c[i], nvalid, bias, orow[i]);
+    epilogue_row<S, T>(j, ep, c[i], nvalid, bias, orow[i], rrow ? rrow[i] : nullptr);
 }
 
 // T: weights and output elements; TI: input elements (float for a widened binary16 input).
@@ -221,17 +239,29 @@ static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
   const T *wg = reinterpret_cast<const T *>(j.weights + r.group * j.weights_group_stride);
   const float *bias = static_cast<const float *>(j.bias) + (size_t)r.group * j.nblocks * 16;
   T *out = reinterpret_cast<T *>(j.out);
+  const T *residual = reinterpret_cast<const T *>(j.residual);
   const FloatEpilogue ep(j.act);
   const uint32_t kc = j.cin_g;
 
-  auto setup_rows = [&](uint32_t m0, uint32_t mr, const int32_t **rows, T **orow) {
+  auto setup_rows = [&](uint32_t m0, uint32_t mr, const int32_t **rows, T **orow, const T **rrow) {
     for (int i = 0; i < MR; ++i) {
       // Rows past the end repeat the last valid row: computed, never stored.
       const uint32_t m = m0 + std::min<uint32_t>(i, mr - 1);
+      const int64_t y = m / j.out_w, x = m % j.out_w;
       rows[i] = j.table + (size_t)m * j.taps;
-      orow[i] = out + (m / j.out_w) * j.out_row_stride + (m % j.out_w) * j.out_pixel_stride +
-                (size_t)r.group * j.cout_g;
+      orow[i] = out + y * j.out_row_stride + x * j.out_pixel_stride + (size_t)r.group * j.cout_g;
+      if (residual)
+        rrow[i] =
+            residual + y * j.res_row_stride + x * j.res_pixel_stride + (size_t)r.group * j.cout_g;
     }
+  };
+  // The residual rows of a panel (null without a residual).
+  auto panel_residual = [&](const T *const *rrow, uint32_t n0, const T **r_o) -> const T *const * {
+    if (!residual)
+      return nullptr;
+    for (int i = 0; i < MR; ++i)
+      r_o[i] = rrow[i] + n0;
+    return r_o;
   };
 
   if (r.acc == nullptr) { // run_conv packs rows only when conv_float_packs_rows()
@@ -241,7 +271,8 @@ static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
       const uint32_t mr = std::min<uint32_t>(MR, r.m_end - m0);
       const int32_t *rows[MR];
       T *orow[MR];
-      setup_rows(m0, mr, rows, orow);
+      const T *rrow[MR];
+      setup_rows(m0, mr, rows, orow, rrow);
       for (uint32_t nb = r.nb_begin; nb < r.nb_end; ++nb) {
         const uint32_t n0 = nb * 16;
         const T *wp = wg + nb * panel;
@@ -250,7 +281,7 @@ static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
           o[i] = orow[i] + n0;
         const uint32_t nvalid = std::min<uint32_t>(16, j.cout_g - n0);
         if constexpr (StoresFromRegisters<S, T>) {
-          if (!ep.general && nvalid == 16) {
+          if (!ep.general && nvalid == 16 && !residual) {
             const DirectStore<T> direct{o, bias + n0, ep.lo, ep.hi, mr};
             if (mr <= (uint32_t)kHalfMR)
               ukernel_float<S, kHalfMR, TI, T, kPanelWidth / S::W, T>(0, j.taps, 0, kc, kc, in,
@@ -267,7 +298,8 @@ static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
           ukernel_float<S, kHalfMR, TI, T>(0, j.taps, 0, kc, kc, in, rows, wp, false, c);
         else
           ukernel_float<S, MR, TI, T>(0, j.taps, 0, kc, kc, in, rows, wp, false, c);
-        float_epilogue<S, T>(j, ep, c, mr, nvalid, bias + n0, o);
+        const T *r_o[MR];
+        float_epilogue<S, T>(j, ep, c, mr, nvalid, bias + n0, o, panel_residual(rrow, n0, r_o));
       }
     }
     return;
@@ -287,7 +319,8 @@ static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
       const uint32_t mr = std::min<uint32_t>(MR, r.m_end - m0);
       const int32_t *rows[MR];
       T *orow[MR];
-      setup_rows(m0, mr, rows, orow);
+      const T *rrow[MR];
+      setup_rows(m0, mr, rows, orow, rrow);
       const uint32_t t_first = q0 / kc, k_first = q0 % kc;
       for (int i = 0; i < MR; ++i) {
         float *dst = apack + (size_t)i * kPackK;
@@ -324,7 +357,8 @@ static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
           T *o[MR];
           for (int i = 0; i < MR; ++i)
             o[i] = orow[i] + n0;
-          float_epilogue<S, T>(j, ep, c, mr, nvalid, bias + n0, o);
+          const T *r_o[MR];
+          float_epilogue<S, T>(j, ep, c, mr, nvalid, bias + n0, o, panel_residual(rrow, n0, r_o));
         }
       }
     }
@@ -371,6 +405,17 @@ struct PortableSteps {
   static void bias_clamp_store16(const float *c, const float *bias, float lo, float hi, T *out) {
     for (int x = 0; x < 16; ++x) {
       float v = c[x] + bias[x];
+      v = v > lo ? v : lo;
+      v = v < hi ? v : hi;
+      from_float(out + x, v);
+    }
+  }
+  // (c + bias) + residual, then the clamp: a residual Add fused into the epilogue.
+  template <class T>
+  static void bias_residual_clamp_store16(const float *c, const float *bias, const T *res, float lo,
+                                          float hi, T *out) {
+    for (int x = 0; x < 16; ++x) {
+      float v = (c[x] + bias[x]) + to_float(res[x]);
       v = v > lo ? v : lo;
       v = v < hi ? v : hi;
       from_float(out + x, v);
@@ -426,6 +471,10 @@ static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
   const uint32_t C = j.cout_g * j.groups, Cp = j.channels_padded;
   const uint32_t full = C / kPanelWidth * kPanelWidth;
   T *out = reinterpret_cast<T *>(j.out);
+  const T *residual = reinterpret_cast<const T *>(j.residual);
+  auto residual_at = [&](int64_t y, int64_t x) -> const T * {
+    return residual ? residual + y * j.res_row_stride + x * j.res_pixel_stride : nullptr;
+  };
   FloatEpilogue ep(j.act);
   // Blocks of kPixels output pixels share each weight load (rows past the end repeat the
   // last pixel: computed, not stored). The loops over pixels and vectors are unrolled so the
@@ -440,6 +489,7 @@ static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
   struct Block {
     const int32_t *tabs[kPixels];
     T *orow[kPixels];
+    const T *rrow[kPixels]; // residual pixels (MCL_CONV_RESIDUAL), else null
     uint32_t np = 0;
     int32_t step = 0; // != 0: every pixel's taps are the first pixel's moved by i * step
     // With step: pixel 0's tap t reads element tap0[t] + shift.
@@ -520,8 +570,10 @@ static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
         blk.run = geo_run;
         blk.stride = geo_stride;
         T *o = out + oy * j.out_row_stride + x0 * j.out_pixel_stride;
-        for (uint32_t i = 0; i < kPixels; ++i)
+        for (uint32_t i = 0; i < kPixels; ++i) {
           blk.orow[i] = o + i * j.out_pixel_stride;
+          blk.rrow[i] = residual_at(oy, x0 + i);
+        }
       } else {
         // Through the table: up to 8 pixels, stopping where a row's interior starts.
         np = std::min<uint32_t>(kPixels, r.m_end - m);
@@ -532,6 +584,7 @@ static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
         for (uint32_t i = 0; i < kPixels; ++i) {
           blk.tabs[i] = j.table + (size_t)(m + std::min(i, np - 1)) * j.taps;
           blk.orow[i] = out + y * j.out_row_stride + x * j.out_pixel_stride;
+          blk.rrow[i] = residual_at(y, x);
           if (i + 1 < np && ++x == j.out_w) {
             x = 0;
             ++y;
@@ -614,7 +667,8 @@ static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
 #pragma GCC unroll 4
             for (int v = 0; v < V; ++v)
               S::store(c[0] + v * S::W, a1[v]);
-            epilogue_row<S, T>(j, ep, c[0], kPanelWidth, bias + c0, blk.orow[i] + c0);
+            epilogue_row<S, T>(j, ep, c[0], kPanelWidth, bias + c0, blk.orow[i] + c0,
+                               residual ? blk.rrow[i] + c0 : nullptr);
           }
           continue;
         }
@@ -665,7 +719,7 @@ static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
             tap(t, [&](uint32_t i) { return inc + blk.tabs[i][t]; });
         }
         if constexpr (V == 1 && StoresFromRegisters<S, T>) {
-          if (!ep.general) {
+          if (!ep.general && !residual) {
 #pragma GCC unroll 8
             for (uint32_t i = 0; i < kPixels; ++i)
               if (i < blk.np)
@@ -679,7 +733,8 @@ static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
           for (int v = 0; v < V; ++v)
             S::store(c[i] + v * S::W, acc[i][v]);
         for (uint32_t i = 0; i < blk.np; ++i)
-          epilogue_row<S, T>(j, ep, c[i], kPanelWidth, bias + c0, blk.orow[i] + c0);
+          epilogue_row<S, T>(j, ep, c[i], kPanelWidth, bias + c0, blk.orow[i] + c0,
+                             residual ? blk.rrow[i] + c0 : nullptr);
       }
     }
     if (full == C)
@@ -697,8 +752,11 @@ static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
           for (uint32_t x = 0; x < n; ++x)
             acc[x] += to_float(p[x]) * to_float(wt[x]);
         }
+        const T *res = blk.rrow[i];
         for (uint32_t x = 0; x < n; ++x)
-          from_float(o + full + x, ep(j.act, acc[x] + bias[full + x]));
+          from_float(o + full + x,
+                     ep(j.act, res ? (acc[x] + bias[full + x]) + to_float(res[full + x])
+                                   : acc[x] + bias[full + x]));
       }
     }
   }

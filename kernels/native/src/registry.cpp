@@ -175,11 +175,34 @@ void check_conv(Checker &ck, uint32_t fn, const mcl_conv_args &a, bool from_gemm
              std::string(what) + ": kernel, stride and dilation must be >= 1");
   const uint32_t table_flags = MCL_CONV_NO_TABLE | MCL_CONV_IMPLICIT_TABLE;
   const uint32_t known_flags =
-      table_flags | (is_int8(a.input.dtype) ? (uint32_t)MCL_CONV_WEIGHT_ZERO_POINTS : 0u);
+      table_flags | (is_int8(a.input.dtype) ? (uint32_t)MCL_CONV_WEIGHT_ZERO_POINTS
+                                            : (uint32_t)MCL_CONV_RESIDUAL);
   ck.require((a.flags & ~known_flags) == 0 && (a.flags & table_flags) != table_flags &&
                  a.reserved0 == 0,
              std::string(what) + ": unknown flags");
   ck.activation(a.act);
+  if (!ck.ok())
+    return;
+  if (a.flags & MCL_CONV_RESIDUAL) {
+    // Read element by element where the output is written: the same shape and type.
+    if (!ck.tile("residual", a.residual, Role::Dense))
+      return;
+    ck.require(a.residual.dtype == out, std::string(what) + ": residual type differs from output");
+    ck.same_shape("conv residual", a.residual, a.output);
+    // Kernels may compute an output pixel twice (blocks overlapping at a row's end): the
+    // residual must still be there the second time.
+    auto end_of = [](const mcl_tile &t) {
+      return (u128)t.offset +
+             ((u128)(t.h - 1) * t.row_stride + (u128)(t.w - 1) * t.pixel_stride + t.c) *
+                 dtype_size(t.dtype);
+    };
+    ck.require(end_of(a.output) <= a.residual.offset || end_of(a.residual) <= a.output.offset,
+               std::string(what) + ": residual overlaps the output");
+  } else {
+    static const mcl_tile kNoTile{};
+    ck.require(std::memcmp(&a.residual, &kNoTile, sizeof kNoTile) == 0,
+               std::string(what) + ": residual set without MCL_CONV_RESIDUAL");
+  }
   if (!ck.ok())
     return;
   if (is_int8(in)) {

@@ -50,6 +50,22 @@ struct Avx2Steps {
       store8(out + 8 * v, x);
     }
   }
+  static __m256 load8(const float *p) { return _mm256_loadu_ps(p); }
+  static __m256 load8(const uint16_t *p) {
+    return _mm256_cvtph_ps(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
+  }
+  // (c + bias) + residual, then the clamp: the scalar order, so FP32 gives the same bits.
+  template <class T>
+  static void bias_residual_clamp_store16(const float *c, const float *bias, const T *res, float lo,
+                                          float hi, T *out) {
+    const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+    for (int v = 0; v < 2; ++v) {
+      __m256 x = _mm256_add_ps(_mm256_loadu_ps(c + 8 * v), _mm256_loadu_ps(bias + 8 * v));
+      x = _mm256_add_ps(x, load8(res + 8 * v));
+      x = _mm256_min_ps(_mm256_max_ps(x, vlo), vhi);
+      store8(out + 8 * v, x);
+    }
+  }
   // The clamp, then LeakyRelu as apply_activation computes it (v < 0 ? alpha * v : v).
   template <class T>
   static void bias_leaky_store16(const float *c, const float *bias, float lo, float hi, float alpha,

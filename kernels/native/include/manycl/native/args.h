@@ -115,7 +115,11 @@ enum mcl_conv_flags {
    * w_zero_point * sum(x) per pixel. Needed when some w - w_zero_point does not fit in int8
    * (uint8 weights of QLinearConv); without it mcl_native_pack_conv stores w - w_zero_point
    * as bytes and fails (MCL_NATIVE_ERR_BAD_ARGS) on a value outside [-128, 127]. */
-  MCL_CONV_WEIGHT_ZERO_POINTS = 1u << 2
+  MCL_CONV_WEIGHT_ZERO_POINTS = 1u << 2,
+  /* F32 / F16: out = act(conv + bias + residual) with `residual` a tile of the output's type
+   * and shape (a residual Add fused into the epilogue; the sum is rounded once, in FP32).
+   * Without the flag `residual` must be all zero. Not for INT8 (docs/native.md). */
+  MCL_CONV_RESIDUAL = 1u << 3
 };
 
 typedef struct mcl_conv_args {
@@ -136,6 +140,7 @@ typedef struct mcl_conv_args {
   int32_t output_zero_point; /* INT8 */
   int32_t output_min;        /* INT8 clamp after requantization (fused ReLU / Clip) */
   int32_t output_max;
+  mcl_tile residual; /* MCL_CONV_RESIDUAL: [out_h][out_w][out_c], channel_stride 1 */
 } mcl_conv_args;
 
 /* ---- GEMM with constant B (MCL_NATIVE_FN_GEMM) ----

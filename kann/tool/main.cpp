@@ -68,6 +68,7 @@ int usage() {
       "               [--fp16-tolerance ABS[,REL] | --fp32-operators NAME,...]\n"
       "               [--device-config PRESET|FILE.json] [--report REPORT.html]\n"
       "               [--report-json FILE] [--dump-ir] [--dump-schedule]\n"
+      "               [--no-residual-fusion]\n"
       "               [--batch N] [--batch-split auto|sequential|clusters[:G]]\n"
       "               [--schedule layer|pipeline|group|auto] [--custom-ops LIB.so[:LIB.so]]\n"
       "  kann inspect MODEL.kbin [--records]\n"
@@ -303,7 +304,7 @@ int compile(int argc, char **argv) {
                  {"-o", "--clusters", "--precision", "--device-config", "--report", "--report-json",
                   "--calibration", "--calibration-percentile", "--batch", "--batch-split",
                   "--schedule", "--custom-ops", "--fp32-operators", "--fp16-tolerance"},
-                 {"--dump-ir", "--dump-schedule"});
+                 {"--dump-ir", "--dump-schedule", "--no-residual-fusion"});
   if (!a.error.empty())
     return fail(a.error);
   if (a.positional.size() != 1 || a.get("-o").empty())
@@ -384,6 +385,7 @@ int compile(int argc, char **argv) {
   std::fprintf(stderr, "kann: compiling for %u clusters of '%s'\n", options.clusters,
                options.device.name.c_str());
   options.dump_schedule = a.has("--dump-schedule");
+  options.fuse_residual_adds = !a.has("--no-residual-fusion");
   TerminalProgress progress;
   if (progress.enabled())
     options.progress = [&](const char *stage, size_t done, size_t total) {

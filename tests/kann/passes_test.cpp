@@ -197,3 +197,105 @@ TEST(Passes, Fp16ConversionKeepsNetworkIoInFp32) {
 }
 
 } // namespace
+
+namespace {
+
+// The node (alive) that produces tensor `name`.
+const kann::ir::Node &producer_of(const kann::ir::Graph &g, const std::string &name) {
+  return g.nodes[size_t(g.tensors[size_t(g.find(name))].producer)];
+}
+
+TEST(Passes, ResidualAddsFuseIntoTheLaterConvolution) {
+  OnnxBuilder b;
+  b.input("x", {1, 4, 6, 6});
+  b.weight("w", {4, 4, 3, 3});
+  b.weight("bias", {4});
+  b.weight("wd", {8, 4, 1, 1});
+  b.weight("w3", {8, 4, 1, 1});
+  auto pads = [](onnx::NodeProto &n) { OnnxBuilder::ints(n, "pads", {1, 1, 1, 1}); };
+  pads(b.node("Conv", {"x", "w", "bias"}, {"c1"}));
+  b.node("Add", {"c1", "x"}, {"s1"}); // identity shortcut, then Relu
+  b.node("Relu", {"s1"}, {"y1"});
+  b.node("Conv", {"y1", "wd"}, {"d"}); // shortcut first: the main path's conv is later
+  b.node("Conv", {"y1", "w3"}, {"c3"});
+  b.node("Add", {"d", "c3"}, {"y"});
+  b.output("y");
+  auto G = import(b);
+  kann::passes::fuse_activations(G);
+  EXPECT_EQ(kann::passes::fuse_residual_adds(G), 2);
+  EXPECT_EQ(count(G, kann::ir::Op::Add), 0);
+  const auto &first = producer_of(G, "y1");
+  EXPECT_EQ(first.op, kann::ir::Op::Conv);
+  EXPECT_EQ(first.act.kind, MCL_ACT_RELU);
+  ASSERT_EQ(first.inputs.size(), 4u);
+  EXPECT_EQ(G.tensors[size_t(first.inputs[3])].name, "x");
+  const auto &second = producer_of(G, "y");
+  ASSERT_EQ(second.inputs.size(), 4u);
+  EXPECT_EQ(second.inputs[2], -1); // no bias
+  EXPECT_EQ(G.tensors[size_t(second.inputs[0])].name, "y1");
+  EXPECT_EQ(G.tensors[size_t(second.inputs[3])].name, "d");
+}
+
+TEST(Passes, ResidualFusionMovesTheConvolutionAfterALaterResidual) {
+  OnnxBuilder b;
+  b.input("x", {1, 4, 6, 6});
+  b.weight("wd", {4, 4, 1, 1});
+  b.weight("w", {4, 4, 1, 1});
+  b.node("Conv", {"x", "wd"}, {"d"}); // the only candidate: the other conv has its Relu
+  b.node("Conv", {"x", "w"}, {"c"});
+  b.node("Relu", {"c"}, {"r"});
+  b.node("Add", {"r", "d"}, {"y"});
+  b.output("y");
+  auto G = import(b);
+  kann::passes::fuse_activations(G);
+  ASSERT_EQ(kann::passes::fuse_residual_adds(G), 1);
+  // Execution order: the Relu'd conv first, then the fused one reading its output.
+  ASSERT_EQ(G.nodes.size(), 2u);
+  EXPECT_EQ(G.tensors[size_t(G.nodes[0].outputs[0])].name, "r");
+  EXPECT_EQ(G.tensors[size_t(G.nodes[1].outputs[0])].name, "y");
+  EXPECT_EQ(G.tensors[size_t(G.nodes[1].inputs[3])].name, "r");
+  EXPECT_EQ(G.tensors[size_t(G.find("y"))].producer, 1);
+}
+
+TEST(Passes, ResidualFusionSkipsWhatTheEpilogueCannotAdd) {
+  // A conv with its own activation, a broadcast operand, a conv output read twice, a
+  // constant operand, an output that is a network output: nothing fuses.
+  OnnxBuilder b;
+  b.input("x", {1, 4, 6, 6});
+  b.weight("w", {4, 4, 1, 1});
+  b.weight("k", {1, 4, 1, 1});
+  b.weight("full", {1, 4, 6, 6});
+  b.node("Conv", {"x", "w"}, {"c1"});
+  b.node("Relu", {"c1"}, {"r1"});
+  b.node("Add", {"r1", "x"}, {"s1"}); // the producer (Conv+Relu) has an activation
+  b.node("Conv", {"s1", "w"}, {"c2"});
+  b.node("Add", {"c2", "k"}, {"s2"}); // broadcast constant
+  b.node("Conv", {"s2", "w"}, {"c3"});
+  b.node("Add", {"c3", "s2"}, {"s3"});
+  b.node("Mul", {"c3", "s3"}, {"s4"}); // c3 has a second reader
+  b.node("Conv", {"s4", "w"}, {"c5"});
+  b.node("Add", {"c5", "full"}, {"s5"}); // a constant operand of the full shape
+  b.node("Conv", {"s5", "w"}, {"c6"});
+  b.node("Add", {"c6", "s5"}, {"y"});
+  b.output("y");
+  b.output("c6"); // the convolution's output is a network output too
+  auto G = import(b);
+  kann::passes::fuse_activations(G);
+  EXPECT_EQ(kann::passes::fuse_residual_adds(G), 0);
+  EXPECT_EQ(count(G, kann::ir::Op::Add), 5);
+}
+
+TEST(Passes, ResidualFusionLeavesInt8AddsToTheirRequantization) {
+  OnnxBuilder b;
+  b.input("x", {1, 4, 6, 6});
+  b.weight("w", {4, 4, 1, 1});
+  b.node("Conv", {"x", "w"}, {"c"});
+  b.node("Add", {"c", "x"}, {"y"});
+  b.output("y");
+  auto G = import(b);
+  for (auto &n : G.nodes)
+    n.ints["int8"] = {1};
+  EXPECT_EQ(kann::passes::fuse_residual_adds(G), 0);
+}
+
+} // namespace

@@ -15,7 +15,7 @@ namespace {
 using namespace kann;
 
 manycl::Result<CompileOutput> compile_bytes(const std::string &onnx, const char *preset,
-                                            unsigned clusters) {
+                                            unsigned clusters, bool fuse_residual_adds = true) {
   auto g = import_onnx_bytes(onnx);
   if (!g)
     return g.error();
@@ -24,6 +24,7 @@ manycl::Result<CompileOutput> compile_bytes(const std::string &onnx, const char 
   CompileOptions o;
   o.device = manycl::device::preset(preset).value();
   o.clusters = clusters;
+  o.fuse_residual_adds = fuse_residual_adds;
   return compile_graph(g.value(), o);
 }
 
@@ -315,7 +316,8 @@ TEST(Tiler, ConvolutionSplitByRowsAndChannelsWhereOneDSplitsLeaveRoundsUnbalance
 
 // A residual block whose three 100 KiB-per-cluster activations (the Add's two inputs and
 // its output) exceed a 256 KiB SPM: the Add writes over its dying input, so nothing spills
-// (placing the three apart spilled one to DDR). Numerics against a direct reference.
+// (placing the three apart spilled one to DDR). Numerics against a direct reference. Without
+// residual fusion (which removes the Add: the second test case).
 TEST(Tiler, InPlaceAddAvoidsASpill) {
   test::OnnxBuilder b;
   b.input("x", {1, 32, 40, 40});
@@ -328,13 +330,19 @@ TEST(Tiler, InPlaceAddAvoidsASpill) {
   b.node("Add", {"a", "b"}, {"c"});
   b.node("Conv", {"c", "wc"}, {"y"});
   b.output("y");
-  auto out = compile_bytes(b.bytes(), "small", 2);
+  auto out = compile_bytes(b.bytes(), "small", 2, false);
   ASSERT_TRUE(out.ok()) << out.error().message;
   const auto &o = out.value();
   EXPECT_TRUE(o.spilled.empty()) << o.report_text();
   EXPECT_EQ(o.program.scratch_size, 0u);
   for (const auto &buf : o.buffers)
     EXPECT_NE(buf.name, "c") << "the Add output has its own buffer";
+  // Fused, the Add's step is gone: the convolution reads `a` as its residual (two 100 KiB
+  // inputs and its output, as the Add had), and nothing spills either.
+  auto fused = compile_bytes(b.bytes(), "small", 2);
+  ASSERT_TRUE(fused.ok()) << fused.error().message;
+  EXPECT_TRUE(fused.value().spilled.empty()) << fused.value().report_text();
+  EXPECT_EQ(fused.value().ops.size(), o.ops.size() - 1);
 
   test::ref::T x = test::ref::make(32, 40, 40);
   for (size_t i = 0; i < x.v.size(); ++i)
@@ -348,6 +356,9 @@ TEST(Tiler, InPlaceAddAvoidsASpill) {
   ASSERT_EQ(got.size(), want.v.size());
   for (size_t i = 0; i < got.size(); ++i)
     ASSERT_NEAR(got[i], want.v[i], 1e-4f * (1.0f + std::fabs(want.v[i]))) << i;
+  auto fused_run = run_on("small", fused.value().program, x.v);
+  ASSERT_TRUE(fused_run.ok()) << fused_run.error().message;
+  EXPECT_EQ(fused_run.value().outputs[1], run.value().outputs[1]); // FP32: bit for bit
 }
 
 // Layer groups (--schedule group): a chain of convolutions (3x3, then 3x3 stride 2, 1x1, a

@@ -356,6 +356,61 @@ int fuse_activations(Graph &g) {
   return count;
 }
 
+int fuse_residual_adds(Graph &g) {
+  const auto float_type = [](ir::DType t) { return t == ir::DType::F32 || t == ir::DType::F16; };
+  int count = 0;
+  for (size_t ai = 0; ai < g.nodes.size(); ++ai) {
+    Node &add = g.nodes[ai];
+    if (add.dead || !ir::op_has(add.op, ir::kResidualAdd) || add.ints.count("int8") ||
+        add.inputs.size() != 2 || add.inputs[0] == add.inputs[1])
+      continue;
+    const Tensor &sum = g.tensors[add.outputs[0]];
+    bool operands_ok = float_type(sum.dtype);
+    for (int x : add.inputs) // no broadcast, no constant, no conversion
+      operands_ok = operands_ok && !g.tensors[x].is_const && g.tensors[x].shape == sum.shape &&
+                    g.tensors[x].dtype == sum.dtype;
+    if (!operands_ok)
+      continue;
+    // Of the operands a convolution produces for this Add alone, the later one takes the
+    // other as its residual: that one is computed by then in most graphs (a ResNet
+    // downsampling block's two convolutions).
+    int conv_slot = -1;
+    for (int k = 0; k < 2; ++k) {
+      const int x = add.inputs[size_t(k)], p = g.tensors[x].producer;
+      if (p < 0 || only_consumer(g, x) != int(ai))
+        continue;
+      const Node &conv = g.nodes[size_t(p)];
+      if (conv.dead || !ir::op_has(conv.op, ir::kTakesResidual) || conv.ints.count("int8") ||
+          conv.act.kind != MCL_ACT_NONE || conv.inputs.size() > 3 || conv.outputs[0] != x)
+        continue;
+      if (conv_slot < 0 || p > g.tensors[add.inputs[size_t(conv_slot)]].producer)
+        conv_slot = k;
+    }
+    if (conv_slot < 0)
+      continue;
+    const int conv_index = g.tensors[add.inputs[size_t(conv_slot)]].producer;
+    const int residual = add.inputs[size_t(1 - conv_slot)];
+    Node fused = g.nodes[size_t(conv_index)];
+    fused.inputs.resize(3, -1); // [X, W, B or -1, residual]
+    fused.inputs.push_back(residual);
+    fused.outputs = add.outputs;
+    fused.act = add.act;
+    // It runs where the convolution ran, or where the Add ran when the residual is produced
+    // after the convolution (the node order is the execution order).
+    const int residual_producer = g.tensors[residual].producer;
+    const size_t at = residual_producer > conv_index ? ai : size_t(conv_index);
+    g.nodes[size_t(conv_index)].dead = true;
+    add.dead = true;
+    g.nodes[at] = std::move(fused);
+    g.nodes[at].dead = false;
+    g.tensors[g.nodes[at].outputs[0]].producer = int(at);
+    ++count;
+  }
+  if (count)
+    g.compact();
+  return count;
+}
+
 uint16_t float_to_half(float value) {
   uint32_t f;
   std::memcpy(&f, &value, 4);

@@ -56,6 +56,10 @@ struct CompileOptions {
   // tiler/group.cpp), "auto" (layer and pipeline built, group too when the layer schedule
   // spills, the one predicted fastest kept: never slower than "layer").
   std::string schedule = "auto";
+  // Residual Adds fused into the convolution producing one of their operands
+  // (passes::fuse_residual_adds; `kann compile --no-residual-fusion` turns it off, for
+  // comparisons).
+  bool fuse_residual_adds = true;
 };
 
 // How a batch of images was laid out on the clusters (CompileOutput::batch).

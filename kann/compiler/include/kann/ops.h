@@ -75,12 +75,14 @@ enum : uint32_t {
   kView = 1u << 4,             // reinterprets its input's storage (Flatten / Reshape)
   kIdentity = 1u << 5,         // copies its input (removed by remove_identities)
   kMaxReduction = 1u << 6,     // reduces by max: no requantization between its INT8 operands
+  kTakesResidual = 1u << 7,    // a residual Add of its float output fuses into it
+  kResidualAdd = 1u << 8,      // fuses into a kTakesResidual producer (fuse_residual_adds)
 };
 
 // clang-format off
 #define KANN_OPERATORS(OP)                                                                                          \
   /*  enum name           name                  origin  shape rule     lowering    abilities */                     \
-  OP(Conv,                "Conv",               Onnx,   Conv,          Conv,       kInt8Kernel | kFusesActivation | kWritesIntoConcat) \
+  OP(Conv,                "Conv",               Onnx,   Conv,          Conv,       kInt8Kernel | kFusesActivation | kWritesIntoConcat | kTakesResidual) \
   OP(ConvTranspose,       "ConvTranspose",      Onnx,   ConvTranspose, Conv,       kFusesActivation | kWritesIntoConcat) \
   OP(MaxPool,             "MaxPool",            Onnx,   Window,        Pool,       kInt8Kernel | kWritesIntoConcat | kMaxReduction) \
   OP(AveragePool,         "AveragePool",        Onnx,   Window,        Pool,       kInt8Kernel | kWritesIntoConcat) \
@@ -98,7 +100,7 @@ enum : uint32_t {
   OP(ReduceLogSumExp,     "ReduceLogSumExp",    Onnx,   Reduce,        Reduce,     0)                               \
   OP(Gemm,                "Gemm",               Onnx,   Gemm,          Gemm,       kInt8Kernel | kFusesActivation)  \
   OP(MatMul,              "MatMul",             Onnx,   Gemm,          Gemm,       kFusesActivation)                \
-  OP(Add,                 "Add",                Onnx,   Broadcast,     Eltwise,    kInt8Kernel | kFusesActivation | kWritesIntoConcat) \
+  OP(Add,                 "Add",                Onnx,   Broadcast,     Eltwise,    kInt8Kernel | kFusesActivation | kWritesIntoConcat | kResidualAdd) \
   OP(Sub,                 "Sub",                Onnx,   Broadcast,     Eltwise,    kFusesActivation | kWritesIntoConcat) \
   OP(Mul,                 "Mul",                Onnx,   Broadcast,     Eltwise,    kFusesActivation | kWritesIntoConcat) \
   OP(Div,                 "Div",                Onnx,   Broadcast,     Eltwise,    kFusesActivation | kWritesIntoConcat) \

@@ -32,6 +32,14 @@ int fuse_channel_shuffles(ir::Graph &g);
 // gate is no longer rounded to binary16 on its own; one operator fewer).
 int fuse_gated_activations(ir::Graph &g);
 int fuse_activations(ir::Graph &g);
+// A float Conv (no activation of its own) whose output only an Add reads, with another
+// non-constant operand of the same shape and type (no broadcast), becomes one Conv with a
+// residual input (inputs [X, W, B or -1, residual]) and the Add's activation: the native
+// epilogue adds the residual before the activation (MCL_CONV_RESIDUAL). INT8 is left
+// unfused (the Add requantizes the convolution's INT8 output, docs/kann.md). Run by
+// compile_graph() after the precision conversion (not by optimize(): the reference
+// evaluators, calibration and mixed precision see the unfused graph).
+int fuse_residual_adds(ir::Graph &g);
 
 // Maps an ONNX activation node to the native activation descriptor; false if not one.
 bool activation_of(const ir::Graph &g, const ir::Node &n, mcl_activation &act);

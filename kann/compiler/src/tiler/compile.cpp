@@ -588,6 +588,12 @@ Result<CompileOutput> compile_graph(const Graph &graph, const CompileOptions &op
   } else if (options.precision != "fp32") {
     return make_error("--precision " + options.precision + " is not supported (fp32, fp16, int8)");
   }
+  if (options.fuse_residual_adds) {
+    if (input != &converted)
+      converted = graph;
+    passes::fuse_residual_adds(converted);
+    input = &converted;
+  }
   int64_t batch = input->batch;
   if (options.batch > 0) {
     if (input->whole_tensors && options.batch > 1)

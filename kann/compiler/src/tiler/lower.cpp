@@ -13,6 +13,9 @@ Box Compiler::need_for(const PlannedOp &op, size_t i, const Box &o) const {
     return full(in);
   switch (op.kind) {
   case Lowering::Conv:
+    if (i == 1) // the residual: read where the output is written
+      return o;
+    return need_window(op, in, o);
   case Lowering::Pool:
     return need_window(op, in, o);
   case Lowering::GlobalPool:

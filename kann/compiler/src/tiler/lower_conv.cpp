@@ -84,6 +84,10 @@ mcl_conv_args Compiler::conv_args_shape(const PlannedOp &op, const Box &ib, cons
     a.input_zero_point = x.zero_point;
     a.flags = int8_weight_flags(g, n);
   }
+  if (op.ins.size() > 1) { // a residual: the output's shape (call_conv places it)
+    a.flags |= MCL_CONV_RESIDUAL;
+    a.residual = a.output;
+  }
   a.kernel_h = uint16_t(op.kh), a.kernel_w = uint16_t(op.kw);
   a.stride_h = uint16_t(op.sh), a.stride_w = uint16_t(op.sw);
   a.dilation_h = uint16_t(op.dh), a.dilation_w = uint16_t(op.dw);
@@ -178,6 +182,8 @@ void Compiler::call_conv(const PlannedOp &op, const CallTiles &t, Call &call) co
     int8_clamp(y, n.act, a.output_min, a.output_max);
     a.act = {MCL_ACT_NONE, 0.0f, 0.0f};
   }
+  if (a.flags & MCL_CONV_RESIDUAL)
+    a.residual = tile_of(acts[op.ins[1]], t.cluster, need_for(op, 1, ob), op.stage_in[1]);
   a.flags |= conv_table_flag(op, a);
   call.add(op.conv_fn(), a);
 }

@@ -317,6 +317,8 @@ Result<void> Compiler::plan() {
         return make_error(where(n) + ": every operand is constant (not folded: not supported)");
     } else {
       act_inputs.push_back(n.inputs[0]);
+      if (op.kind == Lowering::Conv && n.inputs.size() > kResidualInput) // fuse_residual_adds
+        act_inputs.push_back(n.inputs[kResidualInput]);
     }
     for (int i : act_inputs) {
       auto a = act_for(i);

@@ -40,6 +40,8 @@ using manycl::make_error;
 using manycl::Result;
 
 constexpr uint64_t kAlign = 64;
+// A Conv node's residual (passes::fuse_residual_adds): node input 3, PlannedOp::ins[1].
+constexpr size_t kResidualInput = 3;
 constexpr uint32_t kWeightSignal = 0; // counts parameter slices arrived in a cluster's SPM
 // Counts, on the cluster that multicasts an operator's parameter slices, the other clusters
 // done with a slice, so that it may multicast the slice after next into that slice's buffer.

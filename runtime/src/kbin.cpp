@@ -75,7 +75,7 @@ SharedParams::find_or_upload(device::Device &hardware, const std::vector<uint8_t
       return std::shared_ptr<const SharedParams>(std::move(shared));
     ++it;
   }
-  auto block = hardware.ddr().allocate(bytes.size());
+  auto block = hardware.ddr().allocate(bytes.size(), device::Ddr::Contents::Overwritten);
   if (!block)
     return block.error();
   std::memcpy(hardware.ddr().at(block.value()), bytes.data(), bytes.size());

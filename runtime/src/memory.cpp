@@ -8,9 +8,13 @@ namespace manycl::rt {
 
 // Flags, sizes and host pointers are checked by the entry points (runtime/api/memory.cpp).
 
-Result<Memory *> Memory::create_buffer(Context *context, cl_mem_flags flags, size_t size, void *host_ptr) {
+Result<Memory *> Memory::create_buffer(Context *context, cl_mem_flags flags, size_t size,
+                                       void *host_ptr) {
   device::Device &owner = context->memory_owner();
-  auto offset = owner.ddr().allocate(size);
+  // CL_MEM_COPY_HOST_PTR / CL_MEM_USE_HOST_PTR: the host's bytes are copied over the block
+  // below, so it needs no clearing first.
+  auto offset = owner.ddr().allocate(size, host_ptr ? device::Ddr::Contents::Overwritten
+                                                    : device::Ddr::Contents::Zero);
   if (!offset)
     return make_error(offset.error().message, CL_MEM_OBJECT_ALLOCATION_FAILURE);
   auto *mem = new Memory();
@@ -47,7 +51,9 @@ Memory *Memory::create_sub_buffer(Memory *parent, cl_mem_flags flags, size_t ori
   return mem;
 }
 
-Memory::Memory() : anchor_(std::make_shared<Anchor>()) { anchor_->memory = this; }
+Memory::Memory() : anchor_(std::make_shared<Anchor>()) {
+  anchor_->memory = this;
+}
 
 Memory::~Memory() {
   {

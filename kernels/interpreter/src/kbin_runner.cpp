@@ -28,7 +28,8 @@ struct DdrBlocks {
   Result<mcl_ddr_window> allocate(uint64_t size, const void *data, uint64_t data_size) {
     if (size == 0)
       return mcl_ddr_window{0, 0};
-    auto r = ddr.allocate(size);
+    auto r = ddr.allocate(size, data && data_size >= size ? device::Ddr::Contents::Overwritten
+                                                          : device::Ddr::Contents::Zero);
     if (!r)
       return r.error();
     offsets.push_back(r.value());

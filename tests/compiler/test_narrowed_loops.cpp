@@ -151,6 +151,101 @@ TEST_P(NarrowedLoops, GuardForms) {
       }
 }
 
+// Guards around loops (the work-item loop is not innermost): hashcat's bounds check on the 64-bit
+// global id that returns before its candidate loop, a local-id guard around a loop, and a kernel
+// whose failing items still store after the loop (kept). Global offsets move the global id.
+const char *kOuterGuards = R"(
+kernel void outer_global(global uint *out, global const uint *in, ulong gid_max, uint loops) {
+  const ulong gid = get_global_id(0);
+  if (gid >= gid_max) return;
+  const size_t i = gid - get_global_offset(0);
+  uint h = in[i];
+  for (uint k = 0; k < loops; k++)
+    h = h * 31u + k;
+  out[i] = h;
+}
+kernel void outer_local(global uint *out, ulong m, uint loops) {
+  const size_t l = get_local_id(0);
+  if (l < m) {
+    uint s = 1;
+    for (uint k = 0; k < loops; k++)
+      s = s * 3u + (uint)l;
+    out[get_global_id(0) - get_global_offset(0)] = s;
+  }
+}
+kernel void outer_kept(global uint *out, ulong gid_max, uint loops) {
+  const size_t gid = get_global_id(0);
+  uint h = 5;
+  if (gid < gid_max)
+    for (uint k = 0; k < loops; k++)
+      h = h * 7u + k;
+  out[gid - get_global_offset(0)] = h;
+}
+)";
+
+// What item i (global id `gid`, local id `l`) leaves in out[i], starting from `before`.
+uint32_t host_outer(const std::string &k, uint32_t before, uint32_t in, uint64_t gid, uint64_t l,
+                    uint64_t bound, uint32_t loops) {
+  if (k == "outer_global") {
+    if (gid >= bound)
+      return before;
+    uint32_t h = in;
+    for (uint32_t i = 0; i < loops; ++i)
+      h = h * 31u + i;
+    return h;
+  }
+  if (k == "outer_local") {
+    if (l >= bound)
+      return before;
+    uint32_t s = 1;
+    for (uint32_t i = 0; i < loops; ++i)
+      s = s * 3u + uint32_t(l);
+    return s;
+  }
+  uint32_t h = 5; // outer_kept
+  if (gid < bound)
+    for (uint32_t i = 0; i < loops; ++i)
+      h = h * 7u + i;
+  return h;
+}
+
+TEST_P(NarrowedLoops, GuardsAroundLoops) {
+  auto p = buildLoad(kOuterGuards);
+  ASSERT_TRUE(p);
+  for (const char *k : {"outer_global", "outer_local", "outer_kept"})
+    for (unsigned local : {1u, 7u, 32u, 100u})
+      for (uint64_t offset : {uint64_t(0), uint64_t(5)}) {
+        const unsigned total = local * 3;
+        for (uint64_t bound : {uint64_t(0), uint64_t(1), offset + 4, offset + total / 2,
+                               offset + total, ~uint64_t(0)})
+          for (uint32_t loops : {0u, 3u}) {
+            SCOPED_TRACE(std::string(k) + " local " + std::to_string(local) + " offset " +
+                         std::to_string(offset) + " bound " + std::to_string(bound) + " loops " +
+                         std::to_string(loops));
+            std::vector<uint32_t> in(total), out(total);
+            for (unsigned i = 0; i < total; ++i) {
+              in[i] = i * 2654435761u;
+              out[i] = ~i;
+            }
+            const std::vector<uint32_t> before = out;
+            NDRange r;
+            r.global[0] = total;
+            r.local[0] = local;
+            r.offset[0] = offset;
+            std::vector<ArgValue> args{ArgValue::pointer(out.data())};
+            if (std::string(k) == "outer_global")
+              args.push_back(ArgValue::pointer(in.data()));
+            args.push_back(ArgValue::of(bound));
+            args.push_back(ArgValue::of(loops));
+            ASSERT_TRUE(runND(*p, k, args, r, GetParam().mode, GetParam().pes));
+            for (unsigned i = 0; i < total; ++i)
+              ASSERT_EQ(out[i],
+                        host_outer(k, before[i], in[i], offset + i, i % local, bound, loops))
+                  << i;
+          }
+      }
+}
+
 INSTANTIATE_TEST_SUITE_P(Modes, NarrowedLoops,
                          testing::Values(ModeParam{ExecMode::LWI, 1}, ModeParam{ExecMode::SPMD, 4},
                                          ModeParam{ExecMode::SPMD, 16}),
@@ -216,12 +311,11 @@ TEST(NarrowedLoopsGolden, TreeStepWithoutMasksAndKeptGuards) {
   EXPECT_EQ(region.find("llvm.masked.load"), std::string::npos) << region;
   EXPECT_GE(narrowedLoops(tree, region), 1) << region;
 
-  // Narrowed where ScalarEvolution shows that the compared id does not wrap: 64-bit local ids.
-  // Not (yet) the 32-bit signed copy of the id, `== 0` (a 32-bit induction variable without
-  // no-wrap flags) or the global id (offset + x may wrap as far as it can tell): those keep
-  // their guard, and their results are checked above.
+  // Narrowed where the compared id does not wrap: 64-bit local ids, and the global id (its
+  // no-wrap adds). Not (yet) the 32-bit signed copy of the id or `== 0` (a 32-bit induction
+  // variable without no-wrap flags): those keep their guard, and their results are checked above.
   const std::string guards = dumpedIr(kGuards);
-  for (const char *k : {"gt_swapped", "le_unsigned"}) {
+  for (const char *k : {"gt_swapped", "le_unsigned", "global_bound"}) {
     const std::string body = functionBody(guards, std::string("__manycl_wg_") + k);
     ASSERT_FALSE(body.empty()) << k;
     EXPECT_GE(narrowedLoops(guards, body), 1) << k << "\n" << body;
@@ -232,6 +326,20 @@ TEST(NarrowedLoopsGolden, TreeStepWithoutMasksAndKeptGuards) {
     ASSERT_FALSE(body.empty()) << k;
     EXPECT_EQ(narrowedLoops(guards, body), 0) << k << "\n" << body;
   }
+}
+
+// Guards around loops: the work-item loop stops at the bound and its body, loop included, runs
+// unguarded; hashcat's `if (gid >= gid_max) return;` is the global-id form.
+TEST(NarrowedLoopsGolden, GuardsAroundLoops) {
+  const std::string ir = dumpedIr(kOuterGuards);
+  for (const char *k : {"outer_global", "outer_local"}) {
+    const std::string body = functionBody(ir, std::string("__manycl_wg_") + k);
+    ASSERT_FALSE(body.empty()) << k;
+    EXPECT_GE(narrowedLoops(ir, body), 1) << k << "\n" << body;
+  }
+  const std::string kept = functionBody(ir, "__manycl_wg_outer_kept");
+  ASSERT_FALSE(kept.empty());
+  EXPECT_EQ(narrowedLoops(ir, kept), 0) << kept;
 }
 
 } // namespace

@@ -124,35 +124,38 @@ uint64_t on(bool lwi, const char *src, const char *name, const char *opt, size_t
 // The "small" device: 2 clusters of 4 PEs; 64 items in groups of 16: groups 0, 2 on cluster 0,
 // 1, 3 on cluster 1. -cl-opt-disable code (LLVM 16, O1), per block of __manycl_wg_axpb:
 //   entry 2 arg loads, 2 icmp, br: 320; setup 2 and, br: 192; row head br: 64;
-//   row setup 3 ctx loads, mul, br: 320; exit add, icmp, br: 192; ret: 64 (1152 in all);
-//   per item: add, add, gep, load global, fmuladd, gep, store global, add, icmp, br
-//   = 640 + 2 x 2880 = 6400.
-// SPMD: each PE gets 4 items: 1152 + 4 x 6400 = 26752 ticks -> 70 cycles per group, two groups
-// per cluster: 140. LWI: one PE runs 16 items: 1152 + 16 x 6400 = 103552 -> 270 cycles; each
-// cluster's two groups run on PEs 0 and 1: 270.
+//   row setup 1 ctx load (the group's first global id), br: 128; exit add, icmp, br: 192;
+//   ret: 64 (960 in all);
+//   per item: add (the global id), gep, load global, fmuladd, gep, store global, add, icmp, br
+//   = 576 + 2 x 2880 = 6336.
+// SPMD: each PE gets 4 items: 960 + 4 x 6336 = 26304 ticks -> 69 cycles per group, two groups
+// per cluster: 138. LWI: one PE runs 16 items: 960 + 16 x 6336 = 102336 -> 267 cycles; each
+// cluster's two groups run on PEs 0 and 1: 267.
 TEST(KernelCost, StraightLineSpmdAndLwi) {
-  EXPECT_EQ(on(false, kStraight, "axpb", "-cl-opt-disable", 64, 16, -1), 140u);
-  EXPECT_EQ(on(true, kStraight, "axpb", "-cl-opt-disable", 64, 16, -1), 270u);
+  EXPECT_EQ(on(false, kStraight, "axpb", "-cl-opt-disable", 64, 16, -1), 138u);
+  EXPECT_EQ(on(true, kStraight, "axpb", "-cl-opt-disable", 64, 16, -1), 267u);
 }
 
 // __manycl_region_lb, -cl-opt-disable. Region 0 (items: load global, the loop, store __local):
-// fixed 448 (entry: 5 SPM loads, icmp, switch) + 128 + 256 + 64 + 320 + 192 + 64 = 1472, per
-// item 3200 (4 slots + global load) + 320 (store __local, 4 slots) + n x 256 (fmuladd, add,
-// icmp, br). Region 1 (load __local, store global): 1472 fixed, per item 640 + 2944 = 3584.
+// fixed 448 (entry: 5 SPM loads, icmp, switch) + 128 + 256 + 64 + 320 + 192 + 64 = 1472, less
+// 192 since the global id is the group's first one (one ctx load) plus the local id, not group
+// id x local size + offset (two loads and a multiply more): 1280; per item 3136 (3 slots +
+// global load) + 320 (store __local, 4 slots) + n x 256 (fmuladd, add, icmp, br). Region 1 (load
+// __local, store global): 1280 fixed, per item 576 + 2944 = 3520.
 // SPMD (4 items per PE, one barrier of 20 cycles):
-//   n=0: ceil(15552/384)=41 + ceil(15808/384)=42 + 20 = 103 per group, 206 per cluster;
-//   n=1: 44 + 42 + 20 = 106 -> 212;  n=5: 54 + 42 + 20 = 116 -> 232.
-// LWI (16 items on one PE, barriers free): region 1 = ceil(58816/384) = 154;
-//   n=0: 151 + 154 = 305;  n=1: 162 + 154 = 316;  n=5: 204 + 154 = 358.
+//   n=0: ceil(15104/384)=40 + ceil(15360/384)=40 + 20 = 100 per group, 200 per cluster;
+//   n=1: 42 + 40 + 20 = 102 -> 204;  n=5: 53 + 40 + 20 = 113 -> 226.
+// LWI (16 items on one PE, barriers free): region 1 = ceil(57600/384) = 150;
+//   n=0: 148 + 150 = 298;  n=1: 158 + 150 = 308;  n=5: 201 + 150 = 351.
 TEST(KernelCost, LoopLocalBarrierSpmd) {
-  EXPECT_EQ(on(false, kLoopBarrier, "lb", "-cl-opt-disable", 64, 16, 0), 206u);
-  EXPECT_EQ(on(false, kLoopBarrier, "lb", "-cl-opt-disable", 64, 16, 1), 212u);
-  EXPECT_EQ(on(false, kLoopBarrier, "lb", "-cl-opt-disable", 64, 16, 5), 232u);
+  EXPECT_EQ(on(false, kLoopBarrier, "lb", "-cl-opt-disable", 64, 16, 0), 200u);
+  EXPECT_EQ(on(false, kLoopBarrier, "lb", "-cl-opt-disable", 64, 16, 1), 204u);
+  EXPECT_EQ(on(false, kLoopBarrier, "lb", "-cl-opt-disable", 64, 16, 5), 226u);
 }
 TEST(KernelCost, LoopLocalBarrierLwi) {
-  EXPECT_EQ(on(true, kLoopBarrier, "lb", "-cl-opt-disable", 64, 16, 0), 305u);
-  EXPECT_EQ(on(true, kLoopBarrier, "lb", "-cl-opt-disable", 64, 16, 1), 316u);
-  EXPECT_EQ(on(true, kLoopBarrier, "lb", "-cl-opt-disable", 64, 16, 5), 358u);
+  EXPECT_EQ(on(true, kLoopBarrier, "lb", "-cl-opt-disable", 64, 16, 0), 298u);
+  EXPECT_EQ(on(true, kLoopBarrier, "lb", "-cl-opt-disable", 64, 16, 1), 308u);
+  EXPECT_EQ(on(true, kLoopBarrier, "lb", "-cl-opt-disable", 64, 16, 5), 351u);
 }
 
 // Optimized code costs what it executes: never zero, and not far from the unoptimized figure

@@ -66,7 +66,7 @@ std::string compilerVersion() {
            " cpu-" + hostCpu() +
            (!costInstrumentation() ? " cost-off"
             : costPerTrip()        ? " cost-per-trip"
-                                   : " cost-4") +
+                                   : " cost-5") +
            (costInstrumentation() ? std::string(" costed-ir-") + kCostedIrCpu : std::string());
   }();
   return v;

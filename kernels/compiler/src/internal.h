@@ -53,7 +53,10 @@ enum CtxSlot : unsigned {
   SlotShareShift = 37,
   SlotIntervalCycles = 38,
   SlotShareRound = 39,
-  SlotCount = 40,
+  // The group's first global id: group id x enqueued local size + global offset, so that the
+  // global id is one no-wrap add of it and the local id (globalId in wgfunc.cpp).
+  SlotGroupBase = 40, // [4]
+  SlotCount = 44,
 };
 
 struct WiCtx {

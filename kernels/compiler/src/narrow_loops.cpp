@@ -40,21 +40,50 @@ using namespace llvm;
 
 namespace {
 
-// The compared value A as {start,+,1} on `L`, when it does not wrap in the predicate's
-// signedness (an induction variable or its extension; not a 32-bit truncation of one, whose
-// flags ScalarEvolution cannot know).
-const SCEVAddRecExpr *asInduction(Value *v, const Loop &L, ScalarEvolution &SE, bool isSigned) {
-  if (!v->getType()->isIntegerTy())
-    return nullptr;
+// True when `v`, which ScalarEvolution sees as {start,+,1} on `L`, takes start, start + 1, ...
+// on the trips without wrapping in the predicate's signedness. ScalarEvolution's no-wrap flag
+// shows it for an induction variable and its extensions; it loses it where the no-wrap flag sits
+// on the IR instead: an id plus a loop-invariant base by an `add nuw` (the global id: group
+// offset + local id, which the runtime keeps below 2^64), or an extension of such a value. Those
+// flags are enough here: `v` feeds the guard's compare, and the guard's branch runs on every trip,
+// so a trip on which the add wrapped would branch on poison, which is undefined.
+bool growsWithoutWrap(Value *v, const Loop &L, ScalarEvolution &SE, bool isSigned,
+                      unsigned depth = 0) {
   auto *ar = dyn_cast<SCEVAddRecExpr>(SE.getSCEV(v));
   if (!ar || ar->getLoop() != &L || !ar->isAffine())
-    return nullptr;
+    return false;
   auto *step = dyn_cast<SCEVConstant>(ar->getStepRecurrence(SE));
   if (!step || !step->getValue()->isOne())
+    return false;
+  if (isSigned ? ar->hasNoSignedWrap() : ar->hasNoUnsignedWrap())
+    return true;
+  if (depth > 4)
+    return false;
+  if (auto *add = dyn_cast<BinaryOperator>(v);
+      add && add->getOpcode() == Instruction::Add &&
+      (isSigned ? add->hasNoSignedWrap() : add->hasNoUnsignedWrap())) {
+    for (unsigned i = 0; i < 2; ++i)
+      if (SE.isLoopInvariant(SE.getSCEV(add->getOperand(1 - i)), &L) &&
+          growsWithoutWrap(add->getOperand(i), L, SE, isSigned, depth + 1))
+        return true;
+    return false;
+  }
+  // A value in [0, 2^w) that only grows keeps doing so, zero-extended, in either signedness; a
+  // sign-extended one only in the signed sense (-1 to 0 is an unsigned wrap).
+  if (auto *z = dyn_cast<ZExtInst>(v))
+    return growsWithoutWrap(z->getOperand(0), L, SE, false, depth + 1);
+  if (auto *x = dyn_cast<SExtInst>(v); x && isSigned)
+    return growsWithoutWrap(x->getOperand(0), L, SE, true, depth + 1);
+  return false;
+}
+
+// The compared value A as {start,+,1} on `L`, when it does not wrap in the predicate's
+// signedness (growsWithoutWrap; not a 32-bit truncation of a wider induction, whose flags
+// ScalarEvolution cannot know).
+const SCEVAddRecExpr *asInduction(Value *v, const Loop &L, ScalarEvolution &SE, bool isSigned) {
+  if (!v->getType()->isIntegerTy() || !growsWithoutWrap(v, L, SE, isSigned))
     return nullptr;
-  if (!(isSigned ? ar->hasNoSignedWrap() : ar->hasNoUnsignedWrap()))
-    return nullptr;
-  return ar;
+  return cast<SCEVAddRecExpr>(SE.getSCEV(v));
 }
 
 void markNarrowed(Loop &L) {
@@ -187,7 +216,7 @@ bool narrowGuardedLoops(Function &F) {
     LoopInfo LI(DT);
     ScalarEvolution SE(F, tli, AC, DT, LI);
     for (Loop *L : LI.getLoopsInPreorder())
-      if (L->isInnermost() && narrow(*L, DT, SE)) {
+      if (narrow(*L, DT, SE)) {
         changed = again = true;
         break;
       }

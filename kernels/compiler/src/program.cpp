@@ -273,9 +273,13 @@ Result<Launch> Launch::prepare(const Kernel &kernel, std::span<const ArgValue> a
                              " arguments, " + std::to_string(args.size()) + " given");
   if (range.work_dim < 1 || range.work_dim > 3)
     return Status::error(ErrorCode::InvalidWorkGroup, "work_dim must be 1..3");
-  for (int d = 0; d < 3; ++d)
+  for (int d = 0; d < 3; ++d) {
     if (range.local[d] == 0 || range.global[d] == 0)
       return Status::error(ErrorCode::InvalidWorkGroup, "zero global or local size");
+    // The kernels add local ids to the group's first global id without wrapping (SlotGroupBase).
+    if (d < int(range.work_dim) && range.offset[d] + range.global[d] < range.global[d])
+      return Status::error(ErrorCode::InvalidWorkGroup, "global offset + global size exceeds 2^64");
+  }
   auto impl = std::make_unique<Impl>();
   impl->k = &k;
   impl->range = range;
@@ -336,6 +340,7 @@ Result<Launch> Launch::prepare(const Kernel &kernel, std::span<const ArgValue> a
   ctx.slot[SlotGlobalSize + 3] = 1;
   ctx.slot[SlotLocalSize + 3] = 1;
   ctx.slot[SlotGroupId + 3] = 0;
+  ctx.slot[SlotGroupBase + 3] = 0;
   ctx.slot[SlotNumGroups + 3] = 1;
   ctx.slot[SlotEnqLocalSize + 3] = 1;
   Launch l;
@@ -716,6 +721,7 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
     ls[d] = std::min<uint64_t>(R.local[d], R.global[d] - group_id[d] * R.local[d]);
     ctx.slot[SlotLocalSize + d] = ls[d];
     ctx.slot[SlotGroupId + d] = group_id[d];
+    ctx.slot[SlotGroupBase + d] = group_id[d] * R.local[d] + R.offset[d];
   }
   auto *base = static_cast<char *>(arena);
   ctx.slot[SlotLocalStatic] = reinterpret_cast<uint64_t>(base + L.staticOffset);

@@ -337,10 +337,11 @@ static Value *localId(IRBuilder<> &B, const WiArgs &w, Value *dim) {
 }
 
 static Value *globalId(IRBuilder<> &B, const WiArgs &w, Value *dim) {
-  Value *g = loadDim(B, w.ctx, SlotGroupId, dim);
-  Value *l = loadDim(B, w.ctx, SlotEnqLocalSize, dim);
-  Value *o = loadDim(B, w.ctx, SlotGlobalOffset, dim);
-  return B.CreateAdd(B.CreateAdd(B.CreateMul(g, l), localId(B, w, dim)), o);
+  // The group's first global id (computed per group by the launch) plus the local id, without
+  // wrapping: the launch keeps offset + global size below 2^64 (Launch::prepare). One add of
+  // a loaded value and the id, which reassociation leaves alone (its no-wrap flag survives), lets
+  // narrowGuardedLoops stop a work-item loop at a bounds check on the global id.
+  return B.CreateAdd(loadDim(B, w.ctx, SlotGroupBase, dim), localId(B, w, dim), "gid", true);
 }
 
 /// Replaces work-item function calls, barriers and __manycl_wctx() inside

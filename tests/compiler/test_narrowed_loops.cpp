@@ -152,8 +152,9 @@ TEST_P(NarrowedLoops, GuardForms) {
 }
 
 // Guards around loops (the work-item loop is not innermost): hashcat's bounds check on the 64-bit
-// global id that returns before its candidate loop, a local-id guard around a loop, and a kernel
-// whose failing items still store after the loop (kept). Global offsets move the global id.
+// global id that returns before its candidate loop (the bound an argument, or read from a buffer
+// as hashcat's kernel_param->gid_max), a local-id guard around a loop, and a kernel whose failing
+// items still store after the loop (kept). Global offsets move the global id.
 const char *kOuterGuards = R"(
 kernel void outer_global(global uint *out, global const uint *in, ulong gid_max, uint loops) {
   const ulong gid = get_global_id(0);
@@ -172,6 +173,15 @@ kernel void outer_local(global uint *out, ulong m, uint loops) {
       s = s * 3u + (uint)l;
     out[get_global_id(0) - get_global_offset(0)] = s;
   }
+}
+typedef struct { ulong gid_max; uint loops; } param_t;
+kernel void outer_param(global uint *out, global const param_t *p) {
+  const ulong gid = get_global_id(0);
+  if (gid >= p->gid_max) return;
+  uint h = (uint)gid;
+  for (uint k = 0; k < p->loops; k++)
+    h = h * 31u + k;
+  out[gid - get_global_offset(0)] = h;
 }
 kernel void outer_kept(global uint *out, ulong gid_max, uint loops) {
   const size_t gid = get_global_id(0);
@@ -194,6 +204,14 @@ uint32_t host_outer(const std::string &k, uint32_t before, uint32_t in, uint64_t
       h = h * 31u + i;
     return h;
   }
+  if (k == "outer_param") {
+    if (gid >= bound)
+      return before;
+    uint32_t h = uint32_t(gid);
+    for (uint32_t i = 0; i < loops; ++i)
+      h = h * 31u + i;
+    return h;
+  }
   if (k == "outer_local") {
     if (l >= bound)
       return before;
@@ -212,7 +230,7 @@ uint32_t host_outer(const std::string &k, uint32_t before, uint32_t in, uint64_t
 TEST_P(NarrowedLoops, GuardsAroundLoops) {
   auto p = buildLoad(kOuterGuards);
   ASSERT_TRUE(p);
-  for (const char *k : {"outer_global", "outer_local", "outer_kept"})
+  for (const char *k : {"outer_global", "outer_param", "outer_local", "outer_kept"})
     for (unsigned local : {1u, 7u, 32u, 100u})
       for (uint64_t offset : {uint64_t(0), uint64_t(5)}) {
         const unsigned total = local * 3;
@@ -232,11 +250,19 @@ TEST_P(NarrowedLoops, GuardsAroundLoops) {
             r.global[0] = total;
             r.local[0] = local;
             r.offset[0] = offset;
+            struct {
+              uint64_t gid_max;
+              uint32_t loops, pad;
+            } param{bound, loops, 0};
             std::vector<ArgValue> args{ArgValue::pointer(out.data())};
-            if (std::string(k) == "outer_global")
-              args.push_back(ArgValue::pointer(in.data()));
-            args.push_back(ArgValue::of(bound));
-            args.push_back(ArgValue::of(loops));
+            if (std::string(k) == "outer_param") {
+              args.push_back(ArgValue::pointer(&param));
+            } else {
+              if (std::string(k) == "outer_global")
+                args.push_back(ArgValue::pointer(in.data()));
+              args.push_back(ArgValue::of(bound));
+              args.push_back(ArgValue::of(loops));
+            }
             ASSERT_TRUE(runND(*p, k, args, r, GetParam().mode, GetParam().pes));
             for (unsigned i = 0; i < total; ++i)
               ASSERT_EQ(out[i],
@@ -329,10 +355,11 @@ TEST(NarrowedLoopsGolden, TreeStepWithoutMasksAndKeptGuards) {
 }
 
 // Guards around loops: the work-item loop stops at the bound and its body, loop included, runs
-// unguarded; hashcat's `if (gid >= gid_max) return;` is the global-id form.
+// unguarded; hashcat's `if (gid >= gid_max) return;` is the global-id form, and `outer_param`'s
+// bound is read from a buffer at the start of each item (stores to `out` may alias it).
 TEST(NarrowedLoopsGolden, GuardsAroundLoops) {
   const std::string ir = dumpedIr(kOuterGuards);
-  for (const char *k : {"outer_global", "outer_local"}) {
+  for (const char *k : {"outer_global", "outer_param", "outer_local"}) {
     const std::string body = functionBody(ir, std::string("__manycl_wg_") + k);
     ASSERT_FALSE(body.empty()) << k;
     EXPECT_GE(narrowedLoops(ir, body), 1) << k << "\n" << body;

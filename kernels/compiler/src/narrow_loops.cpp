@@ -33,6 +33,7 @@
 #include <llvm/IR/PatternMatch.h>
 #include <llvm/TargetParser/Triple.h>
 #include <llvm/Transforms/Utils/BasicBlockUtils.h>
+#include <llvm/Transforms/Utils/LoopUtils.h>
 #include <llvm/Transforms/Utils/ScalarEvolutionExpander.h>
 
 namespace manycl::compiler::detail {
@@ -84,6 +85,28 @@ const SCEVAddRecExpr *asInduction(Value *v, const Loop &L, ScalarEvolution &SE, 
   if (!v->getType()->isIntegerTy() || !growsWithoutWrap(v, L, SE, isSigned))
     return nullptr;
   return cast<SCEVAddRecExpr>(SE.getSCEV(v));
+}
+
+// A bound that a work-item loop reads from memory at the start of each trip, before the trip
+// writes anything (hashcat's `kernel_param->gid_max`, which LICM cannot hoist past the kernel's
+// stores to other buffers): a simple load from a loop-invariant address on the straight path from
+// the loop's header. Work-items run in no order, so every item may read it at the moment the first
+// failing item reads it: the items after that one fail the guard too, and do nothing. Only loops
+// the work-group builder marked as work-item loops (their loop ID's parallel accesses).
+LoadInst *tripStartLoad(Value *v, const Loop &L) {
+  auto *load = dyn_cast<LoadInst>(v);
+  if (!load || !load->isSimple() || !L.contains(load) ||
+      !L.isLoopInvariant(load->getPointerOperand()) ||
+      !findOptionMDForLoop(&L, "llvm.loop.parallel_accesses"))
+    return nullptr;
+  for (BasicBlock *b = L.getHeader(); b && L.contains(b); b = b->getUniqueSuccessor())
+    for (Instruction &I : *b) {
+      if (&I == load)
+        return load;
+      if (I.mayWriteToMemory() || (I.isTerminator() && I.getNumSuccessors() != 1))
+        return nullptr;
+    }
+  return nullptr;
 }
 
 void markNarrowed(Loop &L) {
@@ -140,11 +163,12 @@ bool narrow(Loop &L, DominatorTree &DT, ScalarEvolution &SE) {
       // The predicate under which `taken` runs, with A on the left.
       CmpInst::Predicate pred = work == 0 ? cmp->getPredicate() : cmp->getInversePredicate();
       Value *a = cmp->getOperand(0), *b = cmp->getOperand(1);
-      if (!L.isLoopInvariant(b)) {
+      auto isBound = [&](Value *v) { return L.isLoopInvariant(v) || tripStartLoad(v, L); };
+      if (!isBound(b)) {
         std::swap(a, b);
         pred = CmpInst::getSwappedPredicate(pred);
       }
-      if (!L.isLoopInvariant(b))
+      if (!isBound(b))
         continue;
       if (pred == CmpInst::ICMP_EQ && match(b, PatternMatch::m_Zero()))
         pred = CmpInst::ICMP_ULE; // A == 0 for an unsigned A that only grows
@@ -154,7 +178,8 @@ bool narrow(Loop &L, DominatorTree &DT, ScalarEvolution &SE) {
       const SCEVAddRecExpr *ind = asInduction(a, L, SE, CmpInst::isSigned(pred));
       if (!ind)
         continue;
-      if (auto *bi = dyn_cast<Instruction>(b); bi && !DT.dominates(bi, preBr))
+      LoadInst *boundLoad = L.isLoopInvariant(b) ? nullptr : tripStartLoad(b, L);
+      if (auto *bi = dyn_cast<Instruction>(b); bi && !boundLoad && !DT.dominates(bi, preBr))
         continue;
       auto *aI = dyn_cast<Instruction>(a);
       SCEVExpander expander(SE, g->getModule()->getDataLayout(), "narrow");
@@ -165,7 +190,9 @@ bool narrow(Loop &L, DominatorTree &DT, ScalarEvolution &SE) {
       // Enter only when the first trip passes the guard.
       Value *first = expander.expandCodeFor(ind->getStart(), a->getType(), preBr);
       IRBuilder<> P(preBr);
-      Value *enter = P.CreateICmp(pred, first, b, "narrow.enter");
+      // A bound read per trip is read once before the loop for the first trip's test.
+      Value *firstBound = boundLoad ? P.Insert(boundLoad->clone(), "narrow.bound") : b;
+      Value *enter = P.CreateICmp(pred, first, firstBound, "narrow.enter");
       P.CreateCondBr(enter, L.getHeader(), exit);
       preBr->eraseFromParent();
       // Values the exit's phis take from the loop are defined before it (none of the loop's are

@@ -1,9 +1,10 @@
 // Work-item loops narrowed by their guard (narrow_loops.cpp): a guard that fails from some
 // work-item on (a tree reduction's `l < s`, `s > l`, `l <= m`) stops the loop there. Results
 // against the host for local sizes 1 to 256, LWI and SPMD with 4 and 16 PEs (SPMD slices start
-// past the bound), also for guard forms left alone (a 32-bit signed id, `== 0`, the global id)
-// and guards whose failing items still do something (a store before the guard, an else
-// branch); a golden test shows which loops were narrowed.
+// past the bound), also for guard forms left alone (a 32-bit signed id, `== 0`) and guards whose
+// failing items still do something (a store before the guard, an else branch); guards on the
+// global id and guards around loops (hashcat's shape) with global offsets; golden tests show which
+// loops were narrowed.
 #include "helpers.h"
 
 #include <cstdint>

@@ -2,7 +2,6 @@
 
 #include <pthread.h>
 #include <sys/mman.h>
-#include <ucontext.h>
 
 #include <algorithm>
 #include <cstdio>
@@ -12,6 +11,7 @@
 #include "fiber_locals.h"
 #include "manycl/device/host_placement.h"
 #include "manycl/env.h"
+#include "manycl/fiber_switch.h"
 
 #if defined(__SANITIZE_ADDRESS__)
 #define MANYCL_ASAN_FIBERS 1
@@ -29,6 +29,7 @@
 #endif
 
 #ifdef MANYCL_ASAN_FIBERS
+#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 #ifdef MANYCL_TSAN_FIBERS
@@ -82,7 +83,7 @@ struct FiberTeam {
 
 struct Fiber {
   enum class State : uint8_t { Ready, Running, Parked, Finished };
-  ucontext_t context;
+  fiber::Context context;
   void *stack = nullptr;
   const std::function<void()> *job = nullptr;            // run_cooperative's job, or
   const std::function<void(unsigned)> *member = nullptr; // run_team's member...
@@ -120,7 +121,7 @@ struct HostPool::Worker {
   bool idle = false;
   std::deque<Fiber *> ready;   // fibers to resume, oldest first
   std::vector<Fiber *> parked; // fibers waiting (for their deadlines)
-  ucontext_t scheduler;        // where a fiber returns when it yields
+  fiber::Context scheduler;    // where a fiber returns when it yields
 #ifdef MANYCL_TSAN_FIBERS
   void *tsan = nullptr;
 #endif
@@ -147,16 +148,16 @@ namespace {
 // Switches from the running context to `to`, telling the sanitizers about the stack change.
 // `to_stack`/`to_size` describe the destination stack for ASan (null: a thread's own stack,
 // whose bounds the worker recorded).
-void switch_context(ucontext_t *from, ucontext_t *to, [[maybe_unused]] void **fake_stack_save,
-                    [[maybe_unused]] const void *to_stack, [[maybe_unused]] size_t to_size,
-                    [[maybe_unused]] void *tsan_to) {
+void switch_context(fiber::Context &from, const fiber::Context &to,
+                    [[maybe_unused]] void **fake_stack_save, [[maybe_unused]] const void *to_stack,
+                    [[maybe_unused]] size_t to_size, [[maybe_unused]] void *tsan_to) {
 #ifdef MANYCL_TSAN_FIBERS
   __tsan_switch_to_fiber(tsan_to, 0);
 #endif
 #ifdef MANYCL_ASAN_FIBERS
   __sanitizer_start_switch_fiber(fake_stack_save, to_stack, to_size);
 #endif
-  swapcontext(from, to);
+  fiber::switch_to(from, to);
 #ifdef MANYCL_ASAN_FIBERS
   __sanitizer_finish_switch_fiber(fake_stack_save ? *fake_stack_save : nullptr, nullptr, nullptr);
 #endif
@@ -450,18 +451,18 @@ void HostPool::park_locked(std::unique_lock<std::mutex> &lock, Clock::time_point
   // the thread-locals out and back in.
   Worker &worker = *fiber.worker;
 #ifdef MANYCL_ASAN_FIBERS
-  switch_context(&fiber.context, &worker.scheduler, &fiber.asan_fake_stack, worker.stack_bottom,
+  switch_context(fiber.context, worker.scheduler, &fiber.asan_fake_stack, worker.stack_bottom,
                  worker.stack_size, nullptr);
 #elif defined(MANYCL_TSAN_FIBERS)
-  switch_context(&fiber.context, &worker.scheduler, nullptr, nullptr, 0, worker.tsan);
+  switch_context(fiber.context, worker.scheduler, nullptr, nullptr, 0, worker.tsan);
 #else
-  switch_context(&fiber.context, &worker.scheduler, nullptr, nullptr, 0, nullptr);
+  switch_context(fiber.context, worker.scheduler, nullptr, nullptr, 0, nullptr);
 #endif
   lock.lock();
 }
 
 namespace {
-void fiber_entry() {
+void fiber_entry(void *) {
 #ifdef MANYCL_ASAN_FIBERS
   __sanitizer_finish_switch_fiber(nullptr, nullptr, nullptr);
 #endif
@@ -475,12 +476,12 @@ void fiber_entry() {
   HostPool::Worker *worker = fiber.worker;
 #ifdef MANYCL_ASAN_FIBERS
   // nullptr fake-stack slot: this stack is being left for good.
-  switch_context(&fiber.context, &worker->scheduler, nullptr, worker->stack_bottom,
+  switch_context(fiber.context, worker->scheduler, nullptr, worker->stack_bottom,
                  worker->stack_size, nullptr);
 #elif defined(MANYCL_TSAN_FIBERS)
-  switch_context(&fiber.context, &worker->scheduler, nullptr, nullptr, 0, worker->tsan);
+  switch_context(fiber.context, worker->scheduler, nullptr, nullptr, 0, worker->tsan);
 #else
-  switch_context(&fiber.context, &worker->scheduler, nullptr, nullptr, 0, nullptr);
+  switch_context(fiber.context, worker->scheduler, nullptr, nullptr, 0, nullptr);
 #endif
   std::abort(); // a finished fiber is never resumed
 }
@@ -539,11 +540,14 @@ void HostPool::worker_loop(Worker &worker) {
       fiber.started = true;
       lock.unlock();
       if (fresh) {
-        getcontext(&fiber.context);
-        fiber.context.uc_stack.ss_sp = static_cast<char *>(fiber.stack) + kGuardBytes;
-        fiber.context.uc_stack.ss_size = kFiberStackBytes - kGuardBytes;
-        fiber.context.uc_link = nullptr;
-        makecontext(&fiber.context, fiber_entry, 0);
+#ifdef MANYCL_ASAN_FIBERS
+        // A reused stack still has the poisoned redzones of the frames its last fiber never
+        // returned from (glibc's swapcontext, which ASan intercepts, cleared them).
+        __asan_unpoison_memory_region(static_cast<char *>(fiber.stack) + kGuardBytes,
+                                      kFiberStackBytes - kGuardBytes);
+#endif
+        fiber::prepare(fiber.context, static_cast<char *>(fiber.stack) + kGuardBytes,
+                       kFiberStackBytes - kGuardBytes, fiber_entry, nullptr);
 #ifdef MANYCL_TSAN_FIBERS
         fiber.tsan = __tsan_create_fiber(0);
 #endif
@@ -553,13 +557,13 @@ void HostPool::worker_loop(Worker &worker) {
       const auto ran_from = stats_ ? Clock::now() : Clock::time_point{};
 #ifdef MANYCL_ASAN_FIBERS
       void *fake = nullptr;
-      switch_context(&worker.scheduler, &fiber.context, &fake,
+      switch_context(worker.scheduler, fiber.context, &fake,
                      static_cast<char *>(fiber.stack) + kGuardBytes, kFiberStackBytes - kGuardBytes,
                      nullptr);
 #elif defined(MANYCL_TSAN_FIBERS)
-      switch_context(&worker.scheduler, &fiber.context, nullptr, nullptr, 0, fiber.tsan);
+      switch_context(worker.scheduler, fiber.context, nullptr, nullptr, 0, fiber.tsan);
 #else
-      switch_context(&worker.scheduler, &fiber.context, nullptr, nullptr, 0, nullptr);
+      switch_context(worker.scheduler, fiber.context, nullptr, nullptr, 0, nullptr);
 #endif
       // The fiber parked or returned.
       if (stats_)

@@ -1,7 +1,7 @@
 // Loading (validation + ORC LLJIT) and work-group execution (LWI / SPMD).
-#include "fiber.h"
 #include "frontend.h"
 #include "manycl/compiler/cost_model.h"
+#include "manycl/fiber_switch.h"
 #include "perf_map.h"
 
 #include <llvm/Bitcode/BitcodeReader.h>
@@ -355,7 +355,7 @@ enum : uint8_t { FiberReady = 0, FiberAtBarrier = 1, FiberDone = 2 };
 
 struct Sched;
 struct FiberRec {
-  void *sp = nullptr;
+  fiber::Context context;
   uint64_t x = 0, y = 0, z = 0;
   uint8_t state = FiberReady;
   Sched *s = nullptr;
@@ -366,7 +366,7 @@ struct FiberRec {
 };
 
 struct Sched {
-  void *mainSp = nullptr;
+  fiber::Context main;
   FiberRec *cur = nullptr;
   FiberFn fn = nullptr;
   void **args = nullptr;
@@ -427,7 +427,7 @@ void fiberEntry(void *p) {
 #ifdef MANYCL_ASAN
   __sanitizer_start_switch_fiber(nullptr, s->mainBottom, s->mainSize);
 #endif
-  manycl_fiber_switch(&f->sp, s->mainSp);
+  fiber::switch_to(f->context, s->main);
   __builtin_trap();
 }
 
@@ -439,10 +439,10 @@ inline void switchToFiber(Sched &s, FiberRec &f) {
 #ifdef MANYCL_ASAN
   void *fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, f.stackBase, s.stackSize);
-  manycl_fiber_switch(&s.mainSp, f.sp);
+  fiber::switch_to(s.main, f.context);
   __sanitizer_finish_switch_fiber(fake, nullptr, nullptr);
 #else
-  manycl_fiber_switch(&s.mainSp, f.sp);
+  fiber::switch_to(s.main, f.context);
 #endif
 }
 
@@ -473,7 +473,7 @@ Status runFibers(const KernelImpl &k, void **args, WiCtx &ctx, uint64_t first, u
     f.z = lin / (l0 * l1);
     f.s = &s;
     f.stackBase = pool.stacks[i];
-    f.sp = fiberInitStack(pool.stacks[i], pool.size, fiberEntry, &f);
+    fiber::prepare(f.context, pool.stacks[i], pool.size, fiberEntry, &f);
 #ifdef MANYCL_TSAN
     f.tsan = __tsan_create_fiber(0);
 #endif
@@ -519,10 +519,10 @@ extern "C" void manycl::compiler::detail::__manycl_barrier(WiCtx *ctx) {
 #ifdef MANYCL_ASAN
   void *fake = nullptr;
   __sanitizer_start_switch_fiber(&fake, s->mainBottom, s->mainSize);
-  manycl_fiber_switch(&f->sp, s->mainSp);
+  fiber::switch_to(f->context, s->main);
   __sanitizer_finish_switch_fiber(fake, &s->mainBottom, &s->mainSize);
 #else
-  manycl_fiber_switch(&f->sp, s->mainSp);
+  fiber::switch_to(f->context, s->main);
 #endif
 }
 

@@ -74,11 +74,14 @@ void swap_pool_locals(FiberLocals &saved) {
 }
 
 // The members of one run_team() call still running, and the calling fiber to wake when the
-// last one returns (null for a calling thread, which waits on fiber_done_). Under the pool's
-// mutex.
+// last one returns (null for a calling thread, which waits on `done`). Under the pool's mutex.
+// The caller is woken once, by the last member: with a condition shared by every fiber, each
+// member's return woke every cluster thread waiting for a team (a futex storm under
+// MANYCL_COST=0 teams).
 struct FiberTeam {
   unsigned running = 0;
   Fiber *waiter = nullptr;
+  std::condition_variable done;
 };
 
 struct Fiber {
@@ -392,7 +395,7 @@ void HostPool::run_team(unsigned count, unsigned affinity,
     while (team.running != 0)
       park_locked(lock, Clock::time_point::max());
   } else {
-    fiber_done_.wait(lock, [&] { return team.running == 0; });
+    team.done.wait(lock, [&] { return team.running == 0; });
   }
   for (Fiber &fiber : fibers)
     idle_stacks_.push_back(fiber.stack);
@@ -578,10 +581,16 @@ void HostPool::worker_loop(Worker &worker) {
 #endif
         fiber.done = true;
         // A team's caller waits for its last member (a calling fiber is made ready, a
-        // calling thread waits on fiber_done_ like run_cooperative's callers).
-        if (fiber.team && --fiber.team->running == 0 && fiber.team->waiter)
-          ready_locked(*fiber.team->waiter);
-        fiber_done_.notify_all();
+        // calling thread waits on the team's condition); run_cooperative's callers wait on
+        // fiber_done_.
+        if (!fiber.team) {
+          fiber_done_.notify_all();
+        } else if (--fiber.team->running == 0) {
+          if (fiber.team->waiter)
+            ready_locked(*fiber.team->waiter);
+          else
+            fiber.team->done.notify_one();
+        }
       }
       continue;
     }

@@ -33,6 +33,7 @@ if [ "$sanitizers" = 1 ]; then
   # TSan: only what the concurrency tests need.
   configure "$root/build-tsan" -DCMAKE_BUILD_TYPE=Release -DMANYCL_SANITIZE=thread
   cmake --build "$root/build-tsan" -j "$jobs" --target ManyCL kann manycl_runtime_concurrency_tests \
-    manycl_kernels_icd_tests_spmd manycl_kbin_icd_tests manycl_determinism_tests
+    manycl_kernels_icd_tests_spmd manycl_kbin_icd_tests manycl_determinism_tests \
+    manycl_work_groups_on_pool_tests
   ctest --test-dir "$root/build-tsan" -j "$jobs" --output-on-failure -L concurrency
 fi

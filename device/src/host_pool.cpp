@@ -29,7 +29,6 @@
 #endif
 
 #ifdef MANYCL_ASAN_FIBERS
-#include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
 #ifdef MANYCL_TSAN_FIBERS
@@ -543,12 +542,6 @@ void HostPool::worker_loop(Worker &worker) {
       fiber.started = true;
       lock.unlock();
       if (fresh) {
-#ifdef MANYCL_ASAN_FIBERS
-        // A reused stack still has the poisoned redzones of the frames its last fiber never
-        // returned from (glibc's swapcontext, which ASan intercepts, cleared them).
-        __asan_unpoison_memory_region(static_cast<char *>(fiber.stack) + kGuardBytes,
-                                      kFiberStackBytes - kGuardBytes);
-#endif
         fiber::prepare(fiber.context, static_cast<char *>(fiber.stack) + kGuardBytes,
                        kFiberStackBytes - kGuardBytes, fiber_entry, nullptr);
 #ifdef MANYCL_TSAN_FIBERS

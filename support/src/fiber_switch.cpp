@@ -3,6 +3,28 @@
 #include <cstdint>
 #include <cstring>
 
+#if defined(__SANITIZE_ADDRESS__)
+#define MANYCL_FIBER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define MANYCL_FIBER_ASAN 1
+#endif
+#endif
+#ifdef MANYCL_FIBER_ASAN
+#include <sanitizer/asan_interface.h>
+#endif
+
+namespace {
+// A stack being reused (or mapped where an unmapped one was) may still carry the poisoned
+// redzones of frames its last context never returned from; glibc's swapcontext, which ASan
+// intercepts, cleared them at every switch. A fresh context starts with none.
+void forget_old_frames([[maybe_unused]] void *stack_base, [[maybe_unused]] size_t stack_size) {
+#ifdef MANYCL_FIBER_ASAN
+  __asan_unpoison_memory_region(stack_base, stack_size);
+#endif
+}
+} // namespace
+
 #ifdef MANYCL_FIBER_SWITCH_ASM
 
 // A suspended context's stack, from its saved stack pointer upwards:
@@ -82,6 +104,7 @@ namespace manycl::fiber {
 
 void prepare(Context &fresh, void *stack_base, size_t stack_size, void (*entry)(void *),
              void *arg) {
+  forget_old_frames(stack_base, stack_size);
   const uintptr_t top = (reinterpret_cast<uintptr_t>(stack_base) + stack_size) & ~uintptr_t(15);
   // After the 'ret' into manycl_fiber_start rsp is top - 16: 16-byte aligned, as at a call
   // site, so the call there gives entry the ABI's alignment.
@@ -123,6 +146,7 @@ void start(unsigned entry_lo, unsigned entry_hi, unsigned arg_lo, unsigned arg_h
 
 void prepare(Context &fresh, void *stack_base, size_t stack_size, void (*entry)(void *),
              void *arg) {
+  forget_old_frames(stack_base, stack_size);
   getcontext(&fresh.uc);
   fresh.uc.uc_stack.ss_sp = stack_base;
   fresh.uc.uc_stack.ss_size = stack_size;

@@ -126,10 +126,6 @@ bool write_file(const std::string &path, const void *data, size_t size) {
   return bool(f);
 }
 
-manycl::Result<std::vector<uint8_t>> read_file(const std::string &path) {
-  return kann::io::read_file(path);
-}
-
 // The samples of the --calibration files (each a .npy of N samples of one input stacked on the
 // batch axis; NAME=FILE.npy names the input, as a model with several inputs needs).
 manycl::Result<std::vector<std::vector<std::vector<float>>>>
@@ -423,7 +419,7 @@ int inspect(int argc, char **argv) {
     return fail(a.error);
   if (a.positional.size() != 1)
     return usage();
-  auto bytes = read_file(a.positional[0]);
+  auto bytes = kann::io::read_file(a.positional[0]);
   if (!bytes)
     return fail(bytes.error().message);
   auto p = kann::format::read_kbin(bytes.value().data(), bytes.value().size());
@@ -482,7 +478,7 @@ int simulate(int argc, char **argv) {
   for (const std::string &library : split_paths(a.get("--custom-ops")))
     if (auto loaded = kann::custom::load_library(library); !loaded)
       return fail("--custom-ops: " + loaded.error().message);
-  auto bytes = read_file(a.positional[0]);
+  auto bytes = kann::io::read_file(a.positional[0]);
   if (!bytes)
     return fail(bytes.error().message);
   auto p = kann::format::read_kbin(bytes.value().data(), bytes.value().size());

@@ -2,9 +2,10 @@
 // of ResNet-50, MobileNetV2 and YOLOv3-416, FP32 and INT8, 1 and 2 threads. Prints a
 // Markdown table (medians, ratio ManyCL/oneDNN, geometric means).
 //
-//   manycl_native_conv_bench [--quick] [--cpu] [--net resnet50|mobilenetv2|yolov3]
+//   manycl_native_conv_bench [--quick] [--cpu] [--winograd] [--net resnet50|mobilenetv2|yolov3]
 //                            [--prec fp32|int8] [--threads N] [--reps N] [--layer SUBSTRING]
-// --quick: every 4th layer (CI); --cpu: process CPU time instead of wall time.
+// --quick: every 4th layer (CI); --cpu: process CPU time instead of wall time; --winograd: the
+// FP32 3x3 stride-1 layers as Winograd F(4x4, 3x3).
 //
 // The "SPM" here is a large host buffer holding whole layers: the point is the speed of the
 // compute functions, not tiling (tiles only divide the same loops).
@@ -137,6 +138,7 @@ double median(std::vector<double> v) {
 // Clock used for timing: wall time, or the process CPU time (--cpu), which is robust on a
 // shared machine for single-thread runs (a descheduled thread does not accumulate it).
 bool g_cpu_clock = false;
+bool g_winograd = false; // MCL_CONV_WINOGRAD on the FP32 3x3 stride-1 layers
 double now_ms() {
   if (g_cpu_clock) {
     timespec ts;
@@ -209,6 +211,8 @@ struct ManyclConv {
     // As kann emits convolutions: the address table is derived from the geometry at run time.
     (void)entries;
     args.flags |= MCL_CONV_IMPLICIT_TABLE;
+    if (g_winograd && !int8 && l.k == 3 && l.stride == 1 && l.groups == 1)
+      args.flags |= MCL_CONV_WINOGRAD;
     const size_t nw = (size_t)l.cout * (l.cin / l.groups) * l.k * l.k;
     std::vector<float> wf(nw);
     std::vector<int8_t> w8(nw);
@@ -306,6 +310,8 @@ int main(int argc, char **argv) {
       quick = true;
     else if (a == "--cpu")
       g_cpu_clock = true;
+    else if (a == "--winograd")
+      g_winograd = true;
     else if (a == "--net")
       only_net = next();
     else if (a == "--prec")
@@ -317,7 +323,7 @@ int main(int argc, char **argv) {
     else if (a == "--threads")
       thread_counts = {(uint32_t)std::max(1, std::atoi(next().c_str()))};
     else {
-      std::fprintf(stderr, "usage: %s [--quick] [--cpu] [--net N] [--prec fp32|int8] [--threads N] [--reps N] [--layer S]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--cpu] [--winograd] [--net N] [--prec fp32|int8] [--threads N] [--reps N] [--layer S]\n", argv[0]);
       return 2;
     }
   }

@@ -68,7 +68,7 @@ int usage() {
       "               [--fp16-tolerance ABS[,REL] | --fp32-operators NAME,...]\n"
       "               [--device-config PRESET|FILE.json] [--report REPORT.html]\n"
       "               [--report-json FILE] [--dump-ir] [--dump-schedule]\n"
-      "               [--no-residual-fusion]\n"
+      "               [--no-residual-fusion] [--winograd auto|all|off]\n"
       "               [--batch N] [--batch-split auto|sequential|clusters[:G]]\n"
       "               [--schedule layer|pipeline|group|auto] [--custom-ops LIB.so[:LIB.so]]\n"
       "  kann inspect MODEL.kbin [--records]\n"
@@ -299,7 +299,8 @@ int compile(int argc, char **argv) {
   Args a = parse(argc, argv,
                  {"-o", "--clusters", "--precision", "--device-config", "--report", "--report-json",
                   "--calibration", "--calibration-percentile", "--batch", "--batch-split",
-                  "--schedule", "--custom-ops", "--fp32-operators", "--fp16-tolerance"},
+                  "--schedule", "--custom-ops", "--fp32-operators", "--fp16-tolerance",
+                  "--winograd"},
                  {"--dump-ir", "--dump-schedule", "--no-residual-fusion"});
   if (!a.error.empty())
     return fail(a.error);
@@ -382,6 +383,9 @@ int compile(int argc, char **argv) {
                options.device.name.c_str());
   options.dump_schedule = a.has("--dump-schedule");
   options.fuse_residual_adds = !a.has("--no-residual-fusion");
+  options.winograd = a.get("--winograd", "auto");
+  if (options.winograd != "auto" && options.winograd != "all" && options.winograd != "off")
+    return fail("--winograd must be auto, all or off");
   TerminalProgress progress;
   if (progress.enabled())
     options.progress = [&](const char *stage, size_t done, size_t total) {

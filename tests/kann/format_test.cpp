@@ -237,17 +237,20 @@ TEST(Format, BadMagicAndVersion) {
   copy[0] = 'X';
   EXPECT_NE(rejection(copy).find("magic"), std::string::npos);
   copy = bytes;
+  copy[10] = 0; // the older versions had minor version 0
   copy[8] = 1; // major version 1: before checksums
   format::reseal_kbin(copy.data(), copy.size());
   EXPECT_NE(rejection(copy).find("version 1.0 not supported"), std::string::npos)
       << rejection(copy);
   EXPECT_NE(rejection(copy).find("compile the model again"), std::string::npos);
   copy = bytes;
+  copy[10] = 0; // the older versions had minor version 0
   copy[8] = 2; // major version 2: INT8 weights as INT16 pairs
   format::reseal_kbin(copy.data(), copy.size());
   EXPECT_NE(rejection(copy).find("version 2.0 not supported"), std::string::npos)
       << rejection(copy);
   copy = bytes;
+  copy[10] = 0; // the older versions had minor version 0
   copy[8] = 3; // major version 3: convolution blocks without the residual tile
   format::reseal_kbin(copy.data(), copy.size());
   EXPECT_NE(rejection(copy).find("version 3.0 not supported"), std::string::npos)

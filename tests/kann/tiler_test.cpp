@@ -366,7 +366,8 @@ TEST(Tiler, InPlaceAddAvoidsASpill) {
 // spills them (and streams the network input from DDR); the group schedule runs the chain
 // band by band with its intermediates in SPM band buffers: nothing spills, and since a band
 // changes which rows a call computes, not the arithmetic of an output element, the FP32
-// results equal the layer schedule's bit for bit. On 1 and 2 clusters of the small preset
+// results equal the layer schedule's bit for bit (without Winograd convolutions, whose
+// rounding depends on where a band starts: docs/native.md). On 1 and 2 clusters of the small preset
 // and on 5 of mppa3 (no spill there: the group is the largest activation's), against a
 // direct reference too.
 TEST(Tiler, LayerGroupKeepsAConvolutionChainInTheSpmBandByBand) {
@@ -404,6 +405,7 @@ TEST(Tiler, LayerGroupKeepsAConvolutionChainInTheSpmBandByBand) {
     CompileOptions o;
     o.device = manycl::device::preset(preset).value();
     o.clusters = clusters;
+    o.winograd = "off";
     o.schedule = "layer";
     auto layer = compile_graph(g.value(), o);
     o.schedule = "group";

@@ -22,15 +22,16 @@ struct ConvCase {
   bool wide_weight_zps = false; // per-channel zero points too, and the block keeps them
   bool whole_input = false; // the input tile is the whole image, not only what the taps read
   bool residual = false;    // MCL_CONV_RESIDUAL: a residual tile added before the activation
+  bool winograd = false;    // MCL_CONV_WINOGRAD (3x3, stride 1, no stored table)
   mcl_activation act{};
   std::string describe() const {
     char b[256];
     std::snprintf(b, sizeof b,
                   "%s H%u W%u cin%u cout%u g%u k%ux%u s%ux%u d%ux%u pad%u,%u,%u,%u tile(%u,%u %ux%u) "
-                  "dtype%u->%u act%u%s",
+                  "dtype%u->%u act%u%s%s",
                   transposed ? "convT" : "conv", H, W, cin, cout, groups, kh, kw, sh, sw, dh, dw,
                   pt, pl, pb, pr, oy0, ox0, oh, ow, dtype, out_dtype, act.kind,
-                  residual ? " residual" : "");
+                  residual ? " residual" : "", winograd ? " winograd" : "");
     return b;
   }
 };
@@ -215,6 +216,8 @@ void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = 
   } else {
     a.flags = table == Table::None ? MCL_CONV_NO_TABLE : MCL_CONV_IMPLICIT_TABLE;
   }
+  if (c.winograd)
+    a.flags |= MCL_CONV_WINOGRAD;
   std::vector<double> res;
   if (c.residual) {
     ASSERT_FALSE(int8) << "the residual is a float epilogue";
@@ -330,7 +333,10 @@ void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = 
             default: break;
             }
           }
+          // Winograd's transforms scale the terms by up to about 100 before the products are
+          // summed: its FP32 rounding error bound is that much looser.
           const double tol = c.dtype == MCL_DTYPE_F16 ? 2e-3 * mag + 1e-3 * std::fabs(want) + 1e-4
+                             : c.winograd             ? 1e-4 * mag + 1e-6
                                                       : 1e-5 * mag + 1e-6;
           if (!(std::fabs(got - want) <= tol) && bad++ < 5)
             ADD_FAILURE() << "at " << ty << "," << tx << "," << oc << " got " << got << " want " << want;
@@ -585,6 +591,70 @@ TEST_P(ConvRandom, Fp32ResidualIsConvThenAdd) {
       ASSERT_EQ((float)fused[k], want) << c.describe() << " element " << k;
     }
   }
+}
+
+ConvCase winograd_case(std::mt19937 &rng, uint32_t max_size) {
+  auto pick = [&](uint32_t lo, uint32_t hi) {
+    return std::uniform_int_distribution<uint32_t>(lo, hi)(rng);
+  };
+  ConvCase c{};
+  c.kh = c.kw = 3, c.sh = c.sw = c.dh = c.dw = 1, c.groups = 1;
+  c.H = pick(1, max_size), c.W = pick(1, max_size);
+  c.cin = pick(1, 70), c.cout = pick(1, 70);
+  c.pt = pick(0, 2), c.pb = pick(0, 2), c.pl = pick(0, 2), c.pr = pick(0, 2);
+  c.H = std::max(c.H, 3 - std::min(3u, c.pt + c.pb));
+  c.W = std::max(c.W, 3 - std::min(3u, c.pl + c.pr));
+  c.OH = c.H + c.pt + c.pb - 2, c.OW = c.W + c.pl + c.pr - 2;
+  if (pick(0, 2) == 0) {
+    c.oy0 = c.ox0 = 0, c.oh = c.OH, c.ow = c.OW;
+  } else {
+    c.oy0 = pick(0, c.OH - 1), c.ox0 = pick(0, c.OW - 1);
+    c.oh = pick(1, c.OH - c.oy0), c.ow = pick(1, c.OW - c.ox0);
+  }
+  c.winograd = true;
+  return c;
+}
+
+TEST_P(ConvRandom, WinogradMatchesReference) {
+  // F(4x4, 3x3): output tiles at every border (partial 4x4 blocks, padding inside the 6x6
+  // patches), input tiles that are only the taps' window or the whole image, channel counts
+  // around the vector widths and the channel chunk, output-channel tails, FP32 and FP16,
+  // residuals and activations, 1 and 2 threads.
+  std::mt19937 rng(3636);
+  const mcl_activation acts[] = {{MCL_ACT_NONE, 0, 0},
+                                 {MCL_ACT_RELU, 0, 0},
+                                 {MCL_ACT_LEAKY_RELU, 0.1f, 0},
+                                 {MCL_ACT_SILU, 0, 0}};
+  for (int i = 0; i < 48; ++i) {
+    ConvCase c = winograd_case(rng, i % 6 == 5 ? 40 : 13);
+    if (i % 3 == 1)
+      c.dtype = c.out_dtype = MCL_DTYPE_F16;
+    c.whole_input = i % 4 == 0;
+    c.residual = i % 5 == 2;
+    c.act = acts[i % 4];
+    run_case(c, 3600 + i, 1 + i % 2, Table::Implicit);
+  }
+  for (int i = 0; i < 12; ++i) { // no table: every tap inside the tile
+    ConvCase c = winograd_case(rng, 20);
+    c.pt = c.pb = c.pl = c.pr = 0;
+    c.H = std::max(c.H, 3u), c.W = std::max(c.W, 3u);
+    c.OH = c.H - 2, c.OW = c.W - 2;
+    c.oy0 = c.ox0 = 0, c.oh = c.OH, c.ow = c.OW;
+    if (i % 2)
+      c.dtype = c.out_dtype = MCL_DTYPE_F16;
+    run_case(c, 3700 + i, 2, Table::None);
+  }
+  // Many tiles and channels: several tasks, channel chunks and panels per task.
+  ConvCase c{};
+  c.H = 52, c.W = 45, c.cin = 100, c.cout = 75, c.groups = 1, c.kh = c.kw = 3;
+  c.sh = c.sw = c.dh = c.dw = 1, c.pt = c.pl = c.pb = c.pr = 1, c.OH = 52, c.OW = 45;
+  c.oy0 = 0, c.ox0 = 0, c.oh = 52, c.ow = 45;
+  c.winograd = true;
+  c.act = {MCL_ACT_RELU, 0, 0};
+  run_case(c, 3800, 2, Table::Implicit);
+  c.dtype = c.out_dtype = MCL_DTYPE_F16;
+  c.oy0 = 13, c.oh = 30;
+  run_case(c, 3801, 1, Table::Implicit);
 }
 
 TEST_P(ConvRandom, LargeChannels) {

@@ -112,6 +112,26 @@ TEST(NativeCostModel, PrecisionsAndPesOrderAsTheHardware) {
   EXPECT_GE(mcl_native_cost(MCL_NATIVE_FN_CONV2D, &a, 1), 8 * i8);
 }
 
+// Winograd F(4x4, 3x3): 36 products per 4x4 output block and channel pair instead of 144, plus
+// the three transforms. A 28x28x64 -> 28x28x64 FP16 call (49 blocks) costs well under half the
+// direct convolution; its MACs are the convolution's, the matrix engine executes a quarter as
+// many (36 / 144 per block, blocks padded to 52).
+TEST(NativeCostModel, WinogradCountsTransformsAndFewerProducts) {
+  mcl_conv_args a = conv(30, 30, 64, 28, 28, 64, 3, MCL_DTYPE_F16);
+  a.flags = MCL_CONV_NO_TABLE;
+  const auto direct = detail(MCL_NATIVE_FN_CONV2D, &a, 16);
+  a.flags |= MCL_CONV_WINOGRAD;
+  const auto winograd = detail(MCL_NATIVE_FN_CONV2D, &a, 16);
+  EXPECT_EQ(winograd.macs, direct.macs);
+  EXPECT_EQ(winograd.padded_macs, 36u * 52 * 64 * 64);
+  EXPECT_LT(winograd.padded_macs * 3, direct.padded_macs);
+  EXPECT_LT(winograd.total * 2, direct.total);
+  EXPECT_GT(winograd.vliw, direct.vliw); // the transforms run on the VLIW lanes
+  // The phases are sequential: the total is at least each lane's sum.
+  EXPECT_GE(winograd.total, winograd.matrix);
+  EXPECT_GE(winograd.total, winograd.vliw);
+}
+
 TEST(NativeCostModel, UnknownFunctionIsReported) {
   mcl_native_cost_breakdown b{};
   const char block[64] = {};

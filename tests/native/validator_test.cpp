@@ -80,6 +80,37 @@ TEST(NativeValidator, ConvResidualTile) {
   EXPECT_EQ(check(MCL_NATIVE_FN_CONV2D, plain), MCL_NATIVE_ERR_BAD_ARGS);
 }
 
+TEST(NativeValidator, ConvWinogradOnlyWhereItApplies) {
+  mcl_conv_args a = good_conv();
+  a.flags = MCL_CONV_IMPLICIT_TABLE | MCL_CONV_WINOGRAD;
+  EXPECT_EQ(check(MCL_NATIVE_FN_CONV2D, a), MCL_NATIVE_OK);
+  a.input.dtype = a.output.dtype = MCL_DTYPE_F16;
+  EXPECT_EQ(check(MCL_NATIVE_FN_CONV2D, a), MCL_NATIVE_OK);
+  struct Mutation {
+    const char *name;
+    void (*apply)(mcl_conv_args &);
+  };
+  const Mutation cases[] = {
+      {"stored table", [](mcl_conv_args &a) { a.flags = MCL_CONV_WINOGRAD; }},
+      {"5x5", [](mcl_conv_args &a) { a.kernel_h = a.kernel_w = 5; }},
+      {"3x1", [](mcl_conv_args &a) { a.kernel_w = 1; }},
+      {"stride 2", [](mcl_conv_args &a) { a.stride_h = 2; }},
+      {"dilation 2", [](mcl_conv_args &a) { a.dilation_w = 2; }},
+      {"groups", [](mcl_conv_args &a) { a.groups = 2; }},
+      {"INT8",
+       [](mcl_conv_args &a) {
+         a.input.dtype = a.output.dtype = MCL_DTYPE_U8;
+         a.output_max = 255;
+       }},
+  };
+  for (const auto &m : cases) {
+    mcl_conv_args b = a;
+    m.apply(b);
+    EXPECT_EQ(check(MCL_NATIVE_FN_CONV2D, b), MCL_NATIVE_ERR_BAD_ARGS) << m.name;
+  }
+  EXPECT_EQ(check(MCL_NATIVE_FN_CONV_TRANSPOSE2D, a), MCL_NATIVE_ERR_BAD_ARGS);
+}
+
 TEST(NativeValidator, RejectsBadSizeAndUnknownIds) {
   const mcl_conv_args a = good_conv();
   char msg[256];

@@ -3,6 +3,7 @@
 #include "cost_model.h"
 #include "int8_conv.h"
 #include "internal.h"
+#include "winograd.h"
 
 #include <atomic>
 #if defined(__x86_64__) || defined(__i386__)
@@ -356,6 +357,8 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
   j.out_max = a.output_max;
   j.nblocks = l.nblocks;
   j.channels_padded = l.channels_padded;
+  if (a.flags & MCL_CONV_WINOGRAD) // reads the tile by its geometry: no table, no pad row
+    return run_winograd(exec, a, j);
 
   const ConvGeometry geometry{a.kernel_h,   a.kernel_w,   a.stride_h,         a.stride_w,
                               a.dilation_h, a.dilation_w, a.origin_y,         a.origin_x,
@@ -713,6 +716,72 @@ uint32_t mcl_native_dtype_size(uint32_t dtype) {
 
 namespace manycl::native::cost {
 
+namespace {
+
+// Sequential phases of one call (each waits for the previous one on every PE).
+Cost then(const Cost &a, const Cost &b) {
+  Cost c;
+  c.total = a.total + b.total;
+  c.matrix = a.matrix + b.matrix;
+  c.load_store = a.load_store + b.load_store;
+  c.vliw = a.vliw + b.vliw;
+  c.overhead = a.overhead + b.overhead;
+  c.macs = a.macs + b.macs;
+  c.padded_macs = a.padded_macs + b.padded_macs;
+  const uint64_t lanes[] = {c.matrix, c.load_store, c.vliw, c.overhead};
+  c.bound = MCL_NATIVE_BOUND_MATRIX;
+  for (uint32_t i = 1, best = 0; i < 4; ++i)
+    if (lanes[i] > lanes[best]) {
+      best = i;
+      c.bound = MCL_NATIVE_BOUND_MATRIX + i;
+    }
+  return c;
+}
+
+// Winograd F(4x4, 3x3) in four phases: the weights' transform (G g G^T, once per call: each
+// PE transforms the output channels it multiplies), the inputs' transform (B^T d B per 4x4
+// output block and channel, from a 6x6 patch), 36 GEMMs of (blocks x C) . (C x K) on the
+// matrix engine, and the outputs' transform (A^T M A) with the epilogue. Transformed values
+// stay in the input's type for the matrix engine; the products are FP32.
+Cost winograd_cost(const mcl_conv_args &a, uint32_t pes, double epilogue_ops,
+                   uint32_t residual_bytes) {
+  const uint32_t dtype = a.input.dtype, in_bytes = dtype_size(dtype);
+  const uint64_t cin = a.input.c, cout = a.output.c;
+  const uint64_t blocks = ceil_div(a.output.h, kWinogradOut) * ceil_div(a.output.w, kWinogradOut);
+  const uint32_t out_bytes = dtype_size(a.output.dtype);
+  // Operations per transformed element, counted on the transforms' factored forms.
+  constexpr double kWeightOps = 162.0 / 36.0, kInputOps = 192.0 / 36.0, kOutputOps = 140.0 / 16.0;
+  const Cost weights = stream(cin * cout * kWinogradPoints,
+                              (9.0 / 36.0) * in_bytes + in_bytes, kWeightOps, dtype, pes);
+  const Cost inputs = stream(blocks * cin * kWinogradPoints, 2.0 * in_bytes, kInputOps, dtype, pes);
+  const MatrixEngine e = matrix_engine(dtype);
+  const uint64_t row_blocks = ceil_div(blocks, kBlockRows), col_blocks = ceil_div(cout, kBlockRows);
+  const uint64_t mr = std::min<uint64_t>(e.mr, row_blocks), nr = std::min<uint64_t>(e.nr, col_blocks);
+  const uint64_t units = kWinogradPoints * ceil_div(row_blocks, mr) * ceil_div(col_blocks, nr);
+  const uint64_t k_blocks = ceil_div(cin, e.k_block);
+  UnitCost u;
+  u.matrix = (double)k_blocks * mr * nr * e.block_cycles / (kMatrixEfficiencyPct / 100.0);
+  const double left = (double)ceil_div(cin * e.in_bytes, kLsuBytes) * kBlockRows * mr;
+  const double right =
+      (double)nr * ceil_div(k_blocks * e.k_block * kBlockRows * e.weight_bytes, kLsuBytes);
+  const double tile_elems = (double)mr * nr * kBlockRows * kBlockRows;
+  u.load_store = left + right + tile_elems * 4.0 / kLsuBytes;
+  u.epilogue = (double)mr * nr * e.acc_move_cycles_per_block;
+  u.overhead = (double)kUnitCycles + kTapCycles;
+  Cost gemm = finish(units, pes, u);
+  gemm.padded_macs = kWinogradPoints * row_blocks * kBlockRows * col_blocks * kBlockRows *
+                     k_blocks * e.k_block;
+  const Cost outputs =
+      stream(blocks * cout * kWinogradOut * kWinogradOut,
+             (double)kWinogradPoints / 16.0 * 4.0 + out_bytes + residual_bytes,
+             kOutputOps + epilogue_ops, MCL_DTYPE_F32, pes);
+  Cost c = then(then(then(weights, inputs), gemm), outputs);
+  c.macs = (uint64_t)a.output.h * a.output.w * cout * 9 * cin;
+  return c;
+}
+
+} // namespace
+
 // Convolution / GEMM on the matrix engine. Output pixels form row blocks of 4 along a row
 // (a row of width 13 pays for 16), output channels column blocks of 4, and the reduction
 // runs tap by tap over the input channels in blocks of k_block (3 channels pay for a whole
@@ -740,6 +809,8 @@ Cost conv_cost(uint32_t fn, const mcl_conv_args &a, uint32_t pes) {
   const double epilogue_ops = 1.0 + activation_ops(a.act) + (int8 ? 4.0 : 0.0) +
                               (a.output.dtype == MCL_DTYPE_F16 ? 1.0 : 0.0) + residual_ops;
   const uint32_t residual_bytes = residual ? out_bytes : 0;
+  if (a.flags & MCL_CONV_WINOGRAD)
+    return winograd_cost(a, pes, epilogue_ops, residual_bytes);
   Cost c;
   if (conv_is_depthwise(a)) {
     // Vectors across channels; a row of outputs slides its window in registers, so each

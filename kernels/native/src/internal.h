@@ -243,12 +243,17 @@ static inline uint8_t int8_add_one(const Int8AddJob &j, uint32_t i) {
   return (uint8_t)((int32_t)std::nearbyint(r) + j.out_zero);
 }
 
+struct WinogradJob;   // winograd.h
+struct WinogradRange; // winograd.h
+
 // Hot loops, one implementation per ISA translation unit.
 struct IsaKernels {
   const char *name;
   int rows;                                               // register block rows (MR)
   void (*conv_float)(const ConvJob &, const ConvRange &); // F32 and F16 inputs
   void (*depthwise)(const ConvJob &, const ConvRange &);  // all types
+  // Winograd F(4x4, 3x3) (winograd_impl.h), F32 and F16
+  void (*winograd)(const WinogradJob &, const WinogradRange &);
   void (*int8_add)(const Int8AddJob &);                   // requantizing INT8 add of rows
   // Rows of binary16 <-> float (round to nearest even), for the element-wise paths.
   void (*widen_halves)(const uint16_t *, uint32_t n, float *);

@@ -1,5 +1,6 @@
 // AVX-512 (F + BW) kernels (this file is compiled with -mavx512f -mavx512bw -mfma -mf16c).
 #include "kernels_impl.h"
+#include "winograd_impl.h"
 #include "steps_avx2.h"
 
 #include <immintrin.h>
@@ -95,7 +96,7 @@ void int8_add_avx512(const Int8AddJob &j) {
 }
 
 const IsaKernels kAvx512 = {
-    "avx512",        Avx512Simd::MR,           conv_float<Avx512Simd>,    depthwise<Avx512Simd>,
+    "avx512",        Avx512Simd::MR,           conv_float<Avx512Simd>,    depthwise<Avx512Simd>, winograd<Avx512Simd>,
     int8_add_avx512, Avx512Simd::widen_halves, Avx512Simd::narrow_halves, Avx512Simd::max_halves};
 
 } // namespace

@@ -1,5 +1,6 @@
 // Portable kernels: plain arrays the compiler may vectorize for the baseline ISA.
 #include "kernels_impl.h"
+#include "winograd_impl.h"
 
 namespace {
 
@@ -31,7 +32,7 @@ struct GenericSimd : PortableSteps {
 const IsaKernels kGeneric = {"generic",
                              GenericSimd::MR,
                              conv_float<GenericSimd>,
-                             depthwise<GenericSimd>,
+                             depthwise<GenericSimd>, winograd<GenericSimd>,
                              int8_add_portable,
                              GenericSimd::widen_halves,
                              GenericSimd::narrow_halves,

@@ -4,6 +4,7 @@
 #include "custom_call.h"
 #include "elementwise_math.h"
 #include "internal.h"
+#include "winograd.h"
 
 #include <cstdio>
 
@@ -176,10 +177,13 @@ void check_conv(Checker &ck, uint32_t fn, const mcl_conv_args &a, bool from_gemm
   const uint32_t table_flags = MCL_CONV_NO_TABLE | MCL_CONV_IMPLICIT_TABLE;
   const uint32_t known_flags =
       table_flags | (is_int8(a.input.dtype) ? (uint32_t)MCL_CONV_WEIGHT_ZERO_POINTS
-                                            : (uint32_t)MCL_CONV_RESIDUAL);
+                                            : (uint32_t)(MCL_CONV_RESIDUAL | MCL_CONV_WINOGRAD));
   ck.require((a.flags & ~known_flags) == 0 && (a.flags & table_flags) != table_flags &&
                  a.reserved0 == 0,
              std::string(what) + ": unknown flags");
+  ck.require(!(a.flags & MCL_CONV_WINOGRAD) || winograd_applies(fn, a),
+             std::string(what) + ": Winograd needs a 3x3 convolution with stride 1, dilation 1, "
+                                 "one group and no stored table");
   ck.activation(a.act);
   if (!ck.ok())
     return;

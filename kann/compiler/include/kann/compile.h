@@ -60,6 +60,12 @@ struct CompileOptions {
   // (passes::fuse_residual_adds; `kann compile --no-residual-fusion` turns it off, for
   // comparisons).
   bool fuse_residual_adds = true;
+  // Float 3x3 stride-1 convolution calls computed as Winograd F(4x4, 3x3)
+  // (`kann compile --winograd`, Compiler::winograd_pays): "auto" where the cost model predicts
+  // it faster and the call is large enough for the host that simulates the device to compute
+  // it faster too, "all" wherever the cost model predicts it faster (the fewest modeled
+  // cycles), "off" (direct convolutions only: comparisons, bit-exact references).
+  std::string winograd = "auto";
 };
 
 // How a batch of images was laid out on the clusters (CompileOutput::batch).

@@ -98,7 +98,32 @@ mcl_conv_args Compiler::conv_args_shape(const PlannedOp &op, const Box &ib, cons
   }
   a.origin_y = int32_t(ob.y0 * op.sh - op.pt - ib.y0);
   a.origin_x = int32_t(-op.pl);
+  if (winograd_pays(a))
+    a.flags |= MCL_CONV_WINOGRAD;
   return a;
+}
+
+// Winograd F(4x4, 3x3) (MCL_CONV_WINOGRAD) for a float 3x3 stride-1 convolution call where
+// the native cost model predicts it faster. "auto" also asks for enough 4x4 output blocks and
+// input channels that the host simulating the device computes it faster than the direct
+// convolution: per call the weights' transform costs the host about as much as nine blocks'
+// products and the inputs' transform a few channels' (docs/kann.md, "Winograd").
+bool Compiler::winograd_pays(const mcl_conv_args &a) const {
+  constexpr uint64_t kHostMinBlocks = 24, kHostMinChannels = 16;
+  if (opt.winograd == "off" || a.groups != 1 || a.kernel_h != 3 || a.kernel_w != 3 ||
+      a.stride_h != 1 || a.stride_w != 1 || a.dilation_h != 1 || a.dilation_w != 1 ||
+      (a.input.dtype != MCL_DTYPE_F32 && a.input.dtype != MCL_DTYPE_F16))
+    return false;
+  const uint64_t blocks = uint64_t(a.output.h + 3) / 4 * (uint64_t(a.output.w + 3) / 4);
+  if (opt.winograd == "auto" && (blocks < kHostMinBlocks || a.input.c < kHostMinChannels))
+    return false;
+  mcl_conv_args direct = a;
+  direct.flags |= MCL_CONV_IMPLICIT_TABLE;
+  mcl_conv_args winograd = direct;
+  winograd.flags |= MCL_CONV_WINOGRAD;
+  const uint32_t pes = opt.device.pes_per_cluster;
+  return mcl_native_cost(MCL_NATIVE_FN_CONV2D, &winograd, pes) <
+         mcl_native_cost(MCL_NATIVE_FN_CONV2D, &direct, pes);
 }
 
 // Packed parameters of output channels `part` of a convolution (geometry of cluster c).

@@ -404,6 +404,7 @@ struct Compiler {
   // lower_conv.cpp: Conv, ConvTranspose (and the sliding-window input rows of pooling)
   Box need_window(const PlannedOp &op, const Act &in, const Box &o) const;
   mcl_conv_args conv_args_shape(const PlannedOp &op, const Box &ib, const Box &ob) const;
+  bool winograd_pays(const mcl_conv_args &a) const;
   // MCL_CONV_NO_TABLE when every tap of the call lies inside its input, else
   // MCL_CONV_IMPLICIT_TABLE (the call derives the table; padding taps read the pad row).
   static uint16_t conv_table_flag(const PlannedOp &op, const mcl_conv_args &a);

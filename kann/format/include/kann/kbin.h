@@ -21,7 +21,7 @@ extern "C" {
 /* Readers reject another major version (2: checksum; 3: INT8 weights stored as bytes;
  * 4: convolution argument blocks end with a residual tile, 32 bytes longer). */
 #define KBIN_VERSION_MAJOR 4u
-#define KBIN_VERSION_MINOR 0u /* readers accept any minor version of their major */
+#define KBIN_VERSION_MINOR 1u /* readers accept any minor version of their major */
 #define KBIN_MAX_CLUSTERS 32u /* multicast destinations are a 32-bit mask */
 #define KBIN_MAX_SIGNALS 64u  /* = MCL_SIGNALS_PER_CLUSTER of the device API */
 #define KBIN_MAX_RANK 6u

@@ -119,7 +119,13 @@ enum mcl_conv_flags {
   /* F32 / F16: out = act(conv + bias + residual) with `residual` a tile of the output's type
    * and shape (a residual Add fused into the epilogue; the sum is rounded once, in FP32).
    * Without the flag `residual` must be all zero. Not for INT8 (docs/native.md). */
-  MCL_CONV_RESIDUAL = 1u << 3
+  MCL_CONV_RESIDUAL = 1u << 3,
+  /* F32 / F16 3x3 convolutions with stride 1, dilation 1 and one group, whose table is not
+   * stored (MCL_CONV_NO_TABLE or MCL_CONV_IMPLICIT_TABLE): computed as Winograd F(4x4, 3x3),
+   * 4x4 output blocks from the call's first output pixel, taps outside the input reading 0.
+   * Same parameter block. Results differ from the direct convolution by rounding only
+   * (docs/native.md, "Winograd"). */
+  MCL_CONV_WINOGRAD = 1u << 4
 };
 
 typedef struct mcl_conv_args {

@@ -1,0 +1,85 @@
+// Winograd F(4x4, 3x3) convolution: which calls qualify, and how a call is cut into tasks.
+// The arithmetic is in winograd_impl.h (one copy per ISA).
+#include "winograd.h"
+
+#include <vector>
+
+namespace manycl::native {
+
+namespace {
+
+// Tiles per task at most: a task transforms the weights of its panels itself (about 9 tiles'
+// worth of GEMM work per channel and panel), so it multiplies them by tens of tiles.
+constexpr uint32_t kTaskTiles = 48;
+static_assert(kTaskTiles <= kWinogradMaxTaskTiles);
+// Input channels per pass: the chunk's transformed inputs (48 tiles: 36 x 48 x 32 floats) and
+// one panel's transformed weights (36 x 32 x 16) stay in L2 beside the products, which are
+// reloaded once per chunk (a sixteenth of the GEMM's work).
+constexpr uint32_t kChannelChunk = 32;
+// A task's products (36 x 64 bytes per tile and panel) stay in L2 too: tasks take at most
+// this many tile-panels.
+constexpr uint32_t kTaskTilePanels = 128;
+
+std::vector<float> &scratch_for_this_thread(size_t floats) {
+  static thread_local std::vector<float> buffer;
+  if (buffer.size() < floats)
+    buffer.resize(floats);
+  return buffer;
+}
+
+} // namespace
+
+bool winograd_applies(uint32_t fn, const mcl_conv_args &a) {
+  return fn == MCL_NATIVE_FN_CONV2D &&
+         (a.input.dtype == MCL_DTYPE_F32 || a.input.dtype == MCL_DTYPE_F16) && a.groups == 1 &&
+         a.kernel_h == 3 && a.kernel_w == 3 && a.stride_h == 1 && a.stride_w == 1 &&
+         a.dilation_h == 1 && a.dilation_w == 1 &&
+         (a.flags & (MCL_CONV_NO_TABLE | MCL_CONV_IMPLICIT_TABLE)) != 0;
+}
+
+Status run_winograd(const mcl_native_exec &exec, const mcl_conv_args &a, const ConvJob &j) {
+  const IsaKernels &isa = active_kernels();
+  WinogradJob w;
+  w.conv = &j;
+  w.origin_y = a.origin_y;
+  w.origin_x = a.origin_x;
+  w.in_h = a.input.h;
+  w.in_w = a.input.w;
+  w.in_row_stride = a.input.row_stride;
+  w.in_pixel_stride = a.input.pixel_stride;
+  w.out_h = a.output.h;
+  w.out_w = a.output.w;
+  w.tiles_x = (a.output.w + kWinogradOut - 1) / kWinogradOut;
+  w.tiles = w.tiles_x * ((a.output.h + kWinogradOut - 1) / kWinogradOut);
+  w.channel_chunk = std::min<uint32_t>(kChannelChunk, (j.cin_g + 15) / 16 * 16);
+
+  // Tasks of whole tile blocks and panel ranges: a range transforms its tiles' inputs once
+  // for all its panels, and its products must stay in L2.
+  const uint32_t tile_blocks = (w.tiles + kTaskTiles - 1) / kTaskTiles;
+  const uint32_t task_tiles = (w.tiles + tile_blocks - 1) / tile_blocks; // even blocks
+  uint32_t range_panels =
+      std::clamp<uint32_t>(kTaskTilePanels / std::max(task_tiles, 1u), 1, j.nblocks);
+  // Two tasks at least when the PEs allow (each range transforms the inputs again; the
+  // clusters running at the same time keep the host threads busy): a call of one tile block
+  // spreads its panels over two.
+  const uint32_t want_tasks = std::min<uint32_t>(2, std::max<uint32_t>(1, exec.pe_count));
+  if (tile_blocks * ((j.nblocks + range_panels - 1) / range_panels) < want_tasks) {
+    const uint32_t want_ranges = (want_tasks + tile_blocks - 1) / tile_blocks;
+    range_panels = std::max<uint32_t>(1, (j.nblocks + want_ranges - 1) / want_ranges);
+  }
+  const uint32_t ranges = (j.nblocks + range_panels - 1) / range_panels;
+  parallel_for(exec, tile_blocks * ranges, [&](uint32_t task) {
+    const uint32_t tb = task % tile_blocks, pr = task / tile_blocks;
+    WinogradRange r{tb * task_tiles, std::min(w.tiles, (tb + 1) * task_tiles), pr * range_panels,
+                    std::min(j.nblocks, (pr + 1) * range_panels), nullptr};
+    if (r.tile_begin >= r.tile_end || r.nb_begin >= r.nb_end)
+      return;
+    r.scratch = scratch_for_this_thread(
+                    winograd_scratch_floats(w, r.tile_end - r.tile_begin, r.nb_end - r.nb_begin))
+                    .data();
+    isa.winograd(w, r);
+  });
+  return Status::Ok();
+}
+
+} // namespace manycl::native

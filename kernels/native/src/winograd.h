@@ -1,0 +1,46 @@
+// Winograd F(4x4, 3x3) convolution (MCL_CONV_WINOGRAD): the job shared by the planner in
+// winograd.cpp and the per-ISA kernels of winograd_impl.h.
+#pragma once
+
+#include "internal.h"
+
+namespace manycl::native {
+
+inline constexpr uint32_t kWinogradOut = 4;     // output block edge
+inline constexpr uint32_t kWinogradPoints = 36; // (4 + 3 - 1)^2 transformed points
+
+// A convolution call seen as a grid of 4x4 output blocks ("tiles"); tile t covers output rows
+// 4*(t / tiles_x) + [0, 4) and columns 4*(t % tiles_x) + [0, 4) of the call's output.
+struct WinogradJob {
+  const ConvJob *conv = nullptr;      // pointers, strides, epilogue (no address table)
+  int64_t origin_y = 0, origin_x = 0; // input pixel under output (0, 0)'s first tap
+  int64_t in_h = 0, in_w = 0, in_row_stride = 0, in_pixel_stride = 0; // elements
+  uint32_t out_h = 0, out_w = 0;
+  uint32_t tiles_x = 0, tiles = 0;
+  uint32_t channel_chunk = 0; // input channels per pass: a multiple of 16
+};
+
+// Tiles of one task at most (winograd_impl.h keeps their patch origins on the stack).
+inline constexpr uint32_t kWinogradMaxTaskTiles = 64;
+
+// Half-open work range of a task, and its scratch (winograd_scratch_floats floats).
+struct WinogradRange {
+  uint32_t tile_begin, tile_end, nb_begin, nb_end;
+  float *scratch;
+};
+
+// Floats of scratch a task of `tiles` tiles and `panels` panels needs (winograd_impl.h), for
+// rows rounded up to whole register blocks (the widest ISA's rows at most).
+inline size_t winograd_scratch_floats(const WinogradJob &w, uint32_t tiles, uint32_t panels) {
+  const size_t rows = (size_t)tiles + kMaxRows;
+  return kWinogradPoints *
+         (rows * ((size_t)w.channel_chunk + kPanelWidth) +
+          ((size_t)w.channel_chunk + 1) * kPanelWidth + (size_t)panels * rows * kPanelWidth);
+}
+
+// Whether a convolution call may run as Winograd F(4x4, 3x3) (validation and the compiler).
+bool winograd_applies(uint32_t fn, const mcl_conv_args &a);
+
+Status run_winograd(const mcl_native_exec &exec, const mcl_conv_args &a, const ConvJob &j);
+
+} // namespace manycl::native

@@ -1,0 +1,303 @@
+// Winograd F(4x4, 3x3) convolution (MCL_CONV_WINOGRAD), written once over the SIMD traits
+// class S of kernels_impl.h and compiled once per ISA translation unit.
+//
+// A 4x4 block of outputs is A^T [(G g G^T) . (B^T d B)] A, with d the 6x6 input patch under the
+// block and g the 3x3 kernel: per output block and input channel 36 products instead of 144.
+// The elementwise products over the input channels are 36 independent GEMMs
+// (tiles x channels) . (channels x output channels), run with the same register blocking as the
+// direct convolution. Transformation matrices: Lavin and Gray, "Fast Algorithms for
+// Convolutional Neural Networks" (2016), interpolation points 0, +-1, +-2 and infinity.
+// Where a task's transforms, GEMMs and buffers live: winograd.cpp and docs/native.md.
+#pragma once
+
+#include "kernels_impl.h"
+#include "winograd.h"
+
+namespace {
+
+template <class S> struct WinogradTransforms {
+  using VF = typename S::VF;
+
+  // o = B^T d over six values (a column or a row of the input patch).
+  static inline void input(const VF *d, VF *o) {
+    const VF four = S::bcast(4.0f), five = S::bcast(5.0f), two = S::bcast(2.0f);
+    const VF d4_minus_d2 = d[4] - d[2];
+    o[0] = S::fma(four, d[0], d[4]) - five * d[2];
+    o[1] = (d[3] + d[4]) - four * (d[1] + d[2]);
+    o[2] = (d[4] - d[3]) + four * (d[1] - d[2]);
+    o[3] = d4_minus_d2 + two * (d[3] - d[1]);
+    o[4] = d4_minus_d2 + two * (d[1] - d[3]);
+    o[5] = S::fma(four, d[1], d[5]) - five * d[3];
+  }
+
+  // o = A^T m over six values: four outputs.
+  static inline void output(const VF *m, VF *o) {
+    const VF two = S::bcast(2.0f), four = S::bcast(4.0f), eight = S::bcast(8.0f);
+    const VF sum12 = m[1] + m[2], diff12 = m[1] - m[2];
+    const VF sum34 = m[3] + m[4], diff34 = m[3] - m[4];
+    o[0] = (m[0] + sum12) + sum34;
+    o[1] = S::fma(two, diff34, diff12);
+    o[2] = S::fma(four, sum34, sum12);
+    o[3] = S::fma(eight, diff34, diff12) + m[5];
+  }
+
+  // o = G g over three values: six outputs.
+  static inline void weights(const VF *g, VF *o) {
+    const VF quarter = S::bcast(0.25f), sixth = S::bcast(1.0f / 6.0f);
+    const VF twelfth = S::bcast(1.0f / 12.0f), twentyfourth = S::bcast(1.0f / 24.0f);
+    const VF outer = g[0] + g[2];
+    o[0] = quarter * g[0];
+    o[1] = -(sixth * (outer + g[1]));
+    o[2] = -(sixth * (outer - g[1]));
+    const VF even = S::fma(twentyfourth, g[0], sixth * g[2]);
+    o[3] = S::fma(twelfth, g[1], even);
+    o[4] = even - twelfth * g[1];
+    o[5] = g[2];
+  }
+};
+
+// C[MR][16] (+)= sum over c in [0, n) of A[i][c] * U[c][0..16), row i of A at a[i] (the
+// transformed input of one tile and point, channels contiguous), row i of C at c + i * stride.
+template <class S, int MR>
+static inline void winograd_gemm_block(uint32_t n, const float *const *a, const float *u,
+                                       bool accumulate, float *c, size_t stride) {
+  constexpr int V = kPanelWidth / S::W;
+  typename S::VF acc[MR][V];
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      acc[i][v] = accumulate ? S::load(c + i * stride + v * S::W) : S::zero();
+  for (uint32_t k = 0; k < n; ++k, u += kPanelWidth) {
+    typename S::VF b[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      b[v] = S::load(u + v * S::W);
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i) {
+      const typename S::VF ai = S::bcast(a[i][k]);
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v)
+        acc[i][v] = S::fma(ai, b[v], acc[i][v]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      S::store(c + i * stride + v * S::W, acc[i][v]);
+}
+
+// One task: tiles [tile_begin, tile_end) x panels [nb_begin, nb_end) of a call, in chunks of
+// w.channel_chunk input channels. Per chunk: the tiles' inputs are transformed (B^T d B), then
+// per panel the chunk's weights (G g G^T) and the 36 GEMMs add into the panel's products; at
+// the end A^T M A and the epilogue write the outputs. Scratch (r.scratch): the chunk's
+// transformed inputs [row][point][chunk], one panel's transformed weights [point][chunk][16],
+// the products of every panel [panel][row][point][16]. A tile's 36 points are contiguous, so
+// transforming a tile touches one block of memory, and all of it stays in L2 (the planner in
+// winograd.cpp sizes the tasks). T: input, weight and output elements (float or binary16).
+template <class S, class T>
+static void winograd_impl(const WinogradJob &w, const WinogradRange &r) {
+  using VF = typename S::VF;
+  using X = WinogradTransforms<S>;
+  constexpr int W = S::W, V = kPanelWidth / W, MR = S::MR;
+  constexpr uint32_t P = kWinogradPoints;
+  const ConvJob &j = *w.conv;
+  const T *in = reinterpret_cast<const T *>(j.in);
+  T *out = reinterpret_cast<T *>(j.out);
+  const T *residual = reinterpret_cast<const T *>(j.residual);
+  const float *bias = static_cast<const float *>(j.bias);
+  const FloatEpilogue ep(j.act);
+  const uint32_t cin = j.cin_g, chunk = w.channel_chunk;
+  const uint32_t tiles = r.tile_end - r.tile_begin, panels = r.nb_end - r.nb_begin;
+  const uint32_t rows = (tiles + MR - 1) / MR * MR; // whole register blocks
+  const size_t panel_elems = (size_t)j.taps * cin * kPanelWidth;
+  // Strides padded by one cache line so that the 36 points of a tile are not 4 KiB apart
+  // (stores and loads at such distances alias in L1).
+  const size_t vpoint = (size_t)chunk + kPanelWidth, vrow = P * vpoint;
+  const size_t upoint = ((size_t)chunk + 1) * kPanelWidth;
+  float *vt = r.scratch;
+  float *ut = vt + rows * vrow;
+  float *mt = ut + P * upoint;
+
+  // The tiles' patch origins and which of their rows and columns lie inside the input tile.
+  struct Patch {
+    const T *origin;
+    uint8_t rows_inside, cols_inside; // bit k: patch row / column k
+  };
+  Patch patches[kWinogradMaxTaskTiles];
+  for (uint32_t row = 0; row < tiles; ++row) {
+    const uint32_t tile = r.tile_begin + row;
+    const int64_t y0 = w.origin_y + (int64_t)(tile / w.tiles_x) * kWinogradOut;
+    const int64_t x0 = w.origin_x + (int64_t)(tile % w.tiles_x) * kWinogradOut;
+    Patch &pt = patches[row];
+    pt.origin = in + y0 * w.in_row_stride + x0 * w.in_pixel_stride;
+    pt.rows_inside = pt.cols_inside = 0;
+    for (int k = 0; k < 6; ++k) {
+      pt.rows_inside |= (uint8_t)((y0 + k >= 0 && y0 + k < w.in_h) << k);
+      pt.cols_inside |= (uint8_t)((x0 + k >= 0 && x0 + k < w.in_w) << k);
+    }
+  }
+
+  for (uint32_t c0 = 0; c0 < cin; c0 += chunk) {
+    const uint32_t cn = std::min(chunk, cin - c0);
+    const bool first = c0 == 0;
+    // Inputs of the chunk, W channels at a time; rows past the task's tiles are zero.
+    for (uint32_t row = 0; row < rows; ++row) {
+      float *dst = vt + row * vrow;
+      if (row >= tiles) {
+        if (first)
+          std::fill_n(dst, vrow, 0.0f);
+        continue;
+      }
+      const Patch &pt = patches[row];
+      // A patch inside the input tile and whole vectors of channels: plain loads.
+      if (pt.rows_inside == 0x3f && pt.cols_inside == 0x3f && cn % W == 0) {
+        for (uint32_t c = 0; c < cn; c += W) {
+          const T *base = pt.origin + c0 + c;
+          VF t[6][6];
+          for (int x = 0; x < 6; ++x) {
+            VF col[6], o[6];
+            for (int y = 0; y < 6; ++y)
+              col[y] = S::load(base + y * w.in_row_stride + x * w.in_pixel_stride);
+            X::input(col, o);
+            for (int y = 0; y < 6; ++y)
+              t[y][x] = o[y];
+          }
+          for (int y = 0; y < 6; ++y) {
+            VF o[6];
+            X::input(t[y], o);
+            for (int x = 0; x < 6; ++x)
+              S::store(dst + (size_t)(y * 6 + x) * vpoint + c, o[x]);
+          }
+        }
+        continue;
+      }
+      for (uint32_t c = 0; c < cn; c += W) {
+        const uint32_t count = std::min<uint32_t>(W, cn - c);
+        // W channels of patch pixel (y, x): zero outside the input tile or past the channels.
+        auto load_pixel = [&](int y, int x) -> VF {
+          if (!((pt.rows_inside >> y) & (pt.cols_inside >> x) & 1))
+            return S::zero();
+          const T *p = pt.origin + y * w.in_row_stride + x * w.in_pixel_stride + c0 + c;
+          if (count == (uint32_t)W)
+            return S::load(p);
+          alignas(64) float tmp[W] = {};
+          for (uint32_t l = 0; l < count; ++l)
+            tmp[l] = to_float(p[l]);
+          return S::load(tmp);
+        };
+        VF t[6][6];
+        for (int x = 0; x < 6; ++x) {
+          VF col[6], o[6];
+          for (int y = 0; y < 6; ++y)
+            col[y] = load_pixel(y, x);
+          X::input(col, o);
+          for (int y = 0; y < 6; ++y)
+            t[y][x] = o[y];
+        }
+        for (int y = 0; y < 6; ++y) {
+          VF o[6];
+          X::input(t[y], o);
+          for (int x = 0; x < 6; ++x)
+            S::store(dst + (size_t)(y * 6 + x) * vpoint + c, o[x]);
+        }
+      }
+    }
+    for (uint32_t p = 0; p < panels; ++p) {
+      // G g G^T of the chunk's channels for this panel's 16 output channels (V vectors); the
+      // taps of channel c + 8 are fetched ahead (nine lines far apart, read once per call).
+      const T *panel =
+          reinterpret_cast<const T *>(j.weights) + (size_t)(r.nb_begin + p) * panel_elems;
+      for (uint32_t c = 0; c < cn; ++c) {
+        const T *wc = panel + (size_t)(c0 + c) * kPanelWidth;
+        if (c + 8 < cn)
+          for (int t = 0; t < 9; ++t)
+            __builtin_prefetch(wc + ((size_t)t * cin + 8) * kPanelWidth);
+        for (int v = 0; v < V; ++v) {
+          VF g[3][3], y6[6][3];
+          for (int ky = 0; ky < 3; ++ky)
+            for (int kx = 0; kx < 3; ++kx)
+              g[ky][kx] = S::load(wc + (size_t)(ky * 3 + kx) * cin * kPanelWidth + v * W);
+          for (int kx = 0; kx < 3; ++kx) {
+            const VF column[3] = {g[0][kx], g[1][kx], g[2][kx]};
+            VF o[6];
+            X::weights(column, o);
+            for (int i = 0; i < 6; ++i)
+              y6[i][kx] = o[i];
+          }
+          for (int i = 0; i < 6; ++i) {
+            VF o[6];
+            X::weights(y6[i], o);
+            for (int k = 0; k < 6; ++k)
+              S::store(ut + (size_t)(i * 6 + k) * upoint + (size_t)c * kPanelWidth + v * W, o[k]);
+          }
+        }
+      }
+      // The 36 GEMMs of the chunk, register block by register block.
+      float *m_panel = mt + (size_t)p * rows * P * 16;
+      for (uint32_t point = 0; point < P; ++point) {
+        const float *u = ut + (size_t)point * upoint;
+        for (uint32_t row = 0; row < rows; row += MR) {
+          const float *a[MR];
+          for (int i = 0; i < MR; ++i)
+            a[i] = vt + (row + i) * vrow + point * vpoint;
+          winograd_gemm_block<S, MR>(cn, a, u, !first, m_panel + ((size_t)row * P + point) * 16,
+                                     (size_t)P * 16);
+        }
+      }
+    }
+  }
+
+  // Outputs: A^T M A per tile and panel, then bias, residual, activation and store.
+  for (uint32_t p = 0; p < panels; ++p) {
+    const float *m = mt + (size_t)p * rows * P * 16;
+    const uint32_t n0 = (r.nb_begin + p) * kPanelWidth;
+    const uint32_t nvalid = std::min<uint32_t>(kPanelWidth, j.cout_g - n0);
+    for (uint32_t row = 0; row < tiles; ++row) {
+      const uint32_t tile = r.tile_begin + row;
+      const uint32_t ty = tile / w.tiles_x, tx = tile % w.tiles_x;
+      alignas(64) float block[kWinogradOut * kWinogradOut][kPanelWidth];
+      for (int v = 0; v < V; ++v) {
+        VF t[4][6];
+        for (int x = 0; x < 6; ++x) {
+          VF col[6], o[4];
+          for (int y = 0; y < 6; ++y)
+            col[y] = S::load(m + ((size_t)row * P + y * 6 + x) * 16 + v * W);
+          X::output(col, o);
+          for (int y = 0; y < 4; ++y)
+            t[y][x] = o[y];
+        }
+        for (int y = 0; y < 4; ++y) {
+          VF o[4];
+          X::output(t[y], o);
+          for (int x = 0; x < 4; ++x)
+            S::store(&block[y * 4 + x][v * W], o[x]);
+        }
+      }
+      for (uint32_t y = 0; y < kWinogradOut; ++y) {
+        const uint32_t oy = ty * kWinogradOut + y;
+        if (oy >= w.out_h)
+          break;
+        for (uint32_t x = 0; x < kWinogradOut; ++x) {
+          const uint32_t ox = tx * kWinogradOut + x;
+          if (ox >= w.out_w)
+            break;
+          T *o = out + oy * j.out_row_stride + ox * j.out_pixel_stride + n0;
+          const T *res =
+              residual ? residual + oy * j.res_row_stride + ox * j.res_pixel_stride + n0 : nullptr;
+          epilogue_row<S, T>(j, ep, block[y * 4 + x], nvalid, bias + n0, o, res);
+        }
+      }
+    }
+  }
+}
+
+template <class S> static void winograd(const WinogradJob &w, const WinogradRange &r) {
+  if (w.conv->in_dtype == MCL_DTYPE_F16)
+    winograd_impl<S, uint16_t>(w, r);
+  else
+    winograd_impl<S, float>(w, r);
+}
+
+} // namespace

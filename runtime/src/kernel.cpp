@@ -191,6 +191,21 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
     uint64_t next = 0, end = 0;
   };
   uint64_t claim_size = 1;
+  // Lanes that may run this launch's groups at the same time, over all its clusters: the
+  // lanes of one cluster (the host's threads). Every cluster of a command runs its share on
+  // its own thread, and a share's lanes are that thread and the pool's workers: unbounded, a
+  // launch on the 5 clusters of mppa3 ran its groups on 7 threads of a 2-core host, each
+  // core switching between streams and working sets. A lane takes a slot before its first
+  // group and gives it back after its last; a lane that finds none leaves the groups to the
+  // others (whichever threads come first run the launch; modeled time counts groups by index).
+  std::atomic<int> lane_slots{0};
+  bool take_lane_slot() {
+    int free = lane_slots.load(std::memory_order_relaxed);
+    while (free > 0 &&
+           !lane_slots.compare_exchange_weak(free, free - 1, std::memory_order_relaxed)) {
+    }
+    return free > 0;
+  }
   void size_claims(unsigned host_lanes) {
     constexpr uint64_t kClaimsPerLane = 16, kMaxClaim = 64;
     claim_size = std::clamp<uint64_t>(total_groups / (kClaimsPerLane * std::max(1u, host_lanes)), 1,
@@ -283,6 +298,8 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
     std::optional<device::ScopedClusterContext> scope;
     if (device::current_cluster_context() != lanes.context)
       scope.emplace(lanes.context);
+    if (!take_lane_slot())
+      return;
     std::byte *arena = lanes.spm + lane * lanes.arena_size;
     uint64_t id[3];
     GroupClaim claim;
@@ -297,6 +314,7 @@ struct LaunchState final : Event::Work, std::enable_shared_from_this<LaunchState
       account_group(id, cost_at, cost, sums);
     }
     flush_costs(sums);
+    lane_slots.fetch_add(1, std::memory_order_relaxed);
   }
 };
 
@@ -738,10 +756,16 @@ void LaunchState::start(Ref<Event> started, bool on_enqueuing_thread) {
   recorder = std::move(begun.value());
   event->set_recorder(recorder);
   init_cost(clusters);
-  unsigned host_lanes = 0;
-  for (unsigned c : clusters)
-    host_lanes += pinned ? 1 : lanes_per_cluster(*device, c);
-  size_claims(host_lanes);
+  // Claims are sized for the threads that take them: every cluster's team when the groups
+  // run on PE teams (each cluster's team runs its groups), else the launch's lanes.
+  unsigned host_lanes = 0, team_lanes = 0;
+  for (unsigned c : clusters) {
+    const unsigned lanes = pinned ? 1u : lanes_per_cluster(*device, c);
+    host_lanes = std::max(host_lanes, lanes);
+    team_lanes += lanes;
+  }
+  lane_slots.store(static_cast<int>(host_lanes), std::memory_order_relaxed);
+  size_claims(mode == device::ExecutionMode::SPMD && pe_team ? team_lanes : host_lanes);
   clusters_left.store(helpers);
   // Commands whose clusters wait for each other are submitted to all of them at once.
   std::unique_lock gang(device->gang_submit_mutex(), std::defer_lock);
@@ -789,6 +813,8 @@ void LaunchState::run_alone(device::Cluster &cluster) {
   recorder = std::move(begun.value());
   event->set_recorder(recorder);
   init_cost({cluster.id()});
+  lane_slots.store(static_cast<int>(lanes_per_cluster(*device, cluster.id())),
+                   std::memory_order_relaxed);
   run_share(cluster, 0);
   end_command();
 }

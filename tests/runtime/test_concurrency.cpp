@@ -3,7 +3,10 @@
 #include "rt_common.h"
 
 #include <atomic>
+#include <cstdlib>
 #include <numeric>
+#include <sched.h>
+#include <thread>
 
 using namespace rt_test;
 
@@ -359,6 +362,70 @@ TEST_F(ConcurrencyTest, SubDeviceQueuesOverlapInTime) {
   EXPECT_GE(parallel, per_queue * ms / 1000.0 * 0.95);
   for (cl_event e : events)
     clReleaseEvent(e);
+}
+
+// The host threads a launch may use at once: MANYCL_PE_THREADS when set, else the pool's, one
+// per CPU the process may use (MANYCL_HOST_THREADS when set).
+unsigned host_lanes() {
+  for (const char *name : {"MANYCL_PE_THREADS", "MANYCL_HOST_THREADS"})
+    if (const char *v = std::getenv(name); v && std::atoi(v) > 0)
+      return static_cast<unsigned>(std::atoi(v));
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) != 0)
+    return std::max(1u, std::thread::hardware_concurrency());
+  return static_cast<unsigned>(std::max(1, CPU_COUNT(&set)));
+}
+
+// A launch over every cluster runs its work-groups on at most as many host threads at once as
+// the host has for one cluster: each cluster's share used to run groups on its own thread
+// besides the pool's workers (7 threads at once for the 5 clusters of mppa3 on a 2-CPU host,
+// time-slicing the cores between streams). Each work-item counts the items running at the same
+// time around a spin of its own (one item per group, so each is one lane's group); the spin's
+// result is checked too.
+TEST_F(ConcurrencyTest, OneLaunchRunsOnAtMostTheHostThreads) {
+  const char *source = R"(
+kernel void occupy(global uint *state) {
+  uint inside = atomic_inc(&state[0]) + 1;
+  atomic_max(&state[1], inside);
+  uint x = (uint)get_global_id(0);
+  uint trips = state[2]; // read per item: no loop barrier, each item spins on its own
+  for (uint i = 0; i < trips; ++i)
+    x = x * 1664525u + 1013904223u;
+  state[3 + get_global_id(0)] = x;
+  atomic_dec(&state[0]);
+}
+)";
+  cl_int err;
+  cl_program program = clCreateProgramWithSource(context, 1, &source, nullptr, &err);
+  ASSERT_EQ(CL_SUCCESS, err);
+  ASSERT_EQ(CL_SUCCESS, clBuildProgram(program, 1, &device, "", nullptr, nullptr));
+  cl_kernel k = clCreateKernel(program, "occupy", &err);
+  ASSERT_EQ(CL_SUCCESS, err);
+  const size_t items = 600;
+  const cl_uint trips = 50000;
+  std::vector<cl_uint> state(3 + items, 0);
+  state[2] = trips;
+  cl_mem m = make_buffer(state.size() * sizeof(cl_uint), CL_MEM_READ_WRITE | CL_MEM_COPY_HOST_PTR,
+                         state.data());
+  CL_OK(clSetKernelArg(k, 0, sizeof(m), &m));
+  size_t one = 1;
+  for (int launch = 0; launch < 3; ++launch)
+    CL_OK(clEnqueueNDRangeKernel(queue, k, 1, nullptr, &items, &one, 0, nullptr, nullptr));
+  CL_OK(clEnqueueReadBuffer(queue, m, CL_TRUE, 0, state.size() * sizeof(cl_uint), state.data(), 0,
+                            nullptr, nullptr));
+  EXPECT_EQ(0u, state[0]);
+  EXPECT_GE(state[1], 1u);
+  EXPECT_LE(state[1], host_lanes()) << "work-items running at once";
+  for (size_t i = 0; i < items; ++i) {
+    cl_uint x = static_cast<cl_uint>(i);
+    for (cl_uint t = 0; t < trips; ++t)
+      x = x * 1664525u + 1013904223u;
+    ASSERT_EQ(x, state[3 + i]) << "item " << i;
+  }
+  clReleaseMemObject(m);
+  clReleaseKernel(k);
+  clReleaseProgram(program);
 }
 
 } // namespace

@@ -2,7 +2,7 @@
 // of ResNet-50, MobileNetV2 and YOLOv3-416, FP32 and INT8, 1 and 2 threads. Prints a
 // Markdown table (medians, ratio ManyCL/oneDNN, geometric means).
 //
-//   manycl_native_conv_bench [--quick] [--cpu] [--winograd] [--net resnet50|mobilenetv2|yolov3]
+//   manycl_native_conv_bench [--quick] [--cpu] [--winograd] [--net resnet50|mobilenetv2|yolov3|calls]
 //                            [--prec fp32|int8] [--threads N] [--reps N] [--layer SUBSTRING]
 // --quick: every 4th layer (CI); --cpu: process CPU time instead of wall time; --winograd: the
 // FP32 3x3 stride-1 layers as Winograd F(4x4, 3x3).
@@ -125,6 +125,26 @@ std::vector<Layer> all_layers() {
   add(y, 26, 256, 128, 1, 1);
   add(y, 52, 384, 128, 1, 1);
   add(y, 52, 256, 255, 1, 1);
+  // The 3x3 stride-1 calls kann emits for these networks on 5 clusters of mppa3 (FP32, the
+  // largest share of each network's 3x3 MACs; `kann inspect --records`): output bands and
+  // output-channel slices, the shapes the per-call Winograd choice is made on.
+  auto call = [&](const char *net, uint32_t h, uint32_t w, uint32_t cin, uint32_t cout) {
+    char name[64];
+    std::snprintf(name, sizeof name, "call %ux%u %u>%u k3 s1", h, w, cin, cout);
+    v.push_back({net, name, h, w, cin, cout, 3, 1, 1});
+  };
+  call("calls", 13, 13, 512, 32);  // YOLOv3-416, 16 blocks of 4x4
+  call("calls", 26, 26, 256, 32);  // YOLOv3-416, 49 blocks
+  call("calls", 10, 52, 128, 80);  // YOLOv3-416, 39 blocks
+  call("calls", 21, 104, 64, 128); // YOLOv3-416, 156 blocks
+  call("calls", 13, 13, 256, 48);  // YOLOv3-tiny, 16 blocks
+  call("calls", 26, 26, 384, 32);  // YOLOv3-tiny, 49 blocks
+  call("calls", 42, 208, 16, 32);  // YOLOv3-tiny, 572 blocks
+  call("calls", 11, 55, 16, 64);   // SqueezeNet 1.1, 42 blocks
+  call("calls", 5, 27, 32, 128);   // SqueezeNet 1.1, 14 blocks
+  call("calls", 3, 14, 256, 128);  // ResNet-50, 4 blocks
+  call("calls", 11, 56, 64, 64);   // ResNet-50, 42 blocks
+  call("calls", 6, 28, 128, 64);   // ResNet-50, 14 blocks
   return v;
 }
 

@@ -19,6 +19,7 @@ constexpr uint32_t kChannelChunk = 32;
 // A task's products (36 x 64 bytes per tile and panel) stay in L2 too: tasks take at most
 // this many tile-panels.
 constexpr uint32_t kTaskTilePanels = 128;
+constexpr uint32_t kMinRangePanels = 4;
 
 std::vector<float> &scratch_for_this_thread(size_t floats) {
   static thread_local std::vector<float> buffer;
@@ -59,13 +60,15 @@ Status run_winograd(const mcl_native_exec &exec, const mcl_conv_args &a, const C
   const uint32_t task_tiles = (w.tiles + tile_blocks - 1) / tile_blocks; // even blocks
   uint32_t range_panels =
       std::clamp<uint32_t>(kTaskTilePanels / std::max(task_tiles, 1u), 1, j.nblocks);
-  // Two tasks at least when the PEs allow (each range transforms the inputs again; the
-  // clusters running at the same time keep the host threads busy): a call of one tile block
-  // spreads its panels over two.
+  // Two tasks at least when the PEs allow (the clusters running at the same time keep the
+  // host threads busy): a call of one tile block spreads its panels over two ranges, if each
+  // keeps kMinRangePanels (a range transforms the inputs again: about a third of a panel's
+  // products).
   const uint32_t want_tasks = std::min<uint32_t>(2, std::max<uint32_t>(1, exec.pe_count));
   if (tile_blocks * ((j.nblocks + range_panels - 1) / range_panels) < want_tasks) {
     const uint32_t want_ranges = (want_tasks + tile_blocks - 1) / tile_blocks;
-    range_panels = std::max<uint32_t>(1, (j.nblocks + want_ranges - 1) / want_ranges);
+    range_panels = std::max<uint32_t>(std::min(kMinRangePanels, j.nblocks),
+                                      (j.nblocks + want_ranges - 1) / want_ranges);
   }
   const uint32_t ranges = (j.nblocks + range_panels - 1) / range_panels;
   parallel_for(exec, tile_blocks * ranges, [&](uint32_t task) {

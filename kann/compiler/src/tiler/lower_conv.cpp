@@ -109,7 +109,7 @@ mcl_conv_args Compiler::conv_args_shape(const PlannedOp &op, const Box &ib, cons
 // convolution: per call the weights' transform costs the host about as much as nine blocks'
 // products and the inputs' transform a few channels' (docs/kann.md, "Winograd").
 bool Compiler::winograd_pays(const mcl_conv_args &a) const {
-  constexpr uint64_t kHostMinBlocks = 24, kHostMinChannels = 16;
+  constexpr uint64_t kHostMinBlocks = 12, kHostMinChannels = 32;
   if (opt.winograd == "off" || a.groups != 1 || a.kernel_h != 3 || a.kernel_w != 3 ||
       a.stride_h != 1 || a.stride_w != 1 || a.dilation_h != 1 || a.dilation_w != 1 ||
       (a.input.dtype != MCL_DTYPE_F32 && a.input.dtype != MCL_DTYPE_F16))

@@ -19,7 +19,7 @@ Per model and precision it prints one table row with:
 
   bench/kann/model_bench.py [--models resnet50,mobilenetv2,...] [--precisions fp32,fp16,int8]
                             [--rounds 5] [--iterations 3] [--threads N] [--json out.json]
-                            [--subdevices 1,2,5]
+                            [--subdevices 1,2,5] [--winograd auto|all|off]
 
 Needs a build (build/ or $MANYCL_BUILD_DIR), the exported models (build/models or
 $MODELS_DIR; `/usr/bin/python3 scripts/models/export_cnns.py --out build/models`) and the
@@ -80,7 +80,8 @@ class Bench:
         # measured here; docs/kann.md has the accuracy figures).
         calibration = ["--calibration", self.input(model)] if precision == "int8" else []
         run([self.kann, "compile", onnx_path, "-o", stem + ".kbin", "--clusters", str(clusters),
-             "--precision", precision, "--report-json", stem + ".json"] + calibration)
+             "--precision", precision, "--report-json", stem + ".json",
+             "--winograd", self.args.winograd] + calibration)
         seconds = time.perf_counter() - t0
         with open(stem + ".json") as f:
             return stem + ".kbin", seconds, json.load(f)
@@ -172,6 +173,8 @@ def main():
     p.add_argument("--iterations", type=int, default=3)
     p.add_argument("--threads", type=int, default=os.cpu_count())
     p.add_argument("--json", help="also write the raw rows as JSON")
+    p.add_argument("--winograd", default="auto", choices=["auto", "all", "off"],
+                   help="kann compile --winograd (which 3x3 convolutions run as Winograd)")
     p.add_argument("--subdevices", default="1,2,5",
                    help="concurrent 1-cluster sub-device counts to measure (comma-separated)")
     args = p.parse_args()

@@ -139,6 +139,22 @@ class CompileAndRun(unittest.TestCase):
             kann.compile(MODEL, schedule="columns")
 
 
+    def test_winograd_and_residual_fusion_options(self):
+        # winograd="auto" | "all" | "off" and residual_fusion=True | False: the compiler's
+        # choices of convolution algorithm and Add fusion; results within FP32 rounding.
+        want = None
+        for winograd in ("off", "all", "auto"):
+            for fusion in (True, False):
+                net = kann.compile(MODEL, clusters=2, winograd=winograd, residual_fusion=fusion)
+                (got,) = kann.Session(net).run(None, {"input": INPUTS[:4]})
+                if want is None:
+                    want = got
+                np.testing.assert_allclose(got, want, rtol=1e-4, atol=1e-5,
+                                           err_msg=f"{winograd} {fusion}")
+        with self.assertRaises(ValueError):
+            kann.compile(MODEL, winograd="sometimes")
+
+
 class Errors(unittest.TestCase):
     @classmethod
     def setUpClass(cls):

@@ -175,7 +175,8 @@ std::shared_ptr<Network> compile(const py::object &model, py::object clusters,
                                  const std::string &device_config, double percentile,
                                  const py::object &batch, const std::string &batch_split,
                                  const std::string &schedule, const py::object &fp16_tolerance,
-                                 const py::object &fp32_operators) {
+                                 const py::object &fp32_operators, const std::string &winograd,
+                                 bool residual_fusion) {
   auto config = manycl::device::config_from_spec(device_config);
   if (!config)
     throw py::value_error("device_config: " + config.error().message);
@@ -226,6 +227,11 @@ std::shared_ptr<Network> compile(const py::object &model, py::object clusters,
     throw py::value_error("schedule must be 'auto', 'layer', 'pipeline' or 'group', not '" +
                           schedule + "'");
   options.schedule = schedule;
+  // winograd: `kann compile --winograd` (docs/kann.md, "What the compiler does").
+  if (winograd != "auto" && winograd != "all" && winograd != "off")
+    throw py::value_error("winograd must be 'auto', 'all' or 'off', not '" + winograd + "'");
+  options.winograd = winograd;
+  options.fuse_residual_adds = residual_fusion; // `kann compile --no-residual-fusion`
 
   // The model: serialized bytes, an onnx.ModelProto, or a path.
   std::string bytes, path;
@@ -693,7 +699,8 @@ PYBIND11_MODULE(_kann, m) {
         py::arg("device_config") = "mppa3", py::arg("calibration_percentile") = 100.0,
         py::arg("batch") = py::none(), py::arg("batch_split") = "auto",
         py::arg("schedule") = "auto", py::arg("fp16_tolerance") = py::none(),
-        py::arg("fp32_operators") = py::none(),
+        py::arg("fp32_operators") = py::none(), py::arg("winograd") = "auto",
+        py::arg("residual_fusion") = true,
         "Compiles an ONNX model (path, bytes or onnx.ModelProto) into a Network.");
   m.def(
       "load_custom_ops",

@@ -34,8 +34,8 @@ struct WinogradRange {
 inline size_t winograd_scratch_floats(const WinogradJob &w, uint32_t tiles, uint32_t panels) {
   const size_t rows = (size_t)tiles + kMaxRows;
   return kWinogradPoints *
-         (rows * ((size_t)w.channel_chunk + kPanelWidth) +
-          ((size_t)w.channel_chunk + 1) * kPanelWidth + (size_t)panels * rows * kPanelWidth);
+         (rows * (size_t)w.channel_chunk + ((size_t)w.channel_chunk + 1) * kPanelWidth +
+          (size_t)panels * rows * kPanelWidth);
 }
 
 // Whether a convolution call may run as Winograd F(4x4, 3x3) (validation and the compiler).

@@ -112,9 +112,10 @@ static void winograd_impl(const WinogradJob &w, const WinogradRange &r) {
   const uint32_t tiles = r.tile_end - r.tile_begin, panels = r.nb_end - r.nb_begin;
   const uint32_t rows = (tiles + MR - 1) / MR * MR; // whole register blocks
   const size_t panel_elems = (size_t)j.taps * cin * kPanelWidth;
-  // Strides padded by one cache line so that the 36 points of a tile are not 4 KiB apart
-  // (stores and loads at such distances alias in L1).
-  const size_t vpoint = (size_t)chunk + kPanelWidth, vrow = P * vpoint;
+  // A chunk's 36 points of a tile are chunk floats apart (128 bytes), those of the weights
+  // padded by one cache line so that they are not 4 KiB apart (stores and loads at such
+  // distances alias in L1).
+  const size_t vpoint = chunk, vrow = P * vpoint;
   const size_t upoint = ((size_t)chunk + 1) * kPanelWidth;
   float *vt = r.scratch;
   float *ut = vt + rows * vrow;

@@ -5,7 +5,8 @@
 #   scripts/cts-quick.sh BUILD_DIR SUITE_DIR BINARY [TEST ...]
 #   e.g. scripts/cts-quick.sh build device_partition test_device_partition
 # Exits 77 (ctest: skipped, with the reason printed) when the snapshot is not there;
-# MANYCL_CTS_DIR names another folder holding build-cts.sh.
+# MANYCL_CTS_DIR names another folder holding build-cts.sh; MANYCL_CTS_PRELOAD, when set, is the
+# LD_PRELOAD of the test binary (the sanitizer runtimes of a sanitizer build tree's ICD).
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 build="$(cd "${1:?usage: cts-quick.sh BUILD_DIR SUITE_DIR BINARY [TEST ...]}" && pwd)"
@@ -30,5 +31,9 @@ fi
 cd "$cts/test_conformance/$suite"
 export OCL_ICD_VENDORS="$build/vendors"
 unset OCL_ICD_FILENAMES
+# Sanitizer build trees: the uninstrumented CTS binary loads an instrumented ICD.
+if [ -n "${MANYCL_CTS_PRELOAD:-}" ]; then
+  export LD_PRELOAD="$MANYCL_CTS_PRELOAD"
+fi
 # The harness exits non-zero when any selected test fails.
 exec "./$binary" "$@"

@@ -30,6 +30,27 @@ template <class S> struct WinogradTransforms {
     o[5] = S::fma(four, d[1], d[5]) - five * d[3];
   }
 
+  // B^T d B of one 6x6 patch, W channels: load(y, x) gives patch pixel (y, x); point (i, j)
+  // is stored at dst + (6 i + j) * point_stride.
+  template <class Load>
+  static inline void input_patch(Load &&load, float *dst, size_t point_stride) {
+    VF t[6][6];
+    for (int x = 0; x < 6; ++x) {
+      VF col[6], o[6];
+      for (int y = 0; y < 6; ++y)
+        col[y] = load(y, x);
+      input(col, o);
+      for (int y = 0; y < 6; ++y)
+        t[y][x] = o[y];
+    }
+    for (int y = 0; y < 6; ++y) {
+      VF o[6];
+      input(t[y], o);
+      for (int x = 0; x < 6; ++x)
+        S::store(dst + (size_t)(y * 6 + x) * point_stride, o[x]);
+    }
+  }
+
   // o = A^T m over six values: four outputs.
   static inline void output(const VF *m, VF *o) {
     const VF two = S::bcast(2.0f), four = S::bcast(4.0f), eight = S::bcast(8.0f);
@@ -57,7 +78,9 @@ template <class S> struct WinogradTransforms {
 };
 
 // C[MR][16] (+)= sum over c in [0, n) of A[i][c] * U[c][0..16), row i of A at a[i] (the
-// transformed input of one tile and point, channels contiguous), row i of C at c + i * stride.
+// transformed input of one tile and point, channels contiguous), row i of C at c + i * stride:
+// the direct path's micro-kernel (kernels_impl.h) with strided sums, so that a tile's 36
+// products are contiguous for the output transform.
 template <class S, int MR>
 static inline void winograd_gemm_block(uint32_t n, const float *const *a, const float *u,
                                        bool accumulate, float *c, size_t stride) {
@@ -156,21 +179,11 @@ static void winograd_impl(const WinogradJob &w, const WinogradRange &r) {
       if (pt.rows_inside == 0x3f && pt.cols_inside == 0x3f && cn % W == 0) {
         for (uint32_t c = 0; c < cn; c += W) {
           const T *base = pt.origin + c0 + c;
-          VF t[6][6];
-          for (int x = 0; x < 6; ++x) {
-            VF col[6], o[6];
-            for (int y = 0; y < 6; ++y)
-              col[y] = S::load(base + y * w.in_row_stride + x * w.in_pixel_stride);
-            X::input(col, o);
-            for (int y = 0; y < 6; ++y)
-              t[y][x] = o[y];
-          }
-          for (int y = 0; y < 6; ++y) {
-            VF o[6];
-            X::input(t[y], o);
-            for (int x = 0; x < 6; ++x)
-              S::store(dst + (size_t)(y * 6 + x) * vpoint + c, o[x]);
-          }
+          X::input_patch(
+              [&](int y, int x) {
+                return S::load(base + y * w.in_row_stride + x * w.in_pixel_stride);
+              },
+              dst + c, vpoint);
         }
         continue;
       }
@@ -188,21 +201,7 @@ static void winograd_impl(const WinogradJob &w, const WinogradRange &r) {
             tmp[l] = to_float(p[l]);
           return S::load(tmp);
         };
-        VF t[6][6];
-        for (int x = 0; x < 6; ++x) {
-          VF col[6], o[6];
-          for (int y = 0; y < 6; ++y)
-            col[y] = load_pixel(y, x);
-          X::input(col, o);
-          for (int y = 0; y < 6; ++y)
-            t[y][x] = o[y];
-        }
-        for (int y = 0; y < 6; ++y) {
-          VF o[6];
-          X::input(t[y], o);
-          for (int x = 0; x < 6; ++x)
-            S::store(dst + (size_t)(y * 6 + x) * vpoint + c, o[x]);
-        }
+        X::input_patch(load_pixel, dst + c, vpoint);
       }
     }
     for (uint32_t p = 0; p < panels; ++p) {

@@ -306,6 +306,9 @@ int compile(int argc, char **argv) {
     return fail(a.error);
   if (a.positional.size() != 1 || a.get("-o").empty())
     return usage();
+  const std::string winograd = a.get("--winograd", "auto");
+  if (winograd != "auto" && winograd != "all" && winograd != "off")
+    return fail("--winograd must be auto, all or off");
   // Custom operators (docs/kann.md): LIB.so[:LIB2.so...], each exporting mcl_custom_operators.
   for (const std::string &library : split_paths(a.get("--custom-ops")))
     if (auto loaded = kann::custom::load_library(library); !loaded)
@@ -383,9 +386,7 @@ int compile(int argc, char **argv) {
                options.device.name.c_str());
   options.dump_schedule = a.has("--dump-schedule");
   options.fuse_residual_adds = !a.has("--no-residual-fusion");
-  options.winograd = a.get("--winograd", "auto");
-  if (options.winograd != "auto" && options.winograd != "all" && options.winograd != "off")
-    return fail("--winograd must be auto, all or off");
+  options.winograd = winograd;
   TerminalProgress progress;
   if (progress.enabled())
     options.progress = [&](const char *stage, size_t done, size_t total) {

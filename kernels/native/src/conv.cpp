@@ -136,12 +136,6 @@ std::vector<int32_t> &scratch_for_this_thread(size_t words) {
     buffer.resize(words);
   return buffer;
 }
-std::vector<float> &accumulators_for_this_thread(size_t floats) {
-  static thread_local std::vector<float> buffer;
-  if (buffer.size() < floats)
-    buffer.resize(floats);
-  return buffer;
-}
 // Rows per task at most: bounds the K-chunk accumulators (x 64 bytes).
 constexpr uint32_t kMaxTaskRows = 384;
 
@@ -516,7 +510,7 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
     } else if (packs_rows) {
       // The last row block writes a full MR rows: round_up(rows, MR) < rows + kMaxRows.
       const size_t rows = (size_t)(r.m_end - r.m_begin) + kMaxRows;
-      std::vector<float> &buffer = accumulators_for_this_thread(
+      std::vector<float> &buffer = float_scratch_for_this_thread(
           rows * kPanelWidth * (r.nb_end - r.nb_begin) + (size_t)kMaxRows * kPackK);
       r.acc = buffer.data();
       r.apack = buffer.data() + rows * kPanelWidth * (r.nb_end - r.nb_begin);
@@ -718,26 +712,6 @@ namespace manycl::native::cost {
 
 namespace {
 
-// Sequential phases of one call (each waits for the previous one on every PE).
-Cost then(const Cost &a, const Cost &b) {
-  Cost c;
-  c.total = a.total + b.total;
-  c.matrix = a.matrix + b.matrix;
-  c.load_store = a.load_store + b.load_store;
-  c.vliw = a.vliw + b.vliw;
-  c.overhead = a.overhead + b.overhead;
-  c.macs = a.macs + b.macs;
-  c.padded_macs = a.padded_macs + b.padded_macs;
-  const uint64_t lanes[] = {c.matrix, c.load_store, c.vliw, c.overhead};
-  c.bound = MCL_NATIVE_BOUND_MATRIX;
-  for (uint32_t i = 1, best = 0; i < 4; ++i)
-    if (lanes[i] > lanes[best]) {
-      best = i;
-      c.bound = MCL_NATIVE_BOUND_MATRIX + i;
-    }
-  return c;
-}
-
 // Winograd F(4x4, 3x3) in four phases: the weights' transform (G g G^T, once per call: each
 // PE transforms the output channels it multiplies), the inputs' transform (B^T d B per 4x4
 // output block and channel, from a 6x6 patch), 36 GEMMs of (blocks x C) . (C x K) on the
@@ -775,7 +749,7 @@ Cost winograd_cost(const mcl_conv_args &a, uint32_t pes, double epilogue_ops,
       stream(blocks * cout * kWinogradOut * kWinogradOut,
              (double)kWinogradPoints / 16.0 * 4.0 + out_bytes + residual_bytes,
              kOutputOps + epilogue_ops, MCL_DTYPE_F32, pes);
-  Cost c = then(then(then(weights, inputs), gemm), outputs);
+  Cost c = sequence(sequence(sequence(weights, inputs), gemm), outputs);
   c.macs = (uint64_t)a.output.h * a.output.w * cout * 9 * cin;
   return c;
 }

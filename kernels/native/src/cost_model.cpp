@@ -75,6 +75,11 @@ Cost finish(uint64_t units, uint32_t pes, const UnitCost &u) {
   c.vliw = (uint64_t)std::ceil((u.vliw + u.epilogue) * per_pe);
   c.overhead = call + (uint64_t)std::ceil(u.overhead * per_pe);
   c.total = call + (uint64_t)std::ceil(unit * per_pe);
+  set_bound(c);
+  return c;
+}
+
+void set_bound(Cost &c) {
   const uint64_t lanes[] = {c.matrix, c.load_store, c.vliw, c.overhead};
   c.bound = MCL_NATIVE_BOUND_MATRIX;
   uint64_t best = c.matrix;
@@ -83,6 +88,18 @@ Cost finish(uint64_t units, uint32_t pes, const UnitCost &u) {
       best = lanes[i];
       c.bound = MCL_NATIVE_BOUND_MATRIX + i;
     }
+}
+
+Cost sequence(const Cost &a, const Cost &b) {
+  Cost c;
+  c.total = a.total + b.total;
+  c.matrix = a.matrix + b.matrix;
+  c.load_store = a.load_store + b.load_store;
+  c.vliw = a.vliw + b.vliw;
+  c.overhead = a.overhead + b.overhead;
+  c.macs = a.macs + b.macs;
+  c.padded_macs = a.padded_macs + b.padded_macs;
+  set_bound(c);
   return c;
 }
 

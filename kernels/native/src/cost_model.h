@@ -65,6 +65,13 @@ struct UnitCost {
 // Fills the slowest PE's per-lane totals and the total, including the call overhead.
 Cost finish(uint64_t units, uint32_t pes, const UnitCost &unit);
 
+// Sets c.bound to the lane with the most cycles (matrix first on ties).
+void set_bound(Cost &c);
+
+// Two phases of one call run one after the other (each waits for the previous one on every
+// PE): cycles, lanes and MACs add up.
+Cost sequence(const Cost &a, const Cost &b);
+
 // Streaming VLIW work: `elements` results, each loading/storing `bytes_per_element` and
 // costing `ops_per_element` operations at vliw_rate(dtype).
 Cost stream(uint64_t elements, double bytes_per_element, double ops_per_element,

@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstring>
 #include <string>
+#include <vector>
 
 namespace manycl::native {
 
@@ -272,6 +273,15 @@ static inline uint8_t *tile_ptr(uint8_t *spm, const mcl_tile &t, uint64_t y, uin
                                 uint64_t ch) {
   return spm + t.offset +
          (y * t.row_stride + x * t.pixel_stride + ch * t.channel_stride) * dtype_size(t.dtype);
+}
+
+// PE-private float scratch of at least `floats` (host threads stand in for PEs): kept per
+// thread and grown, never shrunk; a task uses it only while it runs.
+inline std::vector<float> &float_scratch_for_this_thread(size_t floats) {
+  static thread_local std::vector<float> buffer;
+  if (buffer.size() < floats)
+    buffer.resize(floats);
+  return buffer;
 }
 
 // Runs body(i) for i in [0, n) through the exec context.

@@ -2,8 +2,6 @@
 // The arithmetic is in winograd_impl.h (one copy per ISA).
 #include "winograd.h"
 
-#include <vector>
-
 namespace manycl::native {
 
 namespace {
@@ -20,13 +18,6 @@ constexpr uint32_t kChannelChunk = 32;
 // this many tile-panels.
 constexpr uint32_t kTaskTilePanels = 128;
 constexpr uint32_t kMinRangePanels = 4;
-
-std::vector<float> &scratch_for_this_thread(size_t floats) {
-  static thread_local std::vector<float> buffer;
-  if (buffer.size() < floats)
-    buffer.resize(floats);
-  return buffer;
-}
 
 } // namespace
 
@@ -77,7 +68,7 @@ Status run_winograd(const mcl_native_exec &exec, const mcl_conv_args &a, const C
                     std::min(j.nblocks, (pr + 1) * range_panels), nullptr};
     if (r.tile_begin >= r.tile_end || r.nb_begin >= r.nb_end)
       return;
-    r.scratch = scratch_for_this_thread(
+    r.scratch = float_scratch_for_this_thread(
                     winograd_scratch_floats(w, r.tile_end - r.tile_begin, r.nb_end - r.nb_begin))
                     .data();
     isa.winograd(w, r);

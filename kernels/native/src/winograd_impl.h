@@ -30,25 +30,35 @@ template <class S> struct WinogradTransforms {
     o[5] = S::fma(four, d[1], d[5]) - five * d[3];
   }
 
+  // X^T d X of an N x N tile into an M x M one, for a 1-D transform `f` of N values into M
+  // (B^T: 6 -> 6, G: 3 -> 6, A^T: 6 -> 4): columns first, then rows. load(y, x) gives
+  // element (y, x); store(i, j, v) takes result (i, j).
+  template <int N, int M, class F, class Load, class Store>
+  static inline void separable(F &&f, Load &&load, Store &&store) {
+    VF t[M][N];
+    for (int x = 0; x < N; ++x) {
+      VF col[N], o[M];
+      for (int y = 0; y < N; ++y)
+        col[y] = load(y, x);
+      f(col, o);
+      for (int i = 0; i < M; ++i)
+        t[i][x] = o[i];
+    }
+    for (int i = 0; i < M; ++i) {
+      VF o[M];
+      f(t[i], o);
+      for (int j = 0; j < M; ++j)
+        store(i, j, o[j]);
+    }
+  }
+
   // B^T d B of one 6x6 patch, W channels: load(y, x) gives patch pixel (y, x); point (i, j)
   // is stored at dst + (6 i + j) * point_stride.
   template <class Load>
   static inline void input_patch(Load &&load, float *dst, size_t point_stride) {
-    VF t[6][6];
-    for (int x = 0; x < 6; ++x) {
-      VF col[6], o[6];
-      for (int y = 0; y < 6; ++y)
-        col[y] = load(y, x);
-      input(col, o);
-      for (int y = 0; y < 6; ++y)
-        t[y][x] = o[y];
-    }
-    for (int y = 0; y < 6; ++y) {
-      VF o[6];
-      input(t[y], o);
-      for (int x = 0; x < 6; ++x)
-        S::store(dst + (size_t)(y * 6 + x) * point_stride, o[x]);
-    }
+    separable<6, 6>(input, load, [&](int i, int j, VF v) {
+      S::store(dst + (size_t)(i * 6 + j) * point_stride, v);
+    });
   }
 
   // o = A^T m over six values: four outputs.
@@ -215,23 +225,15 @@ static void winograd_impl(const WinogradJob &w, const WinogradRange &r) {
           for (int t = 0; t < 9; ++t)
             __builtin_prefetch(wc + ((size_t)t * cin + 8) * kPanelWidth);
         for (int v = 0; v < V; ++v) {
-          VF g[3][3], y6[6][3];
-          for (int ky = 0; ky < 3; ++ky)
-            for (int kx = 0; kx < 3; ++kx)
-              g[ky][kx] = S::load(wc + (size_t)(ky * 3 + kx) * cin * kPanelWidth + v * W);
-          for (int kx = 0; kx < 3; ++kx) {
-            const VF column[3] = {g[0][kx], g[1][kx], g[2][kx]};
-            VF o[6];
-            X::weights(column, o);
-            for (int i = 0; i < 6; ++i)
-              y6[i][kx] = o[i];
-          }
-          for (int i = 0; i < 6; ++i) {
-            VF o[6];
-            X::weights(y6[i], o);
-            for (int k = 0; k < 6; ++k)
-              S::store(ut + (size_t)(i * 6 + k) * upoint + (size_t)c * kPanelWidth + v * W, o[k]);
-          }
+          X::template separable<3, 6>(
+              X::weights,
+              [&](int ky, int kx) {
+                return S::load(wc + (size_t)(ky * 3 + kx) * cin * kPanelWidth + v * W);
+              },
+              [&](int i, int k, VF value) {
+                S::store(ut + (size_t)(i * 6 + k) * upoint + (size_t)c * kPanelWidth + v * W,
+                         value);
+              });
         }
       }
       // The 36 GEMMs of the chunk, register block by register block.
@@ -258,23 +260,11 @@ static void winograd_impl(const WinogradJob &w, const WinogradRange &r) {
       const uint32_t tile = r.tile_begin + row;
       const uint32_t ty = tile / w.tiles_x, tx = tile % w.tiles_x;
       alignas(64) float block[kWinogradOut * kWinogradOut][kPanelWidth];
-      for (int v = 0; v < V; ++v) {
-        VF t[4][6];
-        for (int x = 0; x < 6; ++x) {
-          VF col[6], o[4];
-          for (int y = 0; y < 6; ++y)
-            col[y] = S::load(m + ((size_t)row * P + y * 6 + x) * 16 + v * W);
-          X::output(col, o);
-          for (int y = 0; y < 4; ++y)
-            t[y][x] = o[y];
-        }
-        for (int y = 0; y < 4; ++y) {
-          VF o[4];
-          X::output(t[y], o);
-          for (int x = 0; x < 4; ++x)
-            S::store(&block[y * 4 + x][v * W], o[x]);
-        }
-      }
+      for (int v = 0; v < V; ++v)
+        X::template separable<6, 4>(
+            X::output,
+            [&](int y, int x) { return S::load(m + ((size_t)row * P + y * 6 + x) * 16 + v * W); },
+            [&](int y, int x, VF value) { S::store(&block[y * 4 + x][v * W], value); });
       for (uint32_t y = 0; y < kWinogradOut; ++y) {
         const uint32_t oy = ty * kWinogradOut + y;
         if (oy >= w.out_h)

@@ -88,13 +88,16 @@ unsigned hostVectorBytes() {
 // MANYCL_DUMP_IR=dir/ (a trailing slash) keeps every one, as dir/<pid>-<n>.ll, with the
 // source (.cl) and options (.opts) of builds, so that a program that builds many (hashcat,
 // CLBlast) can be looked at kernel by kernel and rebuilt alone.
-static void maybeDump(llvm::Module &M, std::string_view source = {},
-                      std::string_view options = {}) {
+void detail::dumpModule(llvm::Module &M, std::string_view source, std::string_view options,
+                        std::string_view fileSuffix) {
   const char *d = std::getenv("MANYCL_DUMP_IR");
   if (!d || !*d)
     return;
   std::string path = d;
-  if (path.back() == '/') {
+  if (path.back() != '/' && !fileSuffix.empty()) {
+    path += '.';
+    path += fileSuffix;
+  } else if (path.back() == '/') {
     static std::atomic<unsigned> counter{0};
     path += std::to_string(::getpid()) + "-" + std::to_string(counter++);
     std::error_code ec;
@@ -112,7 +115,7 @@ static void maybeDump(llvm::Module &M, std::string_view source = {},
 
 static std::string toBitcode(llvm::Module &M, std::string_view source = {},
                              std::string_view options = {}) {
-  maybeDump(M, source, options);
+  dumpModule(M, source, options);
   std::string s;
   llvm::raw_string_ostream os(s);
   llvm::WriteBitcodeToFile(M, os);

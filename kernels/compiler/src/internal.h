@@ -14,6 +14,7 @@ class Function;
 class Module;
 class LLVMContext;
 class ObjectCache;
+class MemoryBuffer;
 } // namespace llvm
 
 namespace manycl::compiler::detail {
@@ -88,7 +89,11 @@ struct Container {
 std::vector<uint8_t> writeContainer(const Container &c);
 Status readContainer(std::span<const uint8_t> bytes, Container &out);
 
-std::unique_ptr<llvm::ObjectCache> makeObjectCache(const std::string &file);
+/// The JIT's object cache: one file per module, named by the module's identifier.
+std::unique_ptr<llvm::ObjectCache> makeObjectCache();
+/// The cached object code of the module named `moduleName`; null when there is none (or the
+/// cache is off, or the file is corrupt: then it is removed).
+std::unique_ptr<llvm::MemoryBuffer> readCachedObject(const std::string &moduleName);
 
 // Makes every integer division and remainder of the module safe from hardware traps
 // (safe_division.cpp).

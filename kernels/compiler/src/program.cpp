@@ -55,13 +55,45 @@ using namespace detail;
 
 namespace {
 
+class ProgramImpl;
+
+// The entry points of a kernel for full groups of one local size (specialize.cpp), and how
+// often that size was launched before they were made.
+struct Specialization {
+  uint64_t local[3] = {0, 0, 0};
+  WgFn wg = nullptr;
+  RegionFn region = nullptr;
+  uint64_t launches = 0, groups = 0; // counted until it is made
+  bool made = false;                 // tried (both entries null: it failed; the generic serves)
+};
+
+// Local sizes tracked per kernel: a kernel launched with more sizes than this (tests that sweep
+// them, tuners) runs the generic entry point for the others.
+constexpr size_t kMaxSpecializationsPerKernel = 4;
+// A specialization costs a second optimization and code generation of the kernel (tens to
+// hundreds of milliseconds): it is made once a local size has run enough groups to be worth it,
+// at once when the kernel requires its local size.
+constexpr uint64_t kSpecializeAfterGroups = 64;
+constexpr uint64_t kSpecializeAfterLaunches = 4;
+
 class KernelImpl final : public Kernel {
 public:
   KernelInfo info_;
+  std::string entry; // the entry point's symbol
   WgFn wg = nullptr;
   FiberFn fiber = nullptr;
   RegionFn region = nullptr;
+  ProgramImpl *program = nullptr;
+  // Guarded by ProgramImpl::specializationMutex.
+  mutable std::vector<Specialization> specializations;
   const KernelInfo &info() const override { return info_; }
+  // The entry points for the `groups` full groups of `local` work-items of a launch: specialized
+  // ones when they are made (now, if `policy` says so), else the generic ones.
+  Specialization forLocalSize(const uint64_t local[3], uint64_t groups,
+                              Launch::Specialize policy) const;
+
+private:
+  void specialize(Specialization &s) const;
 };
 
 class ProgramImpl final : public Program {
@@ -70,6 +102,9 @@ public:
   std::unique_ptr<llvm::orc::LLJIT> jit;
   std::vector<KernelInfo> infos;
   std::vector<std::unique_ptr<KernelImpl>> kernels_;
+  std::string bitcode;    // the final module, read again for each specialization
+  std::string moduleName; // the JIT module's identifier (its object cache file)
+  std::mutex specializationMutex;
   const std::vector<KernelInfo> &kernels() const override { return infos; }
   const Kernel *kernel(std::string_view name) const override {
     for (auto &k : kernels_)
@@ -78,6 +113,95 @@ public:
     return nullptr;
   }
 };
+
+bool specializationEnabled() {
+  static const bool enabled = [] {
+    const char *v = std::getenv("MANYCL_SPECIALIZE");
+    return !v || std::string_view(v) != "0";
+  }();
+  return enabled;
+}
+
+std::string hexDigest(std::initializer_list<llvm::StringRef> parts) {
+  llvm::SHA256 h;
+  for (llvm::StringRef p : parts)
+    h.update(p);
+  static const char hex[] = "0123456789abcdef";
+  std::string name;
+  for (uint8_t b : h.final()) {
+    name += hex[b >> 4];
+    name += hex[b & 15];
+  }
+  return name;
+}
+
+Specialization KernelImpl::forLocalSize(const uint64_t local[3], uint64_t groups,
+                                        Launch::Specialize policy) const {
+  Specialization generic;
+  std::copy(local, local + 3, generic.local);
+  generic.wg = wg;
+  generic.region = region;
+  // A group of one work-item has no work-item loop to specialize.
+  const bool oneItem = local[0] * local[1] * local[2] == 1;
+  if (policy == Launch::Specialize::Never || fiber || !program || program->bitcode.empty() ||
+      oneItem)
+    return generic;
+  std::lock_guard<std::mutex> lock(program->specializationMutex);
+  auto it = std::find_if(specializations.begin(), specializations.end(),
+                         [&](const Specialization &s) { return std::equal(local, local + 3, s.local); });
+  if (it == specializations.end()) {
+    if (specializations.size() >= kMaxSpecializationsPerKernel)
+      return generic;
+    Specialization fresh;
+    std::copy(local, local + 3, fresh.local);
+    it = specializations.insert(specializations.end(), fresh);
+  }
+  Specialization &s = *it;
+  if (!s.made) {
+    ++s.launches;
+    s.groups += groups;
+    const bool required = info_.reqd_work_group_size[0] != 0;
+    if (policy == Launch::Specialize::Now || required || s.groups >= kSpecializeAfterGroups ||
+        s.launches >= kSpecializeAfterLaunches)
+      specialize(s);
+  }
+  return s.wg || s.region ? s : generic;
+}
+
+void KernelImpl::specialize(Specialization &s) const {
+  s.made = true;
+  const std::string name = entry + ".local." + std::to_string(s.local[0]) + "x" +
+                           std::to_string(s.local[1]) + "x" + std::to_string(s.local[2]);
+  auto &jit = *program->jit;
+  // Compiled before (this process or, through the object cache, an earlier one): the object
+  // code serves without the optimizer.
+  const std::string moduleName = hexDigest({program->moduleName, name});
+  if (std::unique_ptr<llvm::MemoryBuffer> object = readCachedObject(moduleName)) {
+    if (llvm::Error e = jit.addObjectFile(std::move(object)))
+      llvm::consumeError(std::move(e));
+  } else {
+    auto context = std::make_unique<llvm::LLVMContext>();
+    auto module = specializeEntry(*context, program->bitcode, entry, region != nullptr, s.local,
+                                  name);
+    if (!module)
+      return;
+    (*module)->setModuleIdentifier(moduleName);
+    if (llvm::Error e =
+            jit.addIRModule(llvm::orc::ThreadSafeModule(std::move(*module), std::move(context)))) {
+      llvm::consumeError(std::move(e));
+      return;
+    }
+  }
+  auto sym = jit.lookup(name);
+  if (!sym) {
+    llvm::consumeError(sym.takeError());
+    return;
+  }
+  if (region)
+    s.region = sym->toPtr<RegionFn>();
+  else
+    s.wg = sym->toPtr<WgFn>();
+}
 
 } // namespace
 
@@ -128,20 +252,16 @@ Result<std::shared_ptr<Program>> load(std::span<const uint8_t> binary) {
   if (!jtmb)
     return Status::error(ErrorCode::Internal, toString(jtmb.takeError()));
   jtmb->setCodeGenOptLevel(CodeGenOpt::Aggressive);
+  // Always (whether this process specializes or not): the object cache keeps one object code.
+  exposeProgramVariables(M);
   std::unique_ptr<llvm::ObjectCache> objCache;
   if (!cacheDirectory().empty()) {
-    SHA256 h;
-    h.update(compilerVersion());
-    h.update(StringRef(c.bitcode));
-    auto r = h.final();
-    std::string name;
-    static const char hex[] = "0123456789abcdef";
-    for (uint8_t b : r) {
-      name += hex[b >> 4];
-      name += hex[b & 15];
-    }
-    objCache = makeObjectCache(name + ".obj");
+    // What load() does to the module before code generation is part of the key: objects made
+    // before program variables were exposed cannot serve specializations.
+    M.setModuleIdentifier(hexDigest({compilerVersion(), "jit-2", StringRef(c.bitcode)}));
+    objCache = makeObjectCache();
   }
+  const std::string moduleName = M.getModuleIdentifier();
   llvm::ObjectCache *oc = objCache.get();
   orc::LLJITBuilder builder;
   // MANYCL_PERF_MAP: the object layer LLJIT uses on x86-64 ELF (RuntimeDyld), with the
@@ -200,12 +320,15 @@ Result<std::shared_ptr<Program>> load(std::span<const uint8_t> binary) {
 
   auto prog = std::make_shared<ProgramImpl>();
   prog->infos = c.kernels;
+  prog->moduleName = moduleName;
   for (const KernelInfo &k : c.kernels) {
     auto ki = std::make_unique<KernelImpl>();
     ki->info_ = k;
+    ki->program = prog.get();
     std::string entry = !k.uses_barriers ? wgName(k.name)
                         : k.region_based ? regionName(k.name)
                                          : fiberName(k.name);
+    ki->entry = entry;
     auto sym = (*jit)->lookup(entry);
     if (!sym)
       return Status::error(ErrorCode::Internal, "JIT lookup failed: " + toString(sym.takeError()));
@@ -219,6 +342,8 @@ Result<std::shared_ptr<Program>> load(std::span<const uint8_t> binary) {
   }
   prog->jit = std::move(*jit);
   prog->objCache = std::move(objCache);
+  if (specializationEnabled())
+    prog->bitcode = std::move(c.bitcode);
   return std::shared_ptr<Program>(std::move(prog));
 }
 
@@ -226,6 +351,8 @@ Result<std::shared_ptr<Program>> load(std::span<const uint8_t> binary) {
 
 struct Launch::Impl {
   const KernelImpl *k = nullptr;
+  // The entry points of the groups of the enqueued local size, run whole on one thread.
+  Specialization full;
   NDRange range;
   std::vector<void *> slots;        // pointer args / pointers to by-value bytes
   std::vector<int64_t> localOffset; // per arg, -1 if not a __local arg
@@ -243,6 +370,11 @@ Launch::Launch() = default;
 Launch::~Launch() = default;
 Launch::Launch(Launch &&) noexcept = default;
 Launch &Launch::operator=(Launch &&) noexcept = default;
+
+bool Launch::specialized() const {
+  return impl_ && ((impl_->full.wg && impl_->full.wg != impl_->k->wg) ||
+                   (impl_->full.region && impl_->full.region != impl_->k->region));
+}
 
 uint64_t Launch::localMemSize() const {
   return impl_ ? impl_->total : 0;
@@ -264,7 +396,7 @@ static uint64_t alignUp(uint64_t v, uint64_t a) {
 }
 
 Result<Launch> Launch::prepare(const Kernel &kernel, std::span<const ArgValue> args,
-                               const NDRange &range) {
+                               const NDRange &range, Specialize specialize) {
   auto &k = static_cast<const KernelImpl &>(kernel);
   const KernelInfo &info = k.info_;
   if (args.size() != info.args.size())
@@ -343,6 +475,11 @@ Result<Launch> Launch::prepare(const Kernel &kernel, std::span<const ArgValue> a
   ctx.slot[SlotGroupBase + 3] = 0;
   ctx.slot[SlotNumGroups + 3] = 1;
   ctx.slot[SlotEnqLocalSize + 3] = 1;
+  uint64_t fullGroups = 1;
+  for (int d = 0; d < 3; ++d)
+    fullGroups *= R.global[d] / R.local[d];
+  impl->full = k.forLocalSize(R.local, fullGroups,
+                              specializationEnabled() ? specialize : Specialize::Never);
   Launch l;
   l.impl_ = std::move(impl);
   return l;
@@ -610,8 +747,8 @@ struct PeShare {
 // call on the calling thread (its work-item loop vectorizes; the split over the modeled PEs is
 // arithmetic, and the same whatever the host threads). The group takes the slowest PE of every
 // barrier interval plus the PE barrier.
-Status runRegionsCosted(const KernelImpl &k, void **slots, WiCtx &ctx, uint64_t lx, uint64_t rows,
-                        GroupCost &cost) {
+Status runRegionsCosted(const KernelImpl &k, RegionFn region, void **slots, WiCtx &ctx,
+                        uint64_t lx, uint64_t rows, GroupCost &cost) {
   const unsigned P = std::max(1u, cost.pes);
   const PeShare share(P, lx, rows);
   // Power-of-two groups (all those of the benchmarks): each region call adds its interval's
@@ -634,7 +771,7 @@ Status runRegionsCosted(const KernelImpl &k, void **slots, WiCtx &ctx, uint64_t 
   uint64_t cycles = 0, intervals = 0, peBarriers = 0;
   for (int32_t next = 0; next != kRegionExit; ++intervals) {
     ctx.slot[SlotParity] = intervals;
-    next = k.region(slots, &ctx, next, 0, lx, 0, rows); // sets the cost slots
+    next = region(slots, &ctx, next, 0, lx, 0, rows); // sets the cost slots
     if (!inCall)
       cycles += trips ? share.slowest(ctx) : cost::ticksToCycles(share.slowest(ctx));
     if (next != kRegionExit && next <= lastSourceRegion)
@@ -753,6 +890,10 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
     slots[i] = L.localOffset[i] >= 0 ? base + L.localOffset[i] : L.slots[i];
 
   const KernelImpl &k = *L.k;
+  // A whole group on one thread runs the code of its local size when it has the enqueued one.
+  const bool enqueuedSize = ls[0] == R.local[0] && ls[1] == R.local[1] && ls[2] == R.local[2];
+  const WgFn wholeWg = enqueuedSize ? L.full.wg : k.wg;
+  const RegionFn wholeRegion = enqueuedSize ? L.full.region : k.region;
   const uint64_t rows = ls[1] * ls[2];
   const uint64_t total = ls[0] * rows;
   const bool single = mode == ExecMode::LWI || !team || team->size() <= 1;
@@ -769,12 +910,12 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
     auto frameAddr = (reinterpret_cast<uintptr_t>(frameBuf.data()) + 63) & ~uintptr_t(63);
     ctx.slot[SlotFrame] = frameAddr + uniformBytes;
     if (cost && k.info_.cost != KernelInfo::Cost::None)
-      return runRegionsCosted(k, slots, ctx, ls[0], rows, *cost);
+      return runRegionsCosted(k, wholeRegion, slots, ctx, ls[0], rows, *cost);
     if (single) {
       int32_t next = 0;
       for (uint64_t interval = 0; next != kRegionExit; ++interval) {
         ctx.slot[SlotParity] = interval;
-        next = k.region(slots, &ctx, next, 0, ls[0], 0, rows);
+        next = wholeRegion(slots, &ctx, next, 0, ls[0], 0, rows);
       }
       return Status::success();
     }
@@ -818,14 +959,14 @@ Status Launch::runGroup(const uint64_t group_id[3], void *arena, size_t arena_si
     // The whole group in one call (a vectorized work-item loop), the split over the modeled
     // PEs arithmetic.
     heapFrameFor(ctx, nullptr);
-    k.wg(slots, &ctx, 0, ls[0], 0, rows);
+    wholeWg(slots, &ctx, 0, ls[0], 0, rows);
     cost->cycles = cost::ticksToCycles(PeShare(std::max(1u, cost->pes), ls[0], rows).slowest(ctx));
     return Status::success();
   }
   if (single) {
     if (k.wg) {
       heapFrameFor(ctx, nullptr);
-      k.wg(slots, &ctx, 0, ls[0], 0, rows);
+      wholeWg(slots, &ctx, 0, ls[0], 0, rows);
       return Status::success();
     }
     Status st = runFibers(k, slots, ctx, 0, total, nullptr, threadScratch().stacks);

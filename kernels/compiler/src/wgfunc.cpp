@@ -212,7 +212,7 @@ std::vector<KernelInfo> extractKernels(Module &M) {
 }
 
 // ---------------------------------------------------------------- helpers
-static std::unique_ptr<TargetMachine> makeTM(const std::string &cpu, const std::string &features,
+std::unique_ptr<TargetMachine> makeTargetMachine(const std::string &cpu, const std::string &features,
                                              CodeGenOpt::Level lvl) {
   initLLVM();
   std::string triple = sys::getProcessTriple();
@@ -1807,7 +1807,7 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
   }
   // 8. Optimize (for the optimization target: see optimizationTarget()).
   {
-    auto TM = makeTM(target.cpu, target.features,
+    auto TM = makeTargetMachine(target.cpu, target.features,
                      po.opt_disable ? CodeGenOpt::Less : CodeGenOpt::Aggressive);
     LoopAnalysisManager LAM;
     FunctionAnalysisManager FAM;

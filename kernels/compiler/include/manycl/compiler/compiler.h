@@ -304,8 +304,15 @@ struct GroupCost {
 /// then be called concurrently from several threads (one per cluster/PE).
 class Launch {
 public:
+  /// Whether the groups of the enqueued local size run the kernel's code specialized for that
+  /// size (docs/compiler.md, "Specialization by local size"): once the size has run enough
+  /// groups (IfUseful), from this launch on (Now), or not (Never; MANYCL_SPECIALIZE=0 makes
+  /// every launch Never). Results and modeled cycles are the same either way.
+  enum class Specialize : uint8_t { IfUseful, Now, Never };
   static Result<Launch> prepare(const Kernel &k, std::span<const ArgValue> args,
-                                const NDRange &range);
+                                const NDRange &range, Specialize specialize = Specialize::IfUseful);
+  /// True when the groups of the enqueued local size run a specialized entry point.
+  bool specialized() const;
   /// Bytes of __local arena needed per work-group: __local args + kernel
   /// scope __local variables, each 64-byte aligned. Check against the SPM.
   uint64_t localMemSize() const;

@@ -20,6 +20,12 @@ struct EltCase {
   unsigned clusters;
 };
 
+// A readable, stable test name (gtest would print the struct's bytes, padding included).
+void PrintTo(const EltCase &k, std::ostream *os) {
+  *os << (k.is_signed ? "s8" : "u8") << (k.concat ? "_concat" : "_add_relu") << "_c"
+      << k.clusters;
+}
+
 class Int8Eltwise : public ::testing::TestWithParam<EltCase> {};
 
 TEST_P(Int8Eltwise, MatchesQdqFormulaBitExact) {
@@ -124,6 +130,7 @@ TEST_P(Int8Eltwise, MatchesQdqFormulaBitExact) {
 INSTANTIATE_TEST_SUITE_P(Cases, Int8Eltwise,
                          ::testing::Values(EltCase{false, false, 1}, EltCase{false, false, 5},
                                            EltCase{true, false, 2}, EltCase{false, true, 1},
-                                           EltCase{false, true, 5}, EltCase{true, true, 2}));
+                                           EltCase{false, true, 5}, EltCase{true, true, 2}),
+                         [](const auto &info) { return ::testing::PrintToString(info.param); });
 
 } // namespace

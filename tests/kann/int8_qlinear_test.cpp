@@ -36,6 +36,13 @@ struct ConvCase {
   unsigned clusters;
 };
 
+// A readable, stable test name (gtest would print the struct's bytes, padding included).
+void PrintTo(const ConvCase &k, std::ostream *os) {
+  *os << (k.signed_activations ? "s8" : "u8") << (k.uint8_weights ? "_wu8" : "_ws8")
+      << (k.per_channel ? "_perchannel" : "_pertensor") << "_g" << k.groups << "_s" << k.stride
+      << "_p" << k.pad << "_k" << k.kernel << (k.bias ? "_bias" : "") << "_c" << k.clusters;
+}
+
 class QLinearConv : public ::testing::TestWithParam<ConvCase> {};
 
 TEST_P(QLinearConv, MatchesOnnxFormulaBitExact) {
@@ -131,7 +138,8 @@ INSTANTIATE_TEST_SUITE_P(Cases, QLinearConv,
                                            ConvCase{true, false, true, 2, 1, 0, 3, false, 2},
                                            ConvCase{false, true, true, 1, 1, 1, 3, true, 5},
                                            ConvCase{true, true, false, 2, 2, 2, 5, true, 1},
-                                           ConvCase{false, false, true, 1, 1, 0, 1, true, 5}));
+                                           ConvCase{false, false, true, 1, 1, 0, 1, true, 5}),
+                         [](const auto &info) { return ::testing::PrintToString(info.param); });
 
 TEST(QLinearMatMul, MatchesOnnxFormulaBitExact) {
   const int K = 37, N = 11;

@@ -147,8 +147,9 @@ Specialization KernelImpl::forLocalSize(const uint64_t local[3], uint64_t groups
       oneItem)
     return generic;
   std::lock_guard<std::mutex> lock(program->specializationMutex);
-  auto it = std::find_if(specializations.begin(), specializations.end(),
-                         [&](const Specialization &s) { return std::equal(local, local + 3, s.local); });
+  auto it = std::find_if(specializations.begin(), specializations.end(), [&](const auto &s) {
+    return std::equal(local, local + 3, s.local);
+  });
   if (it == specializations.end()) {
     if (specializations.size() >= kMaxSpecializationsPerKernel)
       return generic;

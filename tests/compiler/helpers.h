@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstdlib>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -17,6 +18,12 @@ inline DeviceDesc dev() {
 
 /// Builds and loads, failing the test with the log on error.
 std::shared_ptr<Program> buildLoad(const std::string &src, const std::string &opts = "");
+
+/// Runs every group of a prepared launch, x fastest, on a __local arena of its size: the
+/// group's status from `run(launch, group, arena, arenaSize)`; stops at the first error.
+Status forEachGroup(const Launch &l, const NDRange &r,
+                    const std::function<Status(const Launch &, const uint64_t group[3], void *arena,
+                                               size_t arenaSize)> &run);
 
 /// Runs a whole NDRange, group by group, in the given mode.
 Status runND(const Program &p, const std::string &kernel, const std::vector<ArgValue> &args,

@@ -35,17 +35,23 @@ Status runND(const Program &p, const std::string &kernel, const std::vector<ArgV
   auto l = Launch::prepare(*k, args, r);
   if (!l.ok())
     return l.status();
-  size_t arenaSize = l->localMemSize();
+  return forEachGroup(*l, r, [&](const Launch &launch, const uint64_t g[3], void *a, size_t n) {
+    return launch.runGroup(g, a, n, mode, mode == ExecMode::SPMD ? &team(pes) : nullptr);
+  });
+}
+
+Status forEachGroup(const Launch &l, const NDRange &r,
+                    const std::function<Status(const Launch &, const uint64_t group[3], void *arena,
+                                               size_t arenaSize)> &run) {
+  const size_t arenaSize = l.localMemSize();
   std::vector<uint64_t> arena(arenaSize / 8 + 16);
   void *a =
       reinterpret_cast<void *>((reinterpret_cast<uintptr_t>(arena.data()) + 63) & ~uintptr_t(63));
   for (uint64_t gz = 0; gz < r.numGroups(2); ++gz)
     for (uint64_t gy = 0; gy < r.numGroups(1); ++gy)
       for (uint64_t gx = 0; gx < r.numGroups(0); ++gx) {
-        uint64_t g[3] = {gx, gy, gz};
-        Status s =
-            l->runGroup(g, a, arenaSize, mode, mode == ExecMode::SPMD ? &team(pes) : nullptr);
-        if (!s)
+        const uint64_t g[3] = {gx, gy, gz};
+        if (Status s = run(l, g, a, arenaSize); !s)
           return s;
       }
   return Status::success();

@@ -28,20 +28,14 @@ CostedRun runCosted(const Program &p, const std::string &kernel, const std::vect
   if (!l.ok())
     return out;
   out.specialized = l->specialized();
-  const size_t arenaSize = l->localMemSize();
-  std::vector<uint64_t> arena(arenaSize / 8 + 16);
-  void *a =
-      reinterpret_cast<void *>((reinterpret_cast<uintptr_t>(arena.data()) + 63) & ~uintptr_t(63));
-  for (uint64_t gz = 0; gz < r.numGroups(2); ++gz)
-    for (uint64_t gy = 0; gy < r.numGroups(1); ++gy)
-      for (uint64_t gx = 0; gx < r.numGroups(0); ++gx) {
-        const uint64_t g[3] = {gx, gy, gz};
-        GroupCost cost;
-        cost.pes = pes;
-        Status s = l->runGroup(g, a, arenaSize, ExecMode::LWI, nullptr, &cost);
-        EXPECT_TRUE(s.ok()) << s.message;
-        out.cycles.push_back(cost.cycles);
-      }
+  Status s = forEachGroup(*l, r, [&](const Launch &launch, const uint64_t g[3], void *a, size_t n) {
+    GroupCost cost;
+    cost.pes = pes;
+    Status st = launch.runGroup(g, a, n, ExecMode::LWI, nullptr, &cost);
+    out.cycles.push_back(cost.cycles);
+    return st;
+  });
+  EXPECT_TRUE(s.ok()) << s.message;
   return out;
 }
 

@@ -114,12 +114,18 @@ public:
   }
 };
 
-bool specializationEnabled() {
-  static const bool enabled = [] {
-    const char *v = std::getenv("MANYCL_SPECIALIZE");
-    return !v || std::string_view(v) != "0";
+// MANYCL_SPECIALIZE: 0 never, `always` at every first launch of a local size (checking the
+// specialized code with every test), else when it pays.
+enum class SpecializationMode { Never, WhenItPays, Always };
+SpecializationMode specializationMode() {
+  static const SpecializationMode mode = [] {
+    const char *env = std::getenv("MANYCL_SPECIALIZE");
+    const std::string_view v = env ? env : "";
+    return v == "0"        ? SpecializationMode::Never
+           : v == "always" ? SpecializationMode::Always
+                           : SpecializationMode::WhenItPays;
   }();
-  return enabled;
+  return mode;
 }
 
 std::string hexDigest(std::initializer_list<llvm::StringRef> parts) {
@@ -343,7 +349,7 @@ Result<std::shared_ptr<Program>> load(std::span<const uint8_t> binary) {
   }
   prog->jit = std::move(*jit);
   prog->objCache = std::move(objCache);
-  if (specializationEnabled())
+  if (specializationMode() != SpecializationMode::Never)
     prog->bitcode = std::move(c.bitcode);
   return std::shared_ptr<Program>(std::move(prog));
 }
@@ -479,8 +485,11 @@ Result<Launch> Launch::prepare(const Kernel &kernel, std::span<const ArgValue> a
   uint64_t fullGroups = 1;
   for (int d = 0; d < 3; ++d)
     fullGroups *= R.global[d] / R.local[d];
-  impl->full = k.forLocalSize(R.local, fullGroups,
-                              specializationEnabled() ? specialize : Specialize::Never);
+  if (specializationMode() == SpecializationMode::Never)
+    specialize = Specialize::Never;
+  else if (specializationMode() == SpecializationMode::Always && specialize == Specialize::IfUseful)
+    specialize = Specialize::Now;
+  impl->full = k.forLocalSize(R.local, fullGroups, specialize);
   Launch l;
   l.impl_ = std::move(impl);
   return l;

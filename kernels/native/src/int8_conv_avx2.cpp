@@ -2,7 +2,7 @@
 // the weight bytes are sign-extended to INT16 (vpmovsxbw) and the activation bytes widened to
 // INT16 u values, so vpmaddwd's products (|u*w| <= 255*128) and pair sums are exact; the
 // saturating u8 x s8 vpmaddubsw (pair sums up to 65280 > 32767) is not used.
-#include "int8_conv_impl.h"
+#include "int8_winograd_impl.h"
 #include "steps_avx2.h"
 
 #include <immintrin.h>
@@ -61,6 +61,41 @@ struct Avx2Int8 : Avx2Steps {
         _mm256_storeu_si256(reinterpret_cast<__m256i *>(c[i] + h * 8), s);
       }
     }
+  }
+  // Winograd points (int8_winograd_impl.h): C[R][16] (+)= sum over channel pairs of a row's
+  // INT16 pair, broadcast as 32 bits, times the pair's weights of 16 output channels
+  // ([16][2] INT16, two vectors): vpmaddwd adds the two products per channel. Exact: the
+  // transformed values are at most 1020 and 2295 in magnitude.
+  static constexpr int WMR = 6;
+  // Not inlined: inside the large Winograd driver GCC spilled the accumulators anyway.
+  template <int R>
+  [[gnu::noinline]] static void wino_gemm(uint32_t pairs, const int16_t *a, size_t a_stride, const int16_t *u,
+                        bool accumulate, int32_t *c, size_t stride) {
+    __m256i acc[R][2];
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i)
+      for (int v = 0; v < 2; ++v)
+        acc[i][v] =
+            accumulate
+                ? _mm256_loadu_si256(reinterpret_cast<const __m256i *>(c + i * stride + 8 * v))
+                : _mm256_setzero_si256();
+    for (uint32_t q = 0; q < pairs; ++q, u += 32) {
+      const __m256i w0 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(u));
+      const __m256i w1 = _mm256_loadu_si256(reinterpret_cast<const __m256i *>(u + 16));
+#pragma GCC unroll 16
+      for (int i = 0; i < R; ++i) {
+        int32_t pair;
+        std::memcpy(&pair, a + (size_t)i * a_stride + 2 * q, sizeof pair);
+        const __m256i ai = _mm256_set1_epi32(pair);
+        acc[i][0] = _mm256_add_epi32(acc[i][0], _mm256_madd_epi16(ai, w0));
+        acc[i][1] = _mm256_add_epi32(acc[i][1], _mm256_madd_epi16(ai, w1));
+        asm("" : "+x"(acc[i][0]), "+x"(acc[i][1])); // as in ukernel: no spills
+      }
+    }
+#pragma GCC unroll 16
+    for (int i = 0; i < R; ++i)
+      for (int v = 0; v < 2; ++v)
+        _mm256_storeu_si256(reinterpret_cast<__m256i *>(c + i * stride + 8 * v), acc[i][v]);
   }
   static __m256i widen16(const uint8_t *p) {
     return _mm256_cvtepu8_epi16(_mm_loadu_si128(reinterpret_cast<const __m128i *>(p)));
@@ -126,7 +161,8 @@ struct Avx2Int8 : Avx2Steps {
   }
 };
 
-const Int8Kernels kAvx2Int8 = {"avx2", int8_conv<Avx2Int8>, int8_depthwise<Avx2Int8>};
+const Int8Kernels kAvx2Int8 = {"avx2", int8_conv<Avx2Int8>, int8_depthwise<Avx2Int8>,
+                               int8_winograd<Avx2Int8>};
 
 } // namespace
 

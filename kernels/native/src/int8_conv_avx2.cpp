@@ -69,8 +69,9 @@ struct Avx2Int8 : Avx2Steps {
   static constexpr int WMR = 6;
   // Not inlined: inside the large Winograd driver GCC spilled the accumulators anyway.
   template <int R>
-  [[gnu::noinline]] static void wino_gemm(uint32_t pairs, const int16_t *a, size_t a_stride, const int16_t *u,
-                        bool accumulate, int32_t *c, size_t stride) {
+  [[gnu::noinline]] static void wino_gemm(uint32_t pairs, const int16_t *a, size_t a_stride,
+                                          const int16_t *u, bool accumulate, int32_t *c,
+                                          size_t stride) {
     __m256i acc[R][2];
 #pragma GCC unroll 16
     for (int i = 0; i < R; ++i)

@@ -431,6 +431,84 @@ TEST_P(ConvRandom, Int8WeightZeroPointsBitExact) {
   }
 }
 
+TEST_P(ConvRandom, Int8DepthwiseBlocksBitExact) {
+  // Depthwise INT8 with whole 16-channel blocks (the vector kernels; random_case mostly draws
+  // fewer channels): taps in pairs with an odd last tap (1, 9, 25, 49 taps) and even counts
+  // (4, 6), channel tails after full blocks, strides 1 and 2, inner tiles, U8 and S8 in and
+  // out, weight zero points per tensor, per channel and kept in the block (w - w_zp up to
+  // +-255), 1 and 2 PEs, stored and derived tables.
+  struct Shape {
+    uint32_t H, W, C, kh, kw, s;
+  };
+  const Shape shapes[] = {{9, 11, 16, 3, 3, 1},  {12, 10, 37, 3, 3, 2}, {8, 9, 64, 5, 5, 1},
+                          {11, 13, 32, 7, 7, 1}, {7, 8, 48, 1, 1, 1},   {9, 7, 17, 2, 2, 1},
+                          {10, 9, 33, 2, 3, 2},  {6, 21, 80, 3, 3, 1}};
+  const uint32_t types[] = {MCL_DTYPE_U8, MCL_DTYPE_S8};
+  uint32_t seed = 2700;
+  for (const Shape &sh : shapes)
+    for (uint32_t variant = 0; variant < 4; ++variant, ++seed) {
+      ConvCase c{};
+      c.H = sh.H, c.W = sh.W, c.cin = c.cout = c.groups = sh.C, c.kh = sh.kh, c.kw = sh.kw;
+      c.sh = c.sw = sh.s, c.dh = c.dw = 1;
+      c.pt = c.pb = sh.kh / 2, c.pl = c.pr = sh.kw / 2;
+      c.OH = (c.H + c.pt + c.pb - c.kh) / c.sh + 1;
+      c.OW = (c.W + c.pl + c.pr - c.kw) / c.sw + 1;
+      c.oy0 = c.ox0 = 0, c.oh = c.OH, c.ow = c.OW;
+      if (variant == 3 && c.OH > 2 && c.OW > 3)
+        c.oy0 = 1, c.ox0 = 2, c.oh = c.OH - 2, c.ow = c.OW - 3; // an inner tile
+      c.dtype = types[variant % 2];
+      c.out_dtype = types[(variant / 2) % 2];
+      c.per_channel = variant >= 1;
+      if (variant == 2) {
+        c.weight_zp_max = 127;
+        c.wide_weight_zps = true;
+      }
+      if (variant == 1)
+        c.act.kind = MCL_ACT_RELU;
+      run_case(c, seed, 1 + variant % 2, variant % 2 ? Table::Implicit : Table::Stored);
+    }
+}
+
+TEST_P(ConvRandom, Int8WinogradIsTheDirectConvolution) {
+  // INT8 3x3 stride-1 calls with a derived table, 16+ channels in and out and 8+ 2x2 blocks:
+  // the AVX2 and portable kernels compute them as integer Winograd F(2x2, 3x3), which must give
+  // the direct convolution's bytes. Odd output sizes (partial blocks), padding on any border,
+  // inner tiles, odd channel counts and several channel chunks (130 = 2 x 64 + 2), panel tails,
+  // U8/S8, per-channel scales, weight zero points kept in the block (w - w_zp up to +-255),
+  // the ReLU clamp, 1 and 2 PEs, no table and the implicit table.
+  struct Shape {
+    uint32_t H, W, cin, cout, pt, pl, pb, pr;
+  };
+  const Shape shapes[] = {{9, 11, 16, 16, 1, 1, 1, 1}, {8, 8, 19, 24, 0, 0, 0, 0},
+                          {13, 7, 64, 40, 1, 0, 1, 1}, {10, 12, 67, 17, 1, 1, 0, 0},
+                          {7, 9, 130, 33, 1, 1, 1, 1}, {12, 13, 32, 64, 0, 1, 1, 0},
+                          {6, 22, 48, 16, 1, 1, 1, 1}, {15, 15, 24, 80, 1, 1, 1, 1}};
+  const uint32_t types[] = {MCL_DTYPE_U8, MCL_DTYPE_S8};
+  uint32_t seed = 2800;
+  for (const Shape &sh : shapes)
+    for (uint32_t variant = 0; variant < 4; ++variant, ++seed) {
+      ConvCase c{};
+      c.H = sh.H, c.W = sh.W, c.cin = sh.cin, c.cout = sh.cout, c.groups = 1;
+      c.kh = c.kw = 3, c.sh = c.sw = 1, c.dh = c.dw = 1;
+      c.pt = sh.pt, c.pl = sh.pl, c.pb = sh.pb, c.pr = sh.pr;
+      c.OH = c.H + c.pt + c.pb - 2, c.OW = c.W + c.pl + c.pr - 2;
+      c.oy0 = c.ox0 = 0, c.oh = c.OH, c.ow = c.OW;
+      if (variant == 3 && c.OH >= 8 && c.OW >= 8)
+        c.oy0 = 1, c.ox0 = 2, c.oh = c.OH - 2, c.ow = c.OW - 3; // an inner tile, halos around
+      c.dtype = types[variant % 2];
+      c.out_dtype = types[(variant / 2) % 2];
+      c.per_channel = variant >= 1;
+      if (variant == 2) {
+        c.weight_zp_max = 127;
+        c.wide_weight_zps = true;
+      }
+      if (variant == 1)
+        c.act.kind = MCL_ACT_RELU;
+      const bool padded = sh.pt + sh.pl + sh.pb + sh.pr > 0;
+      run_case(c, seed, 1 + variant % 2, padded || variant % 2 ? Table::Implicit : Table::None);
+    }
+}
+
 TEST_P(ConvRandom, NoTableValidInterior) {
   // 1x1 and strided convs with every tap inside the tile run without an address table.
   std::mt19937 rng(3);

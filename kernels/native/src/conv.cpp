@@ -353,6 +353,11 @@ Status run_conv(const mcl_native_exec &exec, uint32_t fn, const mcl_conv_args &a
   j.channels_padded = l.channels_padded;
   if (a.flags & MCL_CONV_WINOGRAD) // reads the tile by its geometry: no table, no pad row
     return run_winograd(exec, a, j);
+  // INT8 3x3 calls the host computes exactly and faster as integer Winograd: the same bytes
+  // as the direct kernels (int8_winograd.h), so a host-side choice the record does not name.
+  if (l.int8 && int8_kernels_for(isa).winograd &&
+      int8_winograd_exact(fn, a, j.weight_zero_points != nullptr) && int8_winograd_pays(a))
+    return run_int8_winograd(exec, a, j, int8_kernels_for(isa).winograd);
 
   const ConvGeometry geometry{a.kernel_h,   a.kernel_w,   a.stride_h,         a.stride_w,
                               a.dilation_h, a.dilation_w, a.origin_y,         a.origin_x,

@@ -1,5 +1,5 @@
 // Portable INT8 kernels on byte weights, and the choice of INT8 kernels per ISA.
-#include "int8_conv_impl.h"
+#include "int8_winograd_impl.h"
 
 #if defined(__x86_64__) || defined(__i386__)
 #include <cpuid.h>
@@ -7,7 +7,7 @@
 
 namespace {
 
-struct GenericInt8 : PortableSteps, PortableDepthwise {
+struct GenericInt8 : PortableSteps, PortableDepthwise, PortableWinoGemm {
   static constexpr int MR = 4;
   using AElem = uint8_t;
   template <class TI> static void pack_row(const TI *src, uint32_t n, uint8_t *dst) {
@@ -34,7 +34,8 @@ struct GenericInt8 : PortableSteps, PortableDepthwise {
   }
 };
 
-const Int8Kernels kGenericInt8 = {"generic", int8_conv<GenericInt8>, int8_depthwise<GenericInt8>};
+const Int8Kernels kGenericInt8 = {"generic", int8_conv<GenericInt8>, int8_depthwise<GenericInt8>,
+                                  int8_winograd<GenericInt8>};
 
 bool cpu_has_avx512_vnni() {
 #if defined(__x86_64__) || defined(__i386__)

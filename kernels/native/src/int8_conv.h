@@ -17,6 +17,7 @@
 // as the former INT16 kernels (x - x_zp) * (w - w_zp).
 #pragma once
 
+#include "int8_winograd.h"
 #include "internal.h"
 
 namespace manycl::native {
@@ -38,6 +39,9 @@ struct Int8Kernels {
   const char *name;
   void (*conv)(const ConvJob &, const ConvRange &);      // dense and grouped, byte weights
   void (*depthwise)(const ConvJob &, const ConvRange &); // U8/S8 depthwise
+  // Integer Winograd F(2x2, 3x3) (int8_winograd.h); null where the direct kernels are faster
+  // (VNNI: four products per byte lane and instruction).
+  void (*winograd)(const Int8WinogradJob &, const Int8WinogradRange &);
 };
 
 const Int8Kernels &int8_generic_kernels();

@@ -68,7 +68,7 @@ struct Avx512VnniInt8 : Avx2Steps {
 };
 
 const Int8Kernels kAvx512VnniInt8 = {"avx512", int8_conv<Avx512VnniInt8>,
-                                     int8_depthwise<Avx512VnniInt8>};
+                                     int8_depthwise<Avx512VnniInt8>, nullptr};
 
 } // namespace
 

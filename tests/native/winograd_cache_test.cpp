@@ -108,8 +108,12 @@ mcl_native_cache_stats stats() {
 
 class WinogradCache : public ::testing::Test {
 protected:
-  void SetUp() override { mcl_native_winograd_cache_configure(64u << 20, 0.0); }
-  void TearDown() override { mcl_native_winograd_cache_configure(512u << 20, 10.0); }
+  void SetUp() override {
+    default_capacity_ = stats().capacity;
+    mcl_native_winograd_cache_configure(64u << 20, 0.0);
+  }
+  void TearDown() override { mcl_native_winograd_cache_configure(default_capacity_, 10.0); }
+  uint64_t default_capacity_ = 0;
 };
 
 TEST_F(WinogradCache, HitIsBitIdenticalToTheUncachedPath) {

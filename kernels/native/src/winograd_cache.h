@@ -52,7 +52,7 @@ public:
 
   // The process's cache: MANYCL_WINOGRAD_CACHE_MB (default kDefaultMegabytes; 0: off).
   static WinogradWeightCache &shared();
-  static constexpr uint64_t kDefaultMegabytes = 512;
+  static constexpr uint64_t kDefaultMegabytes = 1024;
   // An entry used less than this long ago is not evicted for a newcomer (which then runs
   // uncached): a working set larger than the bound keeps the part that fits instead of
   // evicting every entry before its next use (LRU's behaviour on a cyclic pattern).

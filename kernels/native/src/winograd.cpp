@@ -28,18 +28,15 @@ WinogradWeightCache::Entry cached_weights(const mcl_native_exec &exec, const Win
   const ConvJob &j = *w.conv;
   const uint64_t weight_bytes =
       (uint64_t)j.nblocks * j.taps * j.cin_g * kPanelWidth * dtype_size(j.in_dtype);
-  if (exec.stable_generation == 0 || !exec.stable_base || j.weights < exec.stable_base ||
-      (uint64_t)(j.weights - exec.stable_base) > exec.stable_size ||
-      weight_bytes > exec.stable_size - (uint64_t)(j.weights - exec.stable_base))
+  const uintptr_t base = reinterpret_cast<uintptr_t>(exec.stable_base);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(j.weights);
+  if (exec.stable_generation == 0 || !exec.stable_base || at < base ||
+      at - base > exec.stable_size || weight_bytes > exec.stable_size - (at - base))
     return nullptr;
   WinogradWeightCache &cache = WinogradWeightCache::shared();
-  const WinogradWeightsKey key{exec.stable_generation,
-                               (uint64_t)(j.weights - exec.stable_base),
-                               &isa,
-                               j.in_dtype,
-                               j.cin_g,
-                               j.nblocks,
-                               w.channel_chunk};
+  const WinogradWeightsKey key{
+      exec.stable_generation, (uint64_t)(at - base), &isa, j.in_dtype, j.cin_g, j.nblocks,
+      w.channel_chunk};
   try {
     if (auto hit = cache.find(key))
       return hit;

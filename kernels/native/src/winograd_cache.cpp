@@ -17,7 +17,9 @@ void AlignedFloats::Free::operator()(float *p) const {
 }
 
 WinogradWeightCache &WinogradWeightCache::shared() {
-  static WinogradWeightCache cache = [] {
+  // Never destroyed: programs released by other static destructors at exit still forget
+  // their generations here (the process frees the memory).
+  static WinogradWeightCache *cache = [] {
     uint64_t megabytes = kDefaultMegabytes;
     if (const char *env = std::getenv("MANYCL_WINOGRAD_CACHE_MB"); env && *env) {
       char *end = nullptr;
@@ -25,9 +27,9 @@ WinogradWeightCache &WinogradWeightCache::shared() {
       if (end && *end == 0)
         megabytes = value;
     }
-    return WinogradWeightCache(megabytes << 20, kDefaultProtectSeconds);
+    return new WinogradWeightCache(megabytes << 20, kDefaultProtectSeconds);
   }();
-  return cache;
+  return *cache;
 }
 
 WinogradWeightCache::Entry WinogradWeightCache::find(const WinogradWeightsKey &key) {

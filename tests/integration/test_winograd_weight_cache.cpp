@@ -130,9 +130,10 @@ std::vector<float> test_input() {
 }
 
 TEST_F(WinogradWeightCache, ANewProgramAtAFreedProgramsPlaceUsesItsOwnWeights) {
-  // Program B, then A, then B again, one at a time on the whole device: each loads its
-  // parameters where the previous one's were freed (the allocator takes the lowest free
-  // offset), so a cache keyed by place alone would serve A's transformed weights to B.
+  // Program B, then A, then B again, one at a time on the whole device: same shapes, same
+  // parameter layout, so the same weights' offsets inside the blob; each upload usually lands
+  // where the previous one's was freed. The key holds no address or content: the upload's
+  // generation alone must keep A's transformed weights from B.
   const auto a = compile_winograd(conv_net_onnx(0.02f), 5);
   const auto b = compile_winograd(conv_net_onnx(0.03f), 5);
   ASSERT_EQ(a.size(), b.size());

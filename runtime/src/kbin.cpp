@@ -1,6 +1,5 @@
 #include "manycl/runtime/kbin.h"
 
-#include <atomic>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -60,11 +59,10 @@ std::mutex g_shared_params_mutex;
 std::multimap<std::pair<const device::Device *, size_t>, std::weak_ptr<SharedParams>>
     g_shared_params;
 
-std::atomic<uint64_t> g_params_generations{0};
 } // namespace
 
 SharedParams::SharedParams(device::Device &hardware, uint64_t offset)
-    : hardware(hardware), offset(offset), generation(++g_params_generations) {}
+    : hardware(hardware), offset(offset), generation(mcl_native_new_generation()) {}
 
 SharedParams::~SharedParams() {
   // The block's offset may hold other bytes next: values cached from these go first.

@@ -1,5 +1,6 @@
 #include "winograd_cache.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <new>
 
@@ -122,6 +123,11 @@ mcl_native_cache_stats WinogradWeightCache::stats() {
 }
 
 } // namespace manycl::native
+
+extern "C" uint64_t mcl_native_new_generation(void) {
+  static std::atomic<uint64_t> last{0};
+  return last.fetch_add(1, std::memory_order_relaxed) + 1;
+}
 
 extern "C" void mcl_native_forget_generation(uint64_t generation) {
   manycl::native::WinogradWeightCache::shared().forget(generation);

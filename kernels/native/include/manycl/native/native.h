@@ -119,6 +119,9 @@ int mcl_native_set_isa(const char *name);
 
 /* ---- the cache of Winograd-transformed weights (docs/native.md, "Winograd") ---- */
 
+/* A stable generation (mcl_native_exec::stable_generation) no caller has had before: unique in
+ * the process, never 0. Thread-safe. */
+uint64_t mcl_native_new_generation(void);
 /* Drops the cached values derived from bytes of a retired mcl_native_exec::stable_generation
  * (their memory is freed once no running call uses them). Thread-safe. */
 void mcl_native_forget_generation(uint64_t generation);

@@ -8,6 +8,7 @@
 #include "manycl/compiler/compiler.h"
 #include "manycl/interpreter.h"
 #include "manycl/native/custom.h"
+#include "manycl/native/native.h"
 #include "manycl/runtime/device.h"
 
 namespace manycl::rt {
@@ -38,6 +39,8 @@ void run_kbin_cluster(const KbinLaunch *launch, uint32_t group) {
   run.step_name_count = static_cast<uint32_t>(launch->executable->step_names().size());
   run.resolve = &KbinExecutable::resolve_custom;
   run.resolve_user = const_cast<KbinExecutable *>(launch->executable.get());
+  run.params_host = launch->executable->params_host();
+  run.params_generation = launch->executable->params_generation();
   char message[512];
   // A failure marks the device command failed; the runtime turns that into the event's error.
   mcl_kbin_run_cluster(&run, message, sizeof message);
@@ -55,10 +58,22 @@ namespace {
 std::mutex g_shared_params_mutex;
 std::multimap<std::pair<const device::Device *, size_t>, std::weak_ptr<SharedParams>>
     g_shared_params;
+
 } // namespace
 
+SharedParams::SharedParams(device::Device &hardware, uint64_t offset)
+    : hardware(hardware), offset(offset), generation(mcl_native_new_generation()) {}
+
 SharedParams::~SharedParams() {
+  // The block's offset may hold other bytes next: values cached from these go first.
+  mcl_native_forget_generation(generation);
   hardware.ddr().free(offset);
+}
+
+const uint8_t *KbinExecutable::params_host() const {
+  return params_block_
+             ? reinterpret_cast<const uint8_t *>(hardware_->ddr().at(params_block_->offset))
+             : nullptr;
 }
 
 Result<std::shared_ptr<const SharedParams>>

@@ -150,6 +150,13 @@ extern "C" int mcl_kbin_run_cluster(const mcl_kbin_cluster_run *run, char *msg, 
   exec.resolve = run->resolve;
   exec.resolve_user = run->resolve_user;
   exec.operand = spm_operand;
+  // Parameter blocks read from the blob's own bytes (deferred copies, spm_operand) may be
+  // cached by what they are; ones copied into the SPM are outside these bytes.
+  if (run->params_host && run->params_generation) {
+    exec.stable_base = run->params_host;
+    exec.stable_size = run->params.size;
+    exec.stable_generation = run->params_generation;
+  }
 
   // Argument blocks are copied to aligned storage: the stream only guarantees 8-byte
   // alignment of record starts, and a block must never be modified in place.

@@ -255,7 +255,9 @@ struct IsaKernels {
   void (*depthwise)(const ConvJob &, const ConvRange &);  // all types
   // Winograd F(4x4, 3x3) (winograd_impl.h), F32 and F16
   void (*winograd)(const WinogradJob &, const WinogradRange &);
-  void (*int8_add)(const Int8AddJob &);                   // requantizing INT8 add of rows
+  // G g G^T of every chunk of one panel (the layout of WinogradRange::transformed).
+  void (*winograd_weights)(const WinogradJob &, uint32_t panel, float *dst);
+  void (*int8_add)(const Int8AddJob &); // requantizing INT8 add of rows
   // Rows of binary16 <-> float (round to nearest even), for the element-wise paths.
   void (*widen_halves)(const uint16_t *, uint32_t n, float *);
   void (*narrow_halves)(const float *, uint32_t n, uint16_t *);

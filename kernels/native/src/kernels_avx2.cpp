@@ -1,7 +1,7 @@
 // AVX2 + FMA + F16C kernels (this file is compiled with -mavx2 -mfma -mf16c).
 #include "kernels_impl.h"
-#include "winograd_impl.h"
 #include "steps_avx2.h"
+#include "winograd_impl.h"
 
 #include <immintrin.h>
 
@@ -61,7 +61,9 @@ void int8_add_avx2(const Int8AddJob &j) {
 const IsaKernels kAvx2 = {"avx2",
                           Avx2Simd::MR,
                           conv_float<Avx2Simd>,
-                          depthwise<Avx2Simd>, winograd<Avx2Simd>,
+                          depthwise<Avx2Simd>,
+                          winograd<Avx2Simd>,
+                          winograd_weights<Avx2Simd>,
                           int8_add_avx2,
                           Avx2Simd::widen_halves,
                           Avx2Simd::narrow_halves,

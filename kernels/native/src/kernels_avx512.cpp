@@ -1,7 +1,7 @@
 // AVX-512 (F + BW) kernels (this file is compiled with -mavx512f -mavx512bw -mfma -mf16c).
 #include "kernels_impl.h"
-#include "winograd_impl.h"
 #include "steps_avx2.h"
+#include "winograd_impl.h"
 
 #include <immintrin.h>
 
@@ -14,7 +14,11 @@ struct Avx512Simd : Avx2Steps {
   static VF zero() { return _mm512_setzero_ps(); }
   static VF load(const float *p) { return _mm512_loadu_ps(p); }
   static VF load(const uint16_t *p) {
-    return _mm512_cvtph_ps(_mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
+    // The zero-masked form with every lane selected is the same instruction; GCC 12's
+    // _mm512_cvtph_ps passes _mm512_undefined_ps(), which -Wuninitialized flags once inlined
+    // into some callers (GCC bug 105593).
+    return _mm512_maskz_cvtph_ps((__mmask16)0xffff,
+                                 _mm256_loadu_si256(reinterpret_cast<const __m256i *>(p)));
   }
   static VF bcast(float x) { return _mm512_set1_ps(x); }
   static VF bcast(uint16_t h) { return _mm512_set1_ps(_cvtsh_ss(h)); }
@@ -95,9 +99,16 @@ void int8_add_avx512(const Int8AddJob &j) {
     j.out[i] = int8_add_one(j, i);
 }
 
-const IsaKernels kAvx512 = {
-    "avx512",        Avx512Simd::MR,           conv_float<Avx512Simd>,    depthwise<Avx512Simd>, winograd<Avx512Simd>,
-    int8_add_avx512, Avx512Simd::widen_halves, Avx512Simd::narrow_halves, Avx512Simd::max_halves};
+const IsaKernels kAvx512 = {"avx512",
+                            Avx512Simd::MR,
+                            conv_float<Avx512Simd>,
+                            depthwise<Avx512Simd>,
+                            winograd<Avx512Simd>,
+                            winograd_weights<Avx512Simd>,
+                            int8_add_avx512,
+                            Avx512Simd::widen_halves,
+                            Avx512Simd::narrow_halves,
+                            Avx512Simd::max_halves};
 
 } // namespace
 

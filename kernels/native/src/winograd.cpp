@@ -2,6 +2,8 @@
 // The arithmetic is in winograd_impl.h (one copy per ISA).
 #include "winograd.h"
 
+#include "winograd_cache.h"
+
 namespace manycl::native {
 
 namespace {
@@ -18,6 +20,39 @@ constexpr uint32_t kChannelChunk = 32;
 // this many tile-panels.
 constexpr uint32_t kTaskTilePanels = 128;
 constexpr uint32_t kMinRangePanels = 4;
+
+// The call's transformed weights from the cache (computed and kept on a miss), or null: the
+// weights are not in stable bytes, or there is no room (the tasks then transform their own).
+WinogradWeightCache::Entry cached_weights(const mcl_native_exec &exec, const WinogradJob &w,
+                                          const IsaKernels &isa) {
+  const ConvJob &j = *w.conv;
+  const uint64_t weight_bytes =
+      (uint64_t)j.nblocks * j.taps * j.cin_g * kPanelWidth * dtype_size(j.in_dtype);
+  const uintptr_t base = reinterpret_cast<uintptr_t>(exec.stable_base);
+  const uintptr_t at = reinterpret_cast<uintptr_t>(j.weights);
+  if (exec.stable_generation == 0 || !exec.stable_base || at < base ||
+      at - base > exec.stable_size || weight_bytes > exec.stable_size - (at - base))
+    return nullptr;
+  WinogradWeightCache &cache = WinogradWeightCache::shared();
+  const WinogradWeightsKey key{
+      exec.stable_generation, (uint64_t)(at - base), &isa, j.in_dtype, j.cin_g, j.nblocks,
+      w.channel_chunk};
+  try {
+    if (auto hit = cache.find(key))
+      return hit;
+    const size_t panel_floats = winograd_panel_weight_floats(w);
+    if (!cache.admits(panel_floats * j.nblocks * sizeof(float)))
+      return nullptr;
+    auto built = std::make_shared<AlignedFloats>(panel_floats * j.nblocks);
+    float *dst = built->data();
+    parallel_for(exec, j.nblocks, [&](uint32_t panel) {
+      isa.winograd_weights(w, panel, dst + panel * panel_floats);
+    });
+    return cache.insert(key, std::move(built));
+  } catch (const std::bad_alloc &) {
+    return nullptr; // out of host memory: computed without the cache
+  }
+}
 
 } // namespace
 
@@ -44,6 +79,7 @@ Status run_winograd(const mcl_native_exec &exec, const mcl_conv_args &a, const C
   w.tiles_x = (a.output.w + kWinogradOut - 1) / kWinogradOut;
   w.tiles = w.tiles_x * ((a.output.h + kWinogradOut - 1) / kWinogradOut);
   w.channel_chunk = std::min<uint32_t>(kChannelChunk, (j.cin_g + 15) / 16 * 16);
+  const WinogradWeightCache::Entry transformed = cached_weights(exec, w, isa);
 
   // Tasks of whole tile blocks and panel ranges: a range transforms its tiles' inputs once
   // for all its panels, and its products must stay in L2.
@@ -64,8 +100,9 @@ Status run_winograd(const mcl_native_exec &exec, const mcl_conv_args &a, const C
   const uint32_t ranges = (j.nblocks + range_panels - 1) / range_panels;
   parallel_for(exec, tile_blocks * ranges, [&](uint32_t task) {
     const uint32_t tb = task % tile_blocks, pr = task / tile_blocks;
-    WinogradRange r{tb * task_tiles, std::min(w.tiles, (tb + 1) * task_tiles), pr * range_panels,
-                    std::min(j.nblocks, (pr + 1) * range_panels), nullptr};
+    WinogradRange r{tb * task_tiles,   std::min(w.tiles, (tb + 1) * task_tiles),
+                    pr * range_panels, std::min(j.nblocks, (pr + 1) * range_panels),
+                    nullptr,           transformed ? transformed->data() : nullptr};
     if (r.tile_begin >= r.tile_end || r.nb_begin >= r.nb_end)
       return;
     r.scratch = float_scratch_for_this_thread(

@@ -24,10 +24,26 @@ struct WinogradJob {
 inline constexpr uint32_t kWinogradMaxTaskTiles = 64;
 
 // Half-open work range of a task, and its scratch (winograd_scratch_floats floats).
+// `transformed`: the call's transformed weights (winograd_weight_floats, panel after panel,
+// as the per-ISA `winograd_weights` writes them), or null: the task transforms its panels'
+// weights itself, chunk by chunk, into its scratch.
 struct WinogradRange {
   uint32_t tile_begin, tile_end, nb_begin, nb_end;
   float *scratch;
+  const float *transformed;
 };
+
+// Stride in floats between the transformed points of one chunk of a panel's weights,
+// [point][channel of the chunk][16]: padded by one cache line so that the 36 points are not
+// 4 KiB apart (stores and loads at such distances alias in L1).
+inline size_t winograd_weight_point_floats(const WinogradJob &w) {
+  return ((size_t)w.channel_chunk + 1) * kPanelWidth;
+}
+// Floats of one panel's transformed weights: its chunks one after the other.
+inline size_t winograd_panel_weight_floats(const WinogradJob &w) {
+  const size_t chunks = (w.conv->cin_g + w.channel_chunk - 1) / w.channel_chunk;
+  return chunks * kWinogradPoints * winograd_weight_point_floats(w);
+}
 
 // Floats of scratch a task of `tiles` tiles and `panels` panels needs (winograd_impl.h), for
 // rows rounded up to whole register blocks (the widest ISA's rows at most).

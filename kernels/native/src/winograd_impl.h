@@ -121,6 +121,38 @@ static inline void winograd_gemm_block(uint32_t n, const float *const *a, const 
       S::store(c + i * stride + v * S::W, acc[i][v]);
 }
 
+// G g G^T of input channels [c0, c0 + cn) of panel `panel` (its 16 output channels, V vectors)
+// into ut, [point][channel - c0][16] with points winograd_weight_point_floats apart. The taps
+// of channel c + 8 are fetched ahead (nine lines far apart, read once per transform).
+template <class S, class T>
+static void winograd_weight_chunk(const WinogradJob &w, uint32_t panel, uint32_t c0, uint32_t cn,
+                                  float *ut) {
+  using VF = typename S::VF;
+  using X = WinogradTransforms<S>;
+  constexpr int W = S::W, V = kPanelWidth / W;
+  const ConvJob &j = *w.conv;
+  const uint32_t cin = j.cin_g;
+  const size_t upoint = winograd_weight_point_floats(w);
+  const T *weights =
+      reinterpret_cast<const T *>(j.weights) + (size_t)panel * ((size_t)j.taps * cin * kPanelWidth);
+  for (uint32_t c = 0; c < cn; ++c) {
+    const T *wc = weights + (size_t)(c0 + c) * kPanelWidth;
+    if (c + 8 < cn)
+      for (int t = 0; t < 9; ++t)
+        __builtin_prefetch(wc + ((size_t)t * cin + 8) * kPanelWidth);
+    for (int v = 0; v < V; ++v) {
+      X::template separable<3, 6>(
+          X::weights,
+          [&](int ky, int kx) {
+            return S::load(wc + (size_t)(ky * 3 + kx) * cin * kPanelWidth + v * W);
+          },
+          [&](int i, int k, VF value) {
+            S::store(ut + (size_t)(i * 6 + k) * upoint + (size_t)c * kPanelWidth + v * W, value);
+          });
+    }
+  }
+}
+
 // One task: tiles [tile_begin, tile_end) x panels [nb_begin, nb_end) of a call, in chunks of
 // w.channel_chunk input channels. Per chunk: the tiles' inputs are transformed (B^T d B), then
 // per panel the chunk's weights (G g G^T) and the 36 GEMMs add into the panel's products; at
@@ -144,12 +176,11 @@ static void winograd_impl(const WinogradJob &w, const WinogradRange &r) {
   const uint32_t cin = j.cin_g, chunk = w.channel_chunk;
   const uint32_t tiles = r.tile_end - r.tile_begin, panels = r.nb_end - r.nb_begin;
   const uint32_t rows = (tiles + MR - 1) / MR * MR; // whole register blocks
-  const size_t panel_elems = (size_t)j.taps * cin * kPanelWidth;
   // A chunk's 36 points of a tile are chunk floats apart (128 bytes), those of the weights
-  // padded by one cache line so that they are not 4 KiB apart (stores and loads at such
-  // distances alias in L1).
+  // padded (winograd_weight_point_floats).
   const size_t vpoint = chunk, vrow = P * vpoint;
-  const size_t upoint = ((size_t)chunk + 1) * kPanelWidth;
+  const size_t upoint = winograd_weight_point_floats(w);
+  const size_t panel_floats = r.transformed ? winograd_panel_weight_floats(w) : 0;
   float *vt = r.scratch;
   float *ut = vt + rows * vrow;
   float *mt = ut + P * upoint;
@@ -215,31 +246,17 @@ static void winograd_impl(const WinogradJob &w, const WinogradRange &r) {
       }
     }
     for (uint32_t p = 0; p < panels; ++p) {
-      // G g G^T of the chunk's channels for this panel's 16 output channels (V vectors); the
-      // taps of channel c + 8 are fetched ahead (nine lines far apart, read once per call).
-      const T *panel =
-          reinterpret_cast<const T *>(j.weights) + (size_t)(r.nb_begin + p) * panel_elems;
-      for (uint32_t c = 0; c < cn; ++c) {
-        const T *wc = panel + (size_t)(c0 + c) * kPanelWidth;
-        if (c + 8 < cn)
-          for (int t = 0; t < 9; ++t)
-            __builtin_prefetch(wc + ((size_t)t * cin + 8) * kPanelWidth);
-        for (int v = 0; v < V; ++v) {
-          X::template separable<3, 6>(
-              X::weights,
-              [&](int ky, int kx) {
-                return S::load(wc + (size_t)(ky * 3 + kx) * cin * kPanelWidth + v * W);
-              },
-              [&](int i, int k, VF value) {
-                S::store(ut + (size_t)(i * 6 + k) * upoint + (size_t)c * kPanelWidth + v * W,
-                         value);
-              });
-        }
-      }
+      // The chunk's transformed weights for this panel: cached for the call, or computed now.
+      const float *u_chunk = ut;
+      if (r.transformed)
+        u_chunk = r.transformed + (size_t)(r.nb_begin + p) * panel_floats +
+                  (size_t)(c0 / chunk) * P * upoint;
+      else
+        winograd_weight_chunk<S, T>(w, r.nb_begin + p, c0, cn, ut);
       // The 36 GEMMs of the chunk, register block by register block.
       float *m_panel = mt + (size_t)p * rows * P * 16;
       for (uint32_t point = 0; point < P; ++point) {
-        const float *u = ut + (size_t)point * upoint;
+        const float *u = u_chunk + (size_t)point * upoint;
         for (uint32_t row = 0; row < rows; row += MR) {
           const float *a[MR];
           for (int i = 0; i < MR; ++i)
@@ -288,6 +305,18 @@ template <class S> static void winograd(const WinogradJob &w, const WinogradRang
     winograd_impl<S, uint16_t>(w, r);
   else
     winograd_impl<S, float>(w, r);
+}
+
+// Every chunk of one panel's weights, transformed (WinogradRange::transformed's layout).
+template <class S> static void winograd_weights(const WinogradJob &w, uint32_t panel, float *dst) {
+  const uint32_t cin = w.conv->cin_g, chunk = w.channel_chunk;
+  const size_t chunk_floats = (size_t)kWinogradPoints * winograd_weight_point_floats(w);
+  for (uint32_t c0 = 0; c0 < cin; c0 += chunk, dst += chunk_floats) {
+    if (w.conv->in_dtype == MCL_DTYPE_F16)
+      winograd_weight_chunk<S, uint16_t>(w, panel, c0, std::min(chunk, cin - c0), dst);
+    else
+      winograd_weight_chunk<S, float>(w, panel, c0, std::min(chunk, cin - c0), dst);
+  }
 }
 
 } // namespace

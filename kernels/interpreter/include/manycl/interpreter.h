@@ -35,6 +35,11 @@ typedef struct mcl_kbin_cluster_run {
    * their user function; NULL: such records fail with the function's name. */
   void *(*resolve)(void *resolve_user, const char *name);
   void *resolve_user;
+  /* The parameter blob's host bytes and a generation naming them (0: none): the bytes never
+   * change while the generation is in use, and no other bytes ever get it. Native functions
+   * then cache values derived from the parameters (mcl_native_exec::stable_generation). */
+  const uint8_t *params_host;
+  uint64_t params_generation;
 } mcl_kbin_cluster_run;
 
 enum mcl_kbin_run_flags {

@@ -27,8 +27,11 @@ bool is_kbin(const uint8_t *data, size_t size);
 
 // A program's parameters in device DDR, shared by the loaded programs with the same
 // parameters on the same hardware (kbin.cpp).
+// Its bytes never change (written once, before it is shared): `generation`, unique in the
+// process, names them for the native functions' caches (mcl_kbin_cluster_run), which forget
+// it when the block is freed.
 struct SharedParams {
-  SharedParams(device::Device &hardware, uint64_t offset) : hardware(hardware), offset(offset) {}
+  SharedParams(device::Device &hardware, uint64_t offset);
   ~SharedParams();
   SharedParams(const SharedParams &) = delete;
   SharedParams &operator=(const SharedParams &) = delete;
@@ -36,6 +39,7 @@ struct SharedParams {
   find_or_upload(device::Device &hardware, const std::vector<uint8_t> &bytes);
   device::Device &hardware;
   const uint64_t offset;
+  const uint64_t generation;
 };
 
 // A kbin validated for one device and with its parameters resident in that device's DDR.
@@ -53,6 +57,9 @@ public:
   mcl_ddr_window params() const {
     return {params_block_ ? params_block_->offset : 0, params_size_};
   }
+  // The parameters' host bytes and generation (SharedParams); null and 0 without parameters.
+  const uint8_t *params_host() const;
+  uint64_t params_generation() const { return params_block_ ? params_block_->generation : 0; }
   device::Device &hardware() const { return *hardware_; }
   // The OpenCL C source of the interpreter kernel for this program's argument count.
   std::string interpreter_source() const;

@@ -65,6 +65,15 @@ typedef struct mcl_native_exec {
    * [params_view_offset, +params_view_size) are read at params_view. */
   const uint8_t *params_view;
   uint64_t params_view_offset, params_view_size;
+  /* Optional (generation 0: none): host bytes [stable_base, stable_base + stable_size) whose
+   * values are the same at every call that passes the same nonzero stable_generation (a
+   * generation is never reused for other bytes, e.g. one per upload of a program's
+   * parameters). Functions may keep values derived from parameters read there (Winograd's
+   * transformed weights) and reuse them while the generation lasts; retire it with
+   * mcl_native_forget_generation (native.h) when the bytes are freed. */
+  const uint8_t *stable_base;
+  uint64_t stable_size;
+  uint64_t stable_generation;
 } mcl_native_exec;
 
 /* Host implementation: a pool of `threads` std::threads (0 or 1: serial). Cycles reported

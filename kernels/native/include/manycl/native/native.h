@@ -117,6 +117,28 @@ const char *mcl_native_isa(void);
  * MCL_NATIVE_ERR_BAD_ARGS when this host cannot run them. Not thread-safe with running calls. */
 int mcl_native_set_isa(const char *name);
 
+/* ---- the cache of Winograd-transformed weights (docs/native.md, "Winograd") ---- */
+
+/* A stable generation (mcl_native_exec::stable_generation) no caller has had before: unique in
+ * the process, never 0. Thread-safe. */
+uint64_t mcl_native_new_generation(void);
+/* Drops the cached values derived from bytes of a retired mcl_native_exec::stable_generation
+ * (their memory is freed once no running call uses them). Thread-safe. */
+void mcl_native_forget_generation(uint64_t generation);
+
+typedef struct mcl_native_cache_stats {
+  uint64_t hits, misses;   /* lookups since the process started (or the last configure) */
+  uint64_t evictions;      /* entries dropped to make room (not by forget_generation) */
+  uint64_t refused;        /* misses computed without the cache: no room for them */
+  uint64_t entries, bytes; /* held now */
+  uint64_t capacity;       /* bytes at most */
+} mcl_native_cache_stats;
+void mcl_native_winograd_cache_stats(mcl_native_cache_stats *out);
+/* Empties the cache, zeroes its counters and sets its bound (MANYCL_WINOGRAD_CACHE_MB at
+ * first use otherwise) and how long a used entry is protected from eviction (below that age,
+ * a newcomer that does not fit runs uncached instead). For tests and benchmarks. */
+void mcl_native_winograd_cache_configure(uint64_t capacity_bytes, double protect_seconds);
+
 /* Bytes per element of a dtype, 0 if invalid. */
 uint32_t mcl_native_dtype_size(uint32_t dtype);
 

@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/kann_queue.h"
 #include "../common/manycl_platform.h"
 #include "../kann/onnx_builder.h"
 #include "kann/compile.h"
@@ -49,22 +50,6 @@ std::vector<uint8_t> compile_one_cluster(const std::string &onnx) {
   return bytes.value();
 }
 
-struct SubDevice {
-  cl_device_id device = nullptr;
-  cl_context context = nullptr;
-  cl_command_queue queue = nullptr;
-  std::unique_ptr<kann::Session> session;
-  ~SubDevice() {
-    session.reset();
-    if (queue)
-      clReleaseCommandQueue(queue);
-    if (context)
-      clReleaseContext(context);
-    if (device)
-      clReleaseDevice(device);
-  }
-};
-
 class SharedParams : public ::testing::Test {
 protected:
   void SetUp() override {
@@ -78,37 +63,17 @@ protected:
   }
 
   // One-cluster sub-devices, each with its own context and queue (as `kann run --subdevices`).
-  std::vector<std::unique_ptr<SubDevice>> sub_devices() {
+  std::vector<std::unique_ptr<manycl_test::KannQueue>> sub_devices() {
     cl_device_partition_property props[] = {CL_DEVICE_PARTITION_BY_AFFINITY_DOMAIN,
                                             CL_DEVICE_AFFINITY_DOMAIN_NUMA, 0};
     cl_uint made = 0;
     EXPECT_EQ(clCreateSubDevices(root, props, 0, nullptr, &made), CL_SUCCESS);
     std::vector<cl_device_id> ids(made);
     EXPECT_EQ(clCreateSubDevices(root, props, made, ids.data(), nullptr), CL_SUCCESS);
-    std::vector<std::unique_ptr<SubDevice>> subs;
-    for (cl_device_id id : ids) {
-      auto sub = std::make_unique<SubDevice>();
-      sub->device = id;
-      cl_int err;
-      sub->context = clCreateContext(nullptr, 1, &id, nullptr, nullptr, &err);
-      EXPECT_EQ(err, CL_SUCCESS);
-      sub->queue = clCreateCommandQueue(sub->context, id, 0, &err);
-      EXPECT_EQ(err, CL_SUCCESS);
-      subs.push_back(std::move(sub));
-    }
+    std::vector<std::unique_ptr<manycl_test::KannQueue>> subs;
+    for (cl_device_id id : ids)
+      subs.push_back(std::make_unique<manycl_test::KannQueue>(id, /*owns=*/true));
     return subs;
-  }
-
-  std::vector<float> infer(SubDevice &sub, const std::vector<float> &input) {
-    EXPECT_TRUE(sub.session->write_input(sub.queue, 0, input).ok());
-    auto event = sub.session->run(sub.queue);
-    EXPECT_TRUE(event.ok()) << (event.ok() ? "" : event.error().message);
-    if (!event.ok())
-      return {};
-    auto out = sub.session->read_output(sub.queue, 0, event.value());
-    clReleaseEvent(event.value());
-    EXPECT_TRUE(out.ok());
-    return out.ok() ? out.value() : std::vector<float>{};
   }
 
   cl_platform_id platform = nullptr;
@@ -127,15 +92,14 @@ TEST_F(SharedParams, OneNetworkOnEverySubDeviceHoldsItsParametersOnce) {
   auto subs = sub_devices();
   ASSERT_EQ(subs.size(), 5u);
   for (auto &sub : subs) {
-    auto session = kann::Session::load(sub->context, sub->device, kbin);
-    ASSERT_TRUE(session.ok()) << session.error().message;
-    sub->session = std::move(session.value());
+    sub->load(kbin);
+    ASSERT_FALSE(HasFatalFailure());
   }
   const auto input = test_input();
   std::vector<std::vector<float>> outputs(subs.size());
   std::vector<std::thread> threads;
   for (size_t k = 0; k < subs.size(); ++k)
-    threads.emplace_back([&, k] { outputs[k] = infer(*subs[k], input); });
+    threads.emplace_back([&, k] { outputs[k] = subs[k]->infer(input); });
   for (auto &t : threads)
     t.join();
   ASSERT_EQ(outputs[0].size(), 2560u * 16);
@@ -162,7 +126,7 @@ TEST_F(SharedParams, OtherParametersGetTheirOwnCopyAndTheLastUserFreesIt) {
     auto b = kann::Session::load(subs[1]->context, subs[1]->device, second);
     ASSERT_TRUE(b.ok()) << "round " << round << ": " << b.error().message;
     subs[1]->session = std::move(b.value());
-    const auto out_a = infer(*subs[0], input), out_b = infer(*subs[1], input);
+    const auto out_a = subs[0]->infer(input), out_b = subs[1]->infer(input);
     ASSERT_EQ(out_a.size(), out_b.size());
     EXPECT_NE(out_a, out_b);
     if (round == 0)

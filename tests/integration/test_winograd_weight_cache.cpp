@@ -12,6 +12,7 @@
 #include <thread>
 #include <vector>
 
+#include "../common/kann_queue.h"
 #include "../common/manycl_platform.h"
 #include "../kann/onnx_builder.h"
 #include "kann/compile.h"
@@ -66,20 +67,6 @@ std::vector<uint8_t> compile_winograd(const std::string &onnx, uint32_t clusters
   return bytes.value();
 }
 
-struct Queue {
-  cl_device_id device = nullptr;
-  cl_context context = nullptr;
-  cl_command_queue queue = nullptr;
-  std::unique_ptr<kann::Session> session;
-  ~Queue() {
-    session.reset();
-    if (queue)
-      clReleaseCommandQueue(queue);
-    if (context)
-      clReleaseContext(context);
-  }
-};
-
 class WinogradWeightCache : public ::testing::Test {
 protected:
   void SetUp() override {
@@ -89,33 +76,8 @@ protected:
     ASSERT_EQ(clGetDeviceIDs(platform, CL_DEVICE_TYPE_ACCELERATOR, 1, &root, nullptr), CL_SUCCESS);
   }
 
-  std::unique_ptr<Queue> queue_on(cl_device_id device) {
-    auto q = std::make_unique<Queue>();
-    q->device = device;
-    cl_int err;
-    q->context = clCreateContext(nullptr, 1, &device, nullptr, nullptr, &err);
-    EXPECT_EQ(err, CL_SUCCESS);
-    q->queue = clCreateCommandQueue(q->context, device, 0, &err);
-    EXPECT_EQ(err, CL_SUCCESS);
-    return q;
-  }
-
-  void load(Queue &q, const std::vector<uint8_t> &kbin) {
-    auto session = kann::Session::load(q.context, q.device, kbin);
-    ASSERT_TRUE(session.ok()) << session.error().message;
-    q.session = std::move(session.value());
-  }
-
-  static std::vector<float> infer(Queue &q, const std::vector<float> &input) {
-    EXPECT_TRUE(q.session->write_input(q.queue, 0, input).ok());
-    auto event = q.session->run(q.queue);
-    EXPECT_TRUE(event.ok()) << (event.ok() ? "" : event.error().message);
-    if (!event.ok())
-      return {};
-    auto out = q.session->read_output(q.queue, 0, event.value());
-    clReleaseEvent(event.value());
-    EXPECT_TRUE(out.ok());
-    return out.ok() ? out.value() : std::vector<float>{};
+  std::unique_ptr<manycl_test::KannQueue> queue_on(cl_device_id device, bool owns = false) {
+    return std::make_unique<manycl_test::KannQueue>(device, owns);
   }
 
   cl_platform_id platform = nullptr;
@@ -141,25 +103,25 @@ TEST_F(WinogradWeightCache, ANewProgramAtAFreedProgramsPlaceUsesItsOwnWeights) {
   std::vector<float> b_first, a_out;
   {
     auto q = queue_on(root);
-    load(*q, b);
+    q->load(b);
     ASSERT_FALSE(HasFatalFailure());
-    b_first = infer(*q, input);
-    EXPECT_EQ(infer(*q, input), b_first) << "the second run (cached weights) differs";
+    b_first = q->infer(input);
+    EXPECT_EQ(q->infer(input), b_first) << "the second run (cached weights) differs";
   }
   {
     auto q = queue_on(root);
-    load(*q, a);
+    q->load(a);
     ASSERT_FALSE(HasFatalFailure());
-    a_out = infer(*q, input);
-    EXPECT_EQ(infer(*q, input), a_out);
+    a_out = q->infer(input);
+    EXPECT_EQ(q->infer(input), a_out);
   }
   ASSERT_EQ(a_out.size(), 40u * 20 * 20);
   EXPECT_NE(a_out, b_first);
   auto q = queue_on(root);
-  load(*q, b);
+  q->load(b);
   ASSERT_FALSE(HasFatalFailure());
-  EXPECT_EQ(infer(*q, input), b_first);
-  EXPECT_EQ(infer(*q, input), b_first);
+  EXPECT_EQ(q->infer(input), b_first);
+  EXPECT_EQ(q->infer(input), b_first);
 }
 
 TEST_F(WinogradWeightCache, SubDevicesRunningAtOnceGetTheirOwnResults) {
@@ -177,14 +139,14 @@ TEST_F(WinogradWeightCache, SubDevicesRunningAtOnceGetTheirOwnResults) {
   ASSERT_GE(made, 2u);
   std::vector<cl_device_id> ids(made);
   ASSERT_EQ(clCreateSubDevices(root, props, made, ids.data(), nullptr), CL_SUCCESS);
-  std::vector<std::unique_ptr<Queue>> queues;
+  std::vector<std::unique_ptr<manycl_test::KannQueue>> queues;
   for (cl_uint k = 0; k < made; ++k) {
-    queues.push_back(queue_on(ids[k]));
-    load(*queues.back(), k % 2 ? b : a);
+    queues.push_back(queue_on(ids[k], /*owns=*/true));
+    queues.back()->load(k % 2 ? b : a);
     ASSERT_FALSE(HasFatalFailure());
   }
   // Each network alone first (its first run transforms the weights).
-  const std::vector<float> expected[2] = {infer(*queues[0], input), infer(*queues[1], input)};
+  const std::vector<float> expected[2] = {queues[0]->infer(input), queues[1]->infer(input)};
   ASSERT_EQ(expected[0].size(), 40u * 20 * 20);
   ASSERT_NE(expected[0], expected[1]);
 
@@ -193,16 +155,13 @@ TEST_F(WinogradWeightCache, SubDevicesRunningAtOnceGetTheirOwnResults) {
   for (cl_uint k = 0; k < made; ++k)
     threads.emplace_back([&, k] {
       for (int run = 0; run < 4; ++run)
-        if (infer(*queues[k], input) != expected[k % 2])
+        if (queues[k]->infer(input) != expected[k % 2])
           ++mismatches[k];
     });
   for (auto &t : threads)
     t.join();
   for (cl_uint k = 0; k < made; ++k)
     EXPECT_EQ(mismatches[k], 0) << "sub-device " << k;
-  queues.clear();
-  for (cl_device_id id : ids)
-    clReleaseDevice(id);
 }
 
 } // namespace

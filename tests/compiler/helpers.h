@@ -19,6 +19,28 @@ inline DeviceDesc dev() {
 /// Builds and loads, failing the test with the log on error.
 std::shared_ptr<Program> buildLoad(const std::string &src, const std::string &opts = "");
 
+/// Sets an environment variable for a scope (the compiler reads it per build).
+class ScopedEnv {
+public:
+  ScopedEnv(const char *name, const char *value) : name_(name) {
+    if (const char *old = std::getenv(name))
+      old_ = old, had_ = true;
+    setenv(name, value, 1);
+  }
+  ~ScopedEnv() {
+    if (had_)
+      setenv(name_.c_str(), old_.c_str(), 1);
+    else
+      unsetenv(name_.c_str());
+  }
+  ScopedEnv(const ScopedEnv &) = delete;
+  ScopedEnv &operator=(const ScopedEnv &) = delete;
+
+private:
+  std::string name_, old_;
+  bool had_ = false;
+};
+
 /// Runs every group of a prepared launch, x fastest, on a __local arena of its size: the
 /// group's status from `run(launch, group, arena, arenaSize)`; stops at the first error.
 Status forEachGroup(const Launch &l, const NDRange &r,

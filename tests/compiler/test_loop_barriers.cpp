@@ -14,26 +14,6 @@ using namespace mct;
 
 namespace {
 
-// Sets an environment variable for a scope (the compiler reads it per build).
-class ScopedEnv {
-public:
-  ScopedEnv(const char *name, const char *value) : name_(name) {
-    if (const char *old = std::getenv(name))
-      old_ = old, had_ = true;
-    setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (had_)
-      setenv(name_.c_str(), old_.c_str(), 1);
-    else
-      unsetenv(name_.c_str());
-  }
-
-private:
-  std::string name_, old_;
-  bool had_ = false;
-};
-
 // Loop barriers on build with MANYCL_LOOP_BARRIERS=2: also in kernels with barriers of their
 // own (off by default there), where the process runs without the cost instrumentation
 // (MANYCL_COST=0, read once per process: the CTest entry compiler.LoopBarriersUninstrumented).

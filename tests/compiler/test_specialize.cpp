@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cstring>
 #include <filesystem>
+#include <unistd.h>
 
 namespace mct {
 namespace {
@@ -203,9 +204,14 @@ TEST(Specialization, MadeWhenItPays) {
 // The object code of a specialization goes to the kernel cache: a second load of the program
 // (another process, or here another Program) reuses it.
 TEST(Specialization, ObjectCodeIsCached) {
-  const std::string dir = cacheDirectory();
-  if (dir.empty())
+  if (cacheDirectory().empty())
     GTEST_SKIP() << "kernel cache disabled (MANYCL_CACHE=0)";
+  // A cache of its own: other test processes write to the shared one meanwhile.
+  const std::string dir = (std::filesystem::temp_directory_path() /
+                           ("manycl-specialization-" + std::to_string(getpid())))
+                              .string();
+  std::filesystem::create_directories(dir);
+  const ScopedEnv cacheDir("MANYCL_CACHE_DIR", dir.c_str());
   const long salt =
       static_cast<long>(std::chrono::steady_clock::now().time_since_epoch().count() % 1000000007);
   const std::string src = "kernel void k(global long *a) { a[get_global_id(0)] = "
@@ -233,6 +239,7 @@ TEST(Specialization, ObjectCodeIsCached) {
       runCosted(*p2, "k", {ArgValue::pointer(a.data())}, range3(G, L), Launch::Specialize::Now)
           .specialized);
   EXPECT_EQ(objects(), before + 1);
+  std::filesystem::remove_all(dir);
   for (size_t i = 0; i < a.size(); ++i)
     ASSERT_EQ(a[i], long(32 * (i % 32) + salt)) << i;
 }

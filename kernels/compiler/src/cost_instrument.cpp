@@ -7,6 +7,7 @@
 // so vectorizing the work-item loop changes only the loop overhead it saves. Each block adds its
 // cost to a register (one add, no call, no memory), stored to the context once per call.
 #include "internal.h"
+#include "pass_managers.h"
 #include "manycl/compiler/cost_model.h"
 
 #include <llvm/Analysis/AssumptionCache.h>
@@ -519,15 +520,7 @@ void instrumentCost(Module &M, std::vector<KernelInfo> &kernels) {
   // the trip counts into the code around them: fewer instructions per call, which is what
   // short calls (a barrier interval of a few vector iterations) pay.
   PassBuilder PB;
-  LoopAnalysisManager LAM;
-  FunctionAnalysisManager FAM;
-  CGSCCAnalysisManager CGAM;
-  ModuleAnalysisManager MAM;
-  PB.registerModuleAnalyses(MAM);
-  PB.registerCGSCCAnalyses(CGAM);
-  PB.registerFunctionAnalyses(FAM);
-  PB.registerLoopAnalyses(LAM);
-  PB.crossRegisterProxies(LAM, FAM, CGAM, MAM);
+  AnalysisManagers am(PB);
   FunctionPassManager cleanup;
   cleanup.addPass(InstCombinePass());
   for (KernelInfo &k : kernels) {
@@ -633,7 +626,7 @@ void instrumentCost(Module &M, std::vector<KernelInfo> &kernels) {
       IRBuilder<> S(sum);
       addIntervalCycles(S, ctx, v, rowWeight, k.loop_barriers);
     }
-    cleanup.run(*F, FAM);
+    cleanup.run(*F, am.function);
   }
 }
 

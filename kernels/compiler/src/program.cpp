@@ -57,14 +57,19 @@ namespace {
 
 class ProgramImpl;
 
-// The entry points of a kernel for full groups of one local size (specialize.cpp), and how
-// often that size was launched before they were made.
-struct Specialization {
-  uint64_t local[3] = {0, 0, 0};
+// The entry point a group runs (the kernel's kind decides which one is set).
+struct EntryPoints {
   WgFn wg = nullptr;
   RegionFn region = nullptr;
+};
+
+// A kernel's entry points for full groups of one local size (specialize.cpp), and how often
+// that size was launched before they were made.
+struct Specialization {
+  uint64_t local[3] = {0, 0, 0};
+  EntryPoints entries;               // both null until made, or when making them failed
   uint64_t launches = 0, groups = 0; // counted until it is made
-  bool made = false;                 // tried (both entries null: it failed; the generic serves)
+  bool made = false;
 };
 
 // Local sizes tracked per kernel: a kernel launched with more sizes than this (tests that sweep
@@ -88,9 +93,10 @@ public:
   mutable std::vector<Specialization> specializations;
   const KernelInfo &info() const override { return info_; }
   // The entry points for the `groups` full groups of `local` work-items of a launch: specialized
-  // ones when they are made (now, if `policy` says so), else the generic ones.
-  Specialization forLocalSize(const uint64_t local[3], uint64_t groups,
-                              Launch::Specialize policy) const;
+  // ones when they are made (now, if `policy` and MANYCL_SPECIALIZE say so), else the generic
+  // ones.
+  EntryPoints forLocalSize(const uint64_t local[3], uint64_t groups,
+                           Launch::Specialize policy) const;
 
 private:
   void specialize(Specialization &s) const;
@@ -141,12 +147,14 @@ std::string hexDigest(std::initializer_list<llvm::StringRef> parts) {
   return name;
 }
 
-Specialization KernelImpl::forLocalSize(const uint64_t local[3], uint64_t groups,
-                                        Launch::Specialize policy) const {
-  Specialization generic;
-  std::copy(local, local + 3, generic.local);
-  generic.wg = wg;
-  generic.region = region;
+EntryPoints KernelImpl::forLocalSize(const uint64_t local[3], uint64_t groups,
+                                     Launch::Specialize policy) const {
+  const EntryPoints generic{wg, region};
+  if (specializationMode() == SpecializationMode::Never)
+    policy = Launch::Specialize::Never;
+  else if (specializationMode() == SpecializationMode::Always &&
+           policy == Launch::Specialize::IfUseful)
+    policy = Launch::Specialize::Now;
   // A group of one work-item has no work-item loop to specialize.
   const bool oneItem = local[0] * local[1] * local[2] == 1;
   if (policy == Launch::Specialize::Never || fiber || !program || program->bitcode.empty() ||
@@ -172,7 +180,7 @@ Specialization KernelImpl::forLocalSize(const uint64_t local[3], uint64_t groups
         s.launches >= kSpecializeAfterLaunches)
       specialize(s);
   }
-  return s.wg || s.region ? s : generic;
+  return s.entries.wg || s.entries.region ? s.entries : generic;
 }
 
 void KernelImpl::specialize(Specialization &s) const {
@@ -205,9 +213,9 @@ void KernelImpl::specialize(Specialization &s) const {
     return;
   }
   if (region)
-    s.region = sym->toPtr<RegionFn>();
+    s.entries.region = sym->toPtr<RegionFn>();
   else
-    s.wg = sym->toPtr<WgFn>();
+    s.entries.wg = sym->toPtr<WgFn>();
 }
 
 } // namespace
@@ -359,7 +367,7 @@ Result<std::shared_ptr<Program>> load(std::span<const uint8_t> binary) {
 struct Launch::Impl {
   const KernelImpl *k = nullptr;
   // The entry points of the groups of the enqueued local size, run whole on one thread.
-  Specialization full;
+  EntryPoints full;
   NDRange range;
   std::vector<void *> slots;        // pointer args / pointers to by-value bytes
   std::vector<int64_t> localOffset; // per arg, -1 if not a __local arg
@@ -485,10 +493,6 @@ Result<Launch> Launch::prepare(const Kernel &kernel, std::span<const ArgValue> a
   uint64_t fullGroups = 1;
   for (int d = 0; d < 3; ++d)
     fullGroups *= R.global[d] / R.local[d];
-  if (specializationMode() == SpecializationMode::Never)
-    specialize = Specialize::Never;
-  else if (specializationMode() == SpecializationMode::Always && specialize == Specialize::IfUseful)
-    specialize = Specialize::Now;
   impl->full = k.forLocalSize(R.local, fullGroups, specialize);
   Launch l;
   l.impl_ = std::move(impl);

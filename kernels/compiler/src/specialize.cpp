@@ -8,6 +8,7 @@
 // the local size fold into constant offsets. The counters of the modeled cost are plain values of
 // the code, which the optimizer preserves: a specialized group costs what the generic one does.
 #include "frontend.h"
+#include "pass_managers.h"
 
 #include <llvm/Analysis/ValueTracking.h>
 #include <llvm/Bitcode/BitcodeReader.h>
@@ -150,17 +151,9 @@ Result<std::unique_ptr<Module>> specializeEntry(LLVMContext &context, std::strin
   auto TM = makeTargetMachine(hostCpu(), hostFeatures(), CodeGenOpt::Aggressive);
   if (!TM)
     return Status::error(ErrorCode::Internal, "specialization: no host target machine");
-  LoopAnalysisManager LAM;
-  FunctionAnalysisManager FAM;
-  CGSCCAnalysisManager CGAM;
-  ModuleAnalysisManager MAM;
   PassBuilder PB(TM.get());
-  PB.registerModuleAnalyses(MAM);
-  PB.registerCGSCCAnalyses(CGAM);
-  PB.registerFunctionAnalyses(FAM);
-  PB.registerLoopAnalyses(LAM);
-  PB.crossRegisterProxies(LAM, FAM, CGAM, MAM);
-  PB.buildPerModuleDefaultPipeline(OptimizationLevel::O3).run(*M, MAM);
+  AnalysisManagers am(PB);
+  PB.buildPerModuleDefaultPipeline(OptimizationLevel::O3).run(*M, am.module);
 
   std::string err;
   raw_string_ostream es(err);

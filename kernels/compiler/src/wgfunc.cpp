@@ -7,6 +7,7 @@
 //   __manycl_fiber_K(void **args, WiCtx *ctx, x, y, z)
 //       kernels with barriers: one work-item; barrier() switches fibers.
 #include "frontend.h"
+#include "pass_managers.h"
 
 #include <llvm/ADT/SmallPtrSet.h>
 #include <llvm/Analysis/AssumptionCache.h>
@@ -1545,16 +1546,8 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
   // Barriers are `noduplicate`: loops holding one are never unrolled.
   auto unrollSmallLoops = [](Function &F) {
     // The unroller asks for module-level analyses (profile summary) through the proxies.
-    LoopAnalysisManager LAM;
-    FunctionAnalysisManager FAM;
-    CGSCCAnalysisManager CGAM;
-    ModuleAnalysisManager MAM;
     PassBuilder PB;
-    PB.registerModuleAnalyses(MAM);
-    PB.registerCGSCCAnalyses(CGAM);
-    PB.registerFunctionAnalyses(FAM);
-    PB.registerLoopAnalyses(LAM);
-    PB.crossRegisterProxies(LAM, FAM, CGAM, MAM);
+    AnalysisManagers am(PB);
     FunctionPassManager FPM;
     // Rotated loops (exit test at the latch), as the optimizer's unroller expects them.
     FPM.addPass(LoopSimplifyPass());
@@ -1564,7 +1557,7 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
     FPM.addPass(SROAPass(SROAOptions::ModifyCFG));
     FPM.addPass(PromotePass());
     FPM.addPass(SimplifyCFGPass());
-    FPM.run(F, FAM);
+    FPM.run(F, am.function);
   };
   // Work-items that all take the same path cost the same: the executor then runs a group in
   // one call and splits its cost over the modeled PEs arithmetically (KernelInfo::Cost).
@@ -1809,10 +1802,6 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
   {
     auto TM = makeTargetMachine(target.cpu, target.features,
                      po.opt_disable ? CodeGenOpt::Less : CodeGenOpt::Aggressive);
-    LoopAnalysisManager LAM;
-    FunctionAnalysisManager FAM;
-    CGSCCAnalysisManager CGAM;
-    ModuleAnalysisManager MAM;
     PipelineTuningOptions pto;
     pto.LoopVectorization = !po.opt_disable;
     pto.SLPVectorization = !po.opt_disable;
@@ -1823,14 +1812,10 @@ Status finalizeModule(Module &M, const ParsedOptions &po, const DeviceDesc &dev,
       PB.registerVectorizerStartEPCallback([](FunctionPassManager &FPM, OptimizationLevel) {
         FPM.addPass(NarrowGuardedLoopsPass());
       });
-    PB.registerModuleAnalyses(MAM);
-    PB.registerCGSCCAnalyses(CGAM);
-    PB.registerFunctionAnalyses(FAM);
-    PB.registerLoopAnalyses(LAM);
-    PB.crossRegisterProxies(LAM, FAM, CGAM, MAM);
+    AnalysisManagers am(PB);
     ModulePassManager MPM = PB.buildPerModuleDefaultPipeline(
         po.opt_disable ? OptimizationLevel::O1 : OptimizationLevel::O3);
-    MPM.run(M, MAM);
+    MPM.run(M, am.module);
   }
 
   phase("optimize");

@@ -25,9 +25,7 @@ constexpr uint64_t kPaysTiles = 64;
 } // namespace
 
 bool int8_winograd_exact(uint32_t fn, const mcl_conv_args &a, bool weight_zero_points) {
-  if (fn != MCL_NATIVE_FN_CONV2D || !is_int8(a.input.dtype) || a.groups != 1 || a.kernel_h != 3 ||
-      a.kernel_w != 3 || a.stride_h != 1 || a.stride_w != 1 || a.dilation_h != 1 ||
-      a.dilation_w != 1 || (a.flags & (MCL_CONV_NO_TABLE | MCL_CONV_IMPLICIT_TABLE)) == 0)
+  if (!is_int8(a.input.dtype) || !winograd_shape(fn, a))
     return false;
   // |4 y| < 2^31 with |x - x_zp| <= 255 and |w - w_zp| <= 128 (bytes) or 255 (zero points
   // kept in the block): 9 cin 255 |w - w_zp| < 2^29.
@@ -46,16 +44,7 @@ Status run_int8_winograd(const mcl_native_exec &exec, const mcl_conv_args &a, co
                          void (*kernel)(const Int8WinogradJob &, const Int8WinogradRange &)) {
   Int8WinogradJob w;
   w.conv = &j;
-  w.origin_y = a.origin_y;
-  w.origin_x = a.origin_x;
-  w.in_h = a.input.h;
-  w.in_w = a.input.w;
-  w.in_row_stride = a.input.row_stride;
-  w.in_pixel_stride = a.input.pixel_stride;
-  w.out_h = a.output.h;
-  w.out_w = a.output.w;
-  w.tiles_x = (a.output.w + 1) / 2;
-  w.tiles = w.tiles_x * ((a.output.h + 1) / 2);
+  w.set_geometry(a, 2);
   w.channel_chunk = std::min<uint32_t>(kChannelChunk, (j.cin_g + 15) / 16 * 16);
   w.zu = int8_unsigned_zero_point(a.input.dtype, a.input_zero_point);
 

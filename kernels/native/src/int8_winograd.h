@@ -12,20 +12,16 @@
 // guarantees from the channel count and the weights' range (9 cin 255 |w - w_zp| < 2^29).
 #pragma once
 
-#include "internal.h"
+#include "winograd_geometry.h"
 
 namespace manycl::native {
 
 inline constexpr uint32_t kInt8WinogradPoints = 16; // (2 + 3 - 1)^2
 
-struct Int8WinogradJob {
+struct Int8WinogradJob : WinogradGeometry { // tiles: 2x2 output blocks
   const ConvJob *conv = nullptr;
-  int64_t origin_y = 0, origin_x = 0; // input pixel under output (0, 0)'s first tap
-  int64_t in_h = 0, in_w = 0, in_row_stride = 0, in_pixel_stride = 0; // elements
-  uint32_t out_h = 0, out_w = 0;
-  uint32_t tiles_x = 0, tiles = 0; // 2x2 output blocks
-  uint32_t channel_chunk = 0;      // input channels per pass (a multiple of 16)
-  int32_t zu = 0;                  // the input zero point as the unsigned byte multiplied
+  uint32_t channel_chunk = 0; // input channels per pass (a multiple of 16)
+  int32_t zu = 0;             // the input zero point as the unsigned byte multiplied
 };
 
 inline constexpr uint32_t kInt8WinogradMaxTaskTiles = 96;

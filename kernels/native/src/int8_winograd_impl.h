@@ -71,23 +71,9 @@ void int8_winograd_impl(const manycl::native::Int8WinogradJob &w,
   int32_t *mt = reinterpret_cast<int32_t *>(ut + (size_t)P * chunk * kPanelWidth);
   const size_t vrow = (size_t)P * chunk;
 
-  struct Patch {
-    const TI *origin;
-    uint8_t rows_inside, cols_inside; // bit k: patch row / column k
-  };
+  using Patch = WinogradPatch<TI>;
   Patch patches[kInt8WinogradMaxTaskTiles];
-  for (uint32_t row = 0; row < tiles; ++row) {
-    const uint32_t tile = r.tile_begin + row;
-    const int64_t y0 = w.origin_y + (int64_t)(tile / w.tiles_x) * 2;
-    const int64_t x0 = w.origin_x + (int64_t)(tile % w.tiles_x) * 2;
-    Patch &pt = patches[row];
-    pt.origin = in + y0 * w.in_row_stride + x0 * w.in_pixel_stride;
-    pt.rows_inside = pt.cols_inside = 0;
-    for (int k = 0; k < 4; ++k) {
-      pt.rows_inside |= (uint8_t)((y0 + k >= 0 && y0 + k < w.in_h) << k);
-      pt.cols_inside |= (uint8_t)((x0 + k >= 0 && x0 + k < w.in_w) << k);
-    }
-  }
+  winograd_patches(w, in, r.tile_begin, tiles, 2, 4, patches);
   std::fill_n(vt + (size_t)tiles * vrow, (size_t)(rows - tiles) * vrow, (int16_t)0);
 
   for (uint32_t c0 = 0; c0 < cin; c0 += chunk) {

@@ -57,27 +57,15 @@ WinogradWeightCache::Entry cached_weights(const mcl_native_exec &exec, const Win
 } // namespace
 
 bool winograd_applies(uint32_t fn, const mcl_conv_args &a) {
-  return fn == MCL_NATIVE_FN_CONV2D &&
-         (a.input.dtype == MCL_DTYPE_F32 || a.input.dtype == MCL_DTYPE_F16) && a.groups == 1 &&
-         a.kernel_h == 3 && a.kernel_w == 3 && a.stride_h == 1 && a.stride_w == 1 &&
-         a.dilation_h == 1 && a.dilation_w == 1 &&
-         (a.flags & (MCL_CONV_NO_TABLE | MCL_CONV_IMPLICIT_TABLE)) != 0;
+  return (a.input.dtype == MCL_DTYPE_F32 || a.input.dtype == MCL_DTYPE_F16) &&
+         winograd_shape(fn, a);
 }
 
 Status run_winograd(const mcl_native_exec &exec, const mcl_conv_args &a, const ConvJob &j) {
   const IsaKernels &isa = active_kernels();
   WinogradJob w;
   w.conv = &j;
-  w.origin_y = a.origin_y;
-  w.origin_x = a.origin_x;
-  w.in_h = a.input.h;
-  w.in_w = a.input.w;
-  w.in_row_stride = a.input.row_stride;
-  w.in_pixel_stride = a.input.pixel_stride;
-  w.out_h = a.output.h;
-  w.out_w = a.output.w;
-  w.tiles_x = (a.output.w + kWinogradOut - 1) / kWinogradOut;
-  w.tiles = w.tiles_x * ((a.output.h + kWinogradOut - 1) / kWinogradOut);
+  w.set_geometry(a, kWinogradOut);
   w.channel_chunk = std::min<uint32_t>(kChannelChunk, (j.cin_g + 15) / 16 * 16);
   const WinogradWeightCache::Entry transformed = cached_weights(exec, w, isa);
 

@@ -2,7 +2,7 @@
 // winograd.cpp and the per-ISA kernels of winograd_impl.h.
 #pragma once
 
-#include "internal.h"
+#include "winograd_geometry.h"
 
 namespace manycl::native {
 
@@ -11,13 +11,9 @@ inline constexpr uint32_t kWinogradPoints = 36; // (4 + 3 - 1)^2 transformed poi
 
 // A convolution call seen as a grid of 4x4 output blocks ("tiles"); tile t covers output rows
 // 4*(t / tiles_x) + [0, 4) and columns 4*(t % tiles_x) + [0, 4) of the call's output.
-struct WinogradJob {
-  const ConvJob *conv = nullptr;      // pointers, strides, epilogue (no address table)
-  int64_t origin_y = 0, origin_x = 0; // input pixel under output (0, 0)'s first tap
-  int64_t in_h = 0, in_w = 0, in_row_stride = 0, in_pixel_stride = 0; // elements
-  uint32_t out_h = 0, out_w = 0;
-  uint32_t tiles_x = 0, tiles = 0;
-  uint32_t channel_chunk = 0; // input channels per pass: a multiple of 16
+struct WinogradJob : WinogradGeometry {
+  const ConvJob *conv = nullptr; // pointers, strides, epilogue (no address table)
+  uint32_t channel_chunk = 0;    // input channels per pass: a multiple of 16
 };
 
 // Tiles of one task at most (winograd_impl.h keeps their patch origins on the stack).

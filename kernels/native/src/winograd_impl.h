@@ -186,23 +186,9 @@ static void winograd_impl(const WinogradJob &w, const WinogradRange &r) {
   float *mt = ut + P * upoint;
 
   // The tiles' patch origins and which of their rows and columns lie inside the input tile.
-  struct Patch {
-    const T *origin;
-    uint8_t rows_inside, cols_inside; // bit k: patch row / column k
-  };
+  using Patch = WinogradPatch<T>;
   Patch patches[kWinogradMaxTaskTiles];
-  for (uint32_t row = 0; row < tiles; ++row) {
-    const uint32_t tile = r.tile_begin + row;
-    const int64_t y0 = w.origin_y + (int64_t)(tile / w.tiles_x) * kWinogradOut;
-    const int64_t x0 = w.origin_x + (int64_t)(tile % w.tiles_x) * kWinogradOut;
-    Patch &pt = patches[row];
-    pt.origin = in + y0 * w.in_row_stride + x0 * w.in_pixel_stride;
-    pt.rows_inside = pt.cols_inside = 0;
-    for (int k = 0; k < 6; ++k) {
-      pt.rows_inside |= (uint8_t)((y0 + k >= 0 && y0 + k < w.in_h) << k);
-      pt.cols_inside |= (uint8_t)((x0 + k >= 0 && x0 + k < w.in_w) << k);
-    }
-  }
+  winograd_patches(w, in, r.tile_begin, tiles, kWinogradOut, 6, patches);
 
   for (uint32_t c0 = 0; c0 < cin; c0 += chunk) {
     const uint32_t cn = std::min(chunk, cin - c0);

@@ -20,6 +20,16 @@ struct Avx2Simd : Avx2Steps {
   static VF bcast(uint16_t h) { return _mm256_set1_ps(_cvtsh_ss(h)); }
   static VF fma(VF a, VF b, VF c) { return _mm256_fmadd_ps(a, b, c); }
   static void store(float *p, VF x) { _mm256_storeu_ps(p, x); }
+  // Epilogue steps on a block row still in its register (finish_block), in the order of
+  // the epilogue_row steps: (x + bias) [+ residual], clamp, [LeakyRelu], store.
+  static VF add(VF a, VF b) { return _mm256_add_ps(a, b); }
+  static VF clamp(VF x, VF lo, VF hi) { return _mm256_min_ps(_mm256_max_ps(x, lo), hi); }
+  static VF leaky(VF x, VF alpha) {
+    return _mm256_blendv_ps(x, _mm256_mul_ps(x, alpha),
+                            _mm256_cmp_ps(x, _mm256_setzero_ps(), _CMP_LT_OQ));
+  }
+  static void store_out(float *out, VF x) { store8(out, x); }
+  static void store_out(uint16_t *out, VF x) { store8(out, x); }
 };
 
 // Requantizing INT8 add, 8 elements per step: widen to INT32, subtract the zero points,

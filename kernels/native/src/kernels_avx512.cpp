@@ -24,14 +24,21 @@ struct Avx512Simd : Avx2Steps {
   static VF bcast(uint16_t h) { return _mm512_set1_ps(_cvtsh_ss(h)); }
   static VF fma(VF a, VF b, VF c) { return _mm512_fmadd_ps(a, b, c); }
   static void store(float *p, VF x) { _mm512_storeu_ps(p, x); }
-  // bias_clamp_store16 of a block row still in its register (no round trip through memory).
-  static void bias_clamp_store_vf(VF x, const float *bias, float lo, float hi, float *out) {
-    _mm512_storeu_ps(out, clamp(x, bias, lo, hi));
+  // Epilogue steps on a block row still in its register (finish_block), in the order of
+  // the epilogue_row steps: (x + bias) [+ residual], clamp, [LeakyRelu], store.
+  static VF add(VF a, VF b) { return _mm512_add_ps(a, b); }
+  // max(NaN, lo) = lo, as the scalar code. The zero-masked forms with every lane selected
+  // are the same instructions (GCC bug 105593, as in load()).
+  static VF clamp(VF x, VF lo, VF hi) {
+    const __mmask16 all = 0xffff;
+    return _mm512_maskz_min_ps(all, _mm512_maskz_max_ps(all, x, lo), hi);
   }
-  static void bias_clamp_store_vf(VF x, const float *bias, float lo, float hi, uint16_t *out) {
-    _mm256_storeu_si256(reinterpret_cast<__m256i *>(out),
-                        _mm512_cvtps_ph(clamp(x, bias, lo, hi), _MM_FROUND_TO_NEAREST_INT));
+  static VF leaky(VF x, VF alpha) {
+    const __mmask16 negative = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
+    return _mm512_mask_mul_ps(x, negative, x, alpha);
   }
+  static void store_out(float *out, VF x) { store_converted(out, x); }
+  static void store_out(uint16_t *out, VF x) { store_converted(out, x); }
   // (c + bias) + residual, then the clamp, 16 lanes at once (the order of PortableSteps).
   template <class T>
   static void bias_residual_clamp_store16(const float *c, const float *bias, const T *res, float lo,

@@ -80,19 +80,78 @@ static inline void block_store(const typename S::VF (&acc)[MR][V], float (*c)[16
 // i, tap t (address table); the panel is [taps][kc][16].
 // VN: vectors of the panel computed (all, or the first when only those columns are valid).
 // TI: input elements (float, or binary16 widened here); TW: panel elements (converted at load).
-// The clamp epilogue of a whole 16-column panel straight from the registers (ISAs with
-// bias_clamp_store_vf): rows [0, mr) of the block to o[i], bias and clamp as
-// FloatEpilogue computes them.
+// The epilogue of a whole 16-column panel straight from the registers (ISAs with the
+// register epilogue steps): rows [0, mr) of the block to o[i], with the bias, the residual
+// rows res[i] (MCL_CONV_RESIDUAL, or null), the clamp and LeakyRelu as epilogue_row
+// computes them.
 template <class T> struct DirectStore {
   T *const *o;
+  const T *const *res;
   const float *bias;
   float lo, hi;
+  bool leaky;
+  float alpha;
   uint32_t mr;
 };
 template <class S, class T>
-concept StoresFromRegisters = requires(typename S::VF x, const float *b, T *o) {
-  S::bias_clamp_store_vf(x, b, 0.0f, 0.0f, o);
+concept StoresFromRegisters = requires(typename S::VF x, T *o) {
+  S::store_out(o, S::leaky(S::clamp(S::add(x, x), x, x), x));
 };
+
+// The end of a micro-kernel: with `direct`, the finished block's epilogue straight from the
+// registers; otherwise the block goes to C (partial sums, or the general epilogue's input).
+// Always inlined: a call would take acc by address and keep the accumulators in memory
+// through the micro-kernel's loop.
+template <class S, int MR, int V, class TO>
+[[gnu::always_inline]] static inline void finish_block(typename S::VF (&acc)[MR][V], float (*c)[16],
+                                const DirectStore<TO> *direct) {
+  if constexpr (StoresFromRegisters<S, TO>) {
+    if (direct) {
+      using VF = typename S::VF;
+      const VF lo = S::bcast(direct->lo), hi = S::bcast(direct->hi);
+      VF bias[V];
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v)
+        bias[v] = S::load(direct->bias + v * S::W);
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v)
+          acc[i][v] = S::add(acc[i][v], bias[v]);
+      if (direct->res) {
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; ++i)
+          if ((uint32_t)i < direct->mr) {
+#pragma GCC unroll 4
+            for (int v = 0; v < V; ++v)
+              acc[i][v] = S::add(acc[i][v], S::load(direct->res[i] + v * S::W));
+          }
+      }
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+        for (int v = 0; v < V; ++v)
+          acc[i][v] = S::clamp(acc[i][v], lo, hi);
+      if (direct->leaky) {
+        const VF alpha = S::bcast(direct->alpha);
+#pragma GCC unroll 16
+        for (int i = 0; i < MR; ++i)
+#pragma GCC unroll 4
+          for (int v = 0; v < V; ++v)
+            acc[i][v] = S::leaky(acc[i][v], alpha);
+      }
+#pragma GCC unroll 16
+      for (int i = 0; i < MR; ++i)
+        if ((uint32_t)i < direct->mr) {
+#pragma GCC unroll 4
+          for (int v = 0; v < V; ++v)
+            S::store_out(direct->o[i] + v * S::W, acc[i][v]);
+        }
+      return;
+    }
+  }
+  block_store<S, MR, V>(acc, c);
+}
 
 template <class S, int MR, class TI, class TW, int VN = kPanelWidth / S::W, class TO = float>
 static inline void ukernel_float(uint32_t t0, uint32_t t1, uint32_t k0, uint32_t k1, uint32_t kc,
@@ -143,24 +202,15 @@ static inline void ukernel_float(uint32_t t0, uint32_t t1, uint32_t k0, uint32_t
         step(w, a, k);
     }
   }
-  if constexpr (V == 1 && StoresFromRegisters<S, TO>) {
-    if (direct) {
-#pragma GCC unroll 16
-      for (int i = 0; i < MR; ++i)
-        if ((uint32_t)i < direct->mr)
-          S::bias_clamp_store_vf(acc[i][0], direct->bias, direct->lo, direct->hi, direct->o[i]);
-      return;
-    }
-  }
-  block_store<S, MR, V>(acc, c);
+  finish_block<S, MR, V, TO>(acc, c, direct);
 }
 
 // C[MR][16] (+)= sum over k in [0, n) of A[i][k] * W[k][0..16), A packed as MR rows of KC
 // values (a[i * KC + k]): one pointer addresses every row, so the loop keeps all its
 // addresses in registers.
-template <class S, int MR, class TW, int VN = kPanelWidth / S::W>
+template <class S, int MR, class TW, int VN = kPanelWidth / S::W, class TO = float>
 static inline void ukernel_packed(uint32_t n, const float *a, const TW *w, bool accumulate,
-                                  float (*c)[16]) {
+                                  float (*c)[16], const DirectStore<TO> *direct = nullptr) {
   constexpr int V = VN;
   constexpr uint32_t KC = kPackK, kPrefetchSteps = 8;
   typename S::VF acc[MR][V];
@@ -180,7 +230,7 @@ static inline void ukernel_packed(uint32_t n, const float *a, const TW *w, bool 
         acc[i][v] = S::fma(ai, b[v], acc[i][v]);
     }
   }
-  block_store<S, MR, V>(acc, c);
+  finish_block<S, MR, V, TO>(acc, c, direct);
 }
 
 // Bias, activation, conversion and store of nvalid columns of one row of a C block; with
@@ -281,8 +331,11 @@ static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
           o[i] = orow[i] + n0;
         const uint32_t nvalid = std::min<uint32_t>(16, j.cout_g - n0);
         if constexpr (StoresFromRegisters<S, T>) {
-          if (!ep.general && nvalid == 16 && !residual) {
-            const DirectStore<T> direct{o, bias + n0, ep.lo, ep.hi, mr};
+          if ((!ep.general || ep.leaky) && nvalid == 16) {
+            const T *r_o[MR];
+            const DirectStore<T> direct{
+                o, panel_residual(rrow, n0, r_o), bias + n0, ep.lo, ep.hi, ep.leaky, j.act.alpha,
+                mr};
             if (mr <= (uint32_t)kHalfMR)
               ukernel_float<S, kHalfMR, TI, T, kPanelWidth / S::W, T>(0, j.taps, 0, kc, kc, in,
                                                                       rows, wp, false, c, &direct);
@@ -347,6 +400,23 @@ static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
         const uint32_t n0 = nb * 16, nvalid = std::min<uint32_t>(16, j.cout_g - n0);
         const T *wp = wg + nb * panel + (size_t)q0 * kPanelWidth;
         float(*c)[16] = acc + (size_t)(nb - r.nb_begin) * rows_rounded + (m0 - r.m_begin);
+        if constexpr (StoresFromRegisters<S, T>) {
+          if (last && (!ep.general || ep.leaky) && nvalid == 16) {
+            T *o[MR];
+            for (int i = 0; i < MR; ++i)
+              o[i] = orow[i] + n0;
+            const T *r_o[MR];
+            const DirectStore<T> direct{
+                o, panel_residual(rrow, n0, r_o), bias + n0, ep.lo, ep.hi, ep.leaky, j.act.alpha,
+                mr};
+            if (mr <= (uint32_t)kHalfMR)
+              ukernel_packed<S, kHalfMR, T, kPanelWidth / S::W, T>(qn, apack, wp, !first, c,
+                                                                   &direct);
+            else
+              ukernel_packed<S, MR, T, kPanelWidth / S::W, T>(qn, apack, wp, !first, c, &direct);
+            continue;
+          }
+        }
         if (kPanelWidth / S::W == 2 && nvalid <= (uint32_t)S::W)
           ukernel_packed<S, MR, T, 1>(qn, apack, wp, !first, c);
         else if (mr <= (uint32_t)kHalfMR)
@@ -718,12 +788,18 @@ static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
           for (uint32_t t = 0; t < j.taps; ++t)
             tap(t, [&](uint32_t i) { return inc + blk.tabs[i][t]; });
         }
-        if constexpr (V == 1 && StoresFromRegisters<S, T>) {
-          if (!ep.general && !residual) {
+        if constexpr (StoresFromRegisters<S, T>) {
+          if (!ep.general || ep.leaky) {
+            T *o[kPixels];
+            const T *res[kPixels];
 #pragma GCC unroll 8
-            for (uint32_t i = 0; i < kPixels; ++i)
-              if (i < blk.np)
-                S::bias_clamp_store_vf(acc[i][0], bias + c0, ep.lo, ep.hi, blk.orow[i] + c0);
+            for (uint32_t i = 0; i < kPixels; ++i) {
+              o[i] = blk.orow[i] + c0;
+              res[i] = residual ? blk.rrow[i] + c0 : nullptr;
+            }
+            const DirectStore<T> direct{o,     residual ? res : nullptr, bias + c0,
+                                        ep.lo, ep.hi, ep.leaky, j.act.alpha, blk.np};
+            finish_block<S, (int)kPixels, V, T>(acc, nullptr, &direct);
             continue;
           }
         }

@@ -1,11 +1,13 @@
 // The registry: argument-block sizes, the validator the program loader runs on untrusted
 // blocks, dispatch, and the modeled cycle cost.
+#include "call_profile.h"
 #include "cost_model.h"
 #include "custom_call.h"
 #include "elementwise_math.h"
 #include "internal.h"
 #include "winograd.h"
 
+#include <chrono>
 #include <cstdio>
 
 namespace manycl::native {
@@ -50,9 +52,9 @@ public:
                                                std::to_string(offset) + " is not " +
                                                std::to_string(align) + "-byte aligned");
     if ((u128)offset + bytes > spm_)
-      return fail(MCL_NATIVE_ERR_OUT_OF_RANGE,
-                  std::string(what) + ": range at offset " + std::to_string(offset) +
-                      " exceeds the SPM (" + std::to_string(spm_) + " bytes)");
+      return fail(MCL_NATIVE_ERR_OUT_OF_RANGE, std::string(what) + ": range at offset " +
+                                                   std::to_string(offset) + " exceeds the SPM (" +
+                                                   std::to_string(spm_) + " bytes)");
     if (record_)
       record_->add(offset, (uint64_t)bytes, kind);
     return true;
@@ -107,8 +109,7 @@ public:
   }
 
   bool same_shape(const char *what, const mcl_tile &a, const mcl_tile &b) {
-    return require(a.h == b.h && a.w == b.w && a.c == b.c,
-                   std::string(what) + ": shapes differ");
+    return require(a.h == b.h && a.w == b.w && a.c == b.c, std::string(what) + ": shapes differ");
   }
 
 private:
@@ -117,7 +118,9 @@ private:
   Status status_;
 };
 
-bool float_type(uint32_t d) { return d == MCL_DTYPE_F32 || d == MCL_DTYPE_F16; }
+bool float_type(uint32_t d) {
+  return d == MCL_DTYPE_F32 || d == MCL_DTYPE_F16;
+}
 
 // A custom-operator record: its tiles, and a function name that is a C identifier, so a
 // loader only ever looks up plain symbol names.
@@ -247,8 +250,8 @@ void check_conv(Checker &ck, uint32_t fn, const mcl_conv_args &a, bool from_gemm
     // would rewrite it while other PEs read it (and after checked mode looked at it).
     const u128 out_begin = a.output.offset;
     const u128 out_end = out_begin + ((u128)(a.output.h - 1) * a.output.row_stride +
-                                      (u128)(a.output.w - 1) * a.output.pixel_stride +
-                                      a.output.c) * dtype_size(out);
+                                      (u128)(a.output.w - 1) * a.output.pixel_stride + a.output.c) *
+                                         dtype_size(out);
     const u128 tab_begin = a.table_offset, tab_end = tab_begin + (u128)m * taps * 4;
     ck.require(out_end <= tab_begin || tab_end <= out_begin,
                std::string(what) + ": output overlaps the address table");
@@ -275,8 +278,9 @@ const size_t kArgsSize[MCL_NATIVE_FN_COUNT_] = {
 };
 
 const char *const kNames[MCL_NATIVE_FN_COUNT_] = {
-    "invalid", "conv2d",  "conv_transpose2d", "gemm",   "matmul", "pool2d", "eltwise",
-    "scale_shift", "activation", "softmax", "resize", "copy", "pad", "math", "reduce", "custom"};
+    "invalid", "conv2d",      "conv_transpose2d", "gemm",    "matmul", "pool2d",
+    "eltwise", "scale_shift", "activation",       "softmax", "resize", "copy",
+    "pad",     "math",        "reduce",           "custom"};
 
 // Copies the block so it is aligned and cannot change while being checked.
 template <class T> T load_block(const void *p) {
@@ -293,9 +297,9 @@ Status validate(uint32_t fn, const void *args, size_t size, uint64_t spm_size,
     return Status::Error(MCL_NATIVE_ERR_UNKNOWN_FUNCTION,
                          "unknown native function id " + std::to_string(fn));
   if (!args || size != kArgsSize[fn])
-    return Status::Error(MCL_NATIVE_ERR_BAD_SIZE,
-                         std::string(kNames[fn]) + ": argument block is " + std::to_string(size) +
-                             " bytes, expected " + std::to_string(kArgsSize[fn]));
+    return Status::Error(MCL_NATIVE_ERR_BAD_SIZE, std::string(kNames[fn]) + ": argument block is " +
+                                                      std::to_string(size) + " bytes, expected " +
+                                                      std::to_string(kArgsSize[fn]));
   if (spm_size > kMaxSpm)
     return Status::Error(MCL_NATIVE_ERR_BAD_ARGS, "SPM larger than 4 GiB is not addressable");
   Checker ck(spm_size, record);
@@ -324,8 +328,7 @@ Status validate(uint32_t fn, const void *args, size_t size, uint64_t spm_size,
                    a.b.dtype == a.output.dtype,
                "matmul: float types only, all the same");
     ck.require(a.a.h == a.output.h && a.a.w == a.output.w, "matmul: rows of a and output differ");
-    ck.require(a.b.h == 1 && a.b.w == a.a.c && a.b.c == a.output.c,
-               "matmul: b must be 1 x K x N");
+    ck.require(a.b.h == 1 && a.b.w == a.a.c && a.b.c == a.output.c, "matmul: b must be 1 x K x N");
     break;
   }
   case MCL_NATIVE_FN_POOL2D: {
@@ -441,12 +444,11 @@ Status validate(uint32_t fn, const void *args, size_t size, uint64_t spm_size,
                    a.scale_w > 0.0f,
                "resize: scales must be finite and > 0");
     ck.require(a.full_in_h >= 1 && a.full_in_w >= 1 && a.full_out_h >= 1 && a.full_out_w >= 1 &&
-                   a.full_in_h <= kMaxDim && a.full_in_w <= kMaxDim &&
-                   a.full_out_h <= kMaxDim && a.full_out_w <= kMaxDim,
+                   a.full_in_h <= kMaxDim && a.full_in_w <= kMaxDim && a.full_out_h <= kMaxDim &&
+                   a.full_out_w <= kMaxDim,
                "resize: full sizes must be in [1, 2^24]");
     ck.require(std::abs((int64_t)a.in_y0) <= kMaxDim && std::abs((int64_t)a.in_x0) <= kMaxDim &&
-                   std::abs((int64_t)a.out_y0) <= kMaxDim &&
-                   std::abs((int64_t)a.out_x0) <= kMaxDim,
+                   std::abs((int64_t)a.out_y0) <= kMaxDim && std::abs((int64_t)a.out_x0) <= kMaxDim,
                "resize: tile origins out of range");
     ck.quant("resize input", a.in_quant, a.input.dtype);
     ck.quant("resize output", a.out_quant, a.output.dtype);
@@ -602,6 +604,9 @@ int mcl_native_run(const mcl_native_exec *exec, uint32_t fn, const void *args, s
   // fails the command, whose time then no longer matters).
   if (s.ok() && exec->account_cycles)
     exec->account_cycles(exec->user, mcl_native_cost(fn, args, exec->pe_count));
+  const bool profiled = s.ok() && call_profile_enabled();
+  const auto started =
+      profiled ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
   if (s.ok()) {
     switch (fn) {
     case MCL_NATIVE_FN_CONV2D:
@@ -646,6 +651,14 @@ int mcl_native_run(const mcl_native_exec *exec, uint32_t fn, const void *args, s
     default:
       break;
     }
+  }
+  if (profiled && s.ok()) {
+    const auto ns = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                        std::chrono::steady_clock::now() - started)
+                        .count();
+    mcl_native_cost_breakdown cost{};
+    mcl_native_cost_detail(fn, args, exec->pe_count, &cost);
+    call_profile_record(fn, args, (uint64_t)ns, cost.macs);
   }
   write_message(s, msg, cap);
   return s.code;

@@ -20,24 +20,30 @@ struct ConvCase {
   bool per_channel = false;
   int32_t weight_zp_max = 3; // INT8 weight zero points in [-max, max] (per-channel: 0 unless wide)
   bool wide_weight_zps = false; // per-channel zero points too, and the block keeps them
-  bool whole_input = false; // the input tile is the whole image, not only what the taps read
-  bool residual = false;    // MCL_CONV_RESIDUAL: a residual tile added before the activation
-  bool winograd = false;    // MCL_CONV_WINOGRAD (3x3, stride 1, no stored table)
+  bool whole_input = false;     // the input tile is the whole image, not only what the taps read
+  bool residual = false;        // MCL_CONV_RESIDUAL: a residual tile added before the activation
+  bool winograd = false;        // MCL_CONV_WINOGRAD (3x3, stride 1, no stored table)
+  bool dense_input = false;     // input pixels follow each other (no poison between pixels)
   mcl_activation act{};
   std::string describe() const {
     char b[256];
-    std::snprintf(b, sizeof b,
-                  "%s H%u W%u cin%u cout%u g%u k%ux%u s%ux%u d%ux%u pad%u,%u,%u,%u tile(%u,%u %ux%u) "
-                  "dtype%u->%u act%u%s%s",
-                  transposed ? "convT" : "conv", H, W, cin, cout, groups, kh, kw, sh, sw, dh, dw,
-                  pt, pl, pb, pr, oy0, ox0, oh, ow, dtype, out_dtype, act.kind,
-                  residual ? " residual" : "", winograd ? " winograd" : "");
+    std::snprintf(
+        b, sizeof b,
+        "%s H%u W%u cin%u cout%u g%u k%ux%u s%ux%u d%ux%u pad%u,%u,%u,%u tile(%u,%u %ux%u) "
+        "dtype%u->%u act%u%s%s",
+        transposed ? "convT" : "conv", H, W, cin, cout, groups, kh, kw, sh, sw, dh, dw, pt, pl, pb,
+        pr, oy0, ox0, oh, ow, dtype, out_dtype, act.kind, residual ? " residual" : "",
+        winograd ? " winograd" : "");
     return b;
   }
 };
 
-int64_t floor_div(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-int64_t ceil_div(int64_t a, int64_t b) { return -floor_div(-a, b); }
+int64_t floor_div(int64_t a, int64_t b) {
+  return a >= 0 ? a / b : -((-a + b - 1) / b);
+}
+int64_t ceil_div(int64_t a, int64_t b) {
+  return -floor_div(-a, b);
+}
 
 ConvCase random_case(std::mt19937 &rng, bool transposed, bool depthwise) {
   auto pick = [&](uint32_t lo, uint32_t hi) {
@@ -148,7 +154,8 @@ void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = 
   }
   const float xscale = 0.02f, yscale = 0.05f + 0.1f * (uni(rng) + 1.0f);
   const int32_t xzp = std::uniform_int_distribution<int32_t>(xlo, xhi)(rng) / 2;
-  const int32_t ylo = c.out_dtype == MCL_DTYPE_U8 ? 0 : -128, yhi = c.out_dtype == MCL_DTYPE_U8 ? 255 : 127;
+  const int32_t ylo = c.out_dtype == MCL_DTYPE_U8 ? 0 : -128,
+                yhi = c.out_dtype == MCL_DTYPE_U8 ? 255 : 127;
   const int32_t yzp = std::uniform_int_distribution<int32_t>(ylo, yhi)(rng) / 2;
 
   // Input tile: rows/cols of the image the output tile needs.
@@ -183,7 +190,8 @@ void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = 
   // NaN (0xff bytes) around float tiles: any read outside the tile poisons the result.
   const uint8_t poison = int8 ? 0x5a : 0xff;
   mcl_conv_args a{};
-  a.input = place_tile(spm, (uint32_t)(iy1 - iy0), (uint32_t)(ix1 - ix0), c.cin, c.dtype, 2, 3, poison);
+  a.input = place_tile(spm, (uint32_t)(iy1 - iy0), (uint32_t)(ix1 - ix0), c.cin, c.dtype, 2,
+                       c.dense_input ? 0 : 3, poison);
   a.output = place_tile(spm, c.oh, c.ow, c.cout, c.out_dtype, 1, 2, 0xee);
   for (uint32_t y = 0; y < a.input.h; ++y)
     for (uint32_t xx = 0; xx < a.input.w; ++xx)
@@ -212,7 +220,8 @@ void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = 
   if (table == Table::Stored) {
     const size_t entries = mcl_native_conv_table_size(&a);
     a.table_offset = spm.alloc(entries * 4);
-    ASSERT_EQ(mcl_native_plan_conv(fn, &a, spm.at<int32_t>(a.table_offset), entries), MCL_NATIVE_OK);
+    ASSERT_EQ(mcl_native_plan_conv(fn, &a, spm.at<int32_t>(a.table_offset), entries),
+              MCL_NATIVE_OK);
   } else {
     a.flags = table == Table::None ? MCL_CONV_NO_TABLE : MCL_CONV_IMPLICIT_TABLE;
   }
@@ -248,15 +257,17 @@ void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = 
   mcl_weight_quant q{xscale, yscale, wscale.data(), wzp.data(), nscale};
   if (int8 && !fits && !c.wide_weight_zps) {
     std::vector<uint8_t> block(mcl_native_conv_params_size(fn, &a));
-    EXPECT_EQ(mcl_native_pack_conv(fn, &a, w8.data(), bias_i.data(), &q, block.data(), block.size()),
-              MCL_NATIVE_ERR_BAD_ARGS);
+    EXPECT_EQ(
+        mcl_native_pack_conv(fn, &a, w8.data(), bias_i.data(), &q, block.data(), block.size()),
+        MCL_NATIVE_ERR_BAD_ARGS);
   }
   if (int8 && (!fits || c.wide_weight_zps))
     a.flags |= MCL_CONV_WEIGHT_ZERO_POINTS;
   const size_t psize = mcl_native_conv_params_size(fn, &a);
   a.params_offset = spm.alloc(psize);
-  const void *weights = int8 ? (const void *)w8.data()
-                             : c.dtype == MCL_DTYPE_F16 ? (const void *)wh.data() : (const void *)wf.data();
+  const void *weights = int8                       ? (const void *)w8.data()
+                        : c.dtype == MCL_DTYPE_F16 ? (const void *)wh.data()
+                                                   : (const void *)wf.data();
   const void *bias = int8 ? (const void *)bias_i.data() : (const void *)bias_f.data();
   ASSERT_EQ(mcl_native_pack_conv(fn, &a, weights, bias, int8 ? &q : nullptr,
                                  spm.base() + a.params_offset, psize),
@@ -285,7 +296,8 @@ void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = 
               iy = oy * c.sh - c.pt + (int64_t)ky * c.dh;
               ix = ox * c.sw - c.pl + (int64_t)kx * c.dw;
             } else {
-              const int64_t ny = oy + c.pt - (int64_t)ky * c.dh, nx = ox + c.pl - (int64_t)kx * c.dw;
+              const int64_t ny = oy + c.pt - (int64_t)ky * c.dh,
+                            nx = ox + c.pl - (int64_t)kx * c.dw;
               if (ny < 0 || nx < 0 || ny % c.sh || nx % c.sw)
                 continue;
               iy = ny / c.sh;
@@ -307,9 +319,11 @@ void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = 
           outputs->push_back(got);
         if (int8) {
           const float m = xscale * wscale[c.per_channel ? oc : 0] / yscale;
-          const int32_t want = requant_ref((int32_t)acc + bias_i[oc], m, yzp, a.output_min, a.output_max);
+          const int32_t want =
+              requant_ref((int32_t)acc + bias_i[oc], m, yzp, a.output_min, a.output_max);
           if ((int32_t)got != want && bad++ < 5)
-            ADD_FAILURE() << "at " << ty << "," << tx << "," << oc << " got " << got << " want " << want;
+            ADD_FAILURE() << "at " << ty << "," << tx << "," << oc << " got " << got << " want "
+                          << want;
         } else {
           acc += bias_f[oc];
           mag += std::fabs(bias_f[oc]);
@@ -323,14 +337,23 @@ void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = 
             // Reference activations in double.
             const double v = acc;
             switch (c.act.kind) {
-            case MCL_ACT_RELU: want = std::max(v, 0.0); break;
-            case MCL_ACT_CLIP: want = std::min(std::max(v, (double)c.act.alpha), (double)c.act.beta); break;
-            case MCL_ACT_SILU: want = v / (1.0 + std::exp(-v)); break;
-            case MCL_ACT_HARD_SWISH: want = v * std::min(1.0, std::max(0.0, v / 6.0 + 0.5)); break;
+            case MCL_ACT_RELU:
+              want = std::max(v, 0.0);
+              break;
+            case MCL_ACT_CLIP:
+              want = std::min(std::max(v, (double)c.act.alpha), (double)c.act.beta);
+              break;
+            case MCL_ACT_SILU:
+              want = v / (1.0 + std::exp(-v));
+              break;
+            case MCL_ACT_HARD_SWISH:
+              want = v * std::min(1.0, std::max(0.0, v / 6.0 + 0.5));
+              break;
             case MCL_ACT_LEAKY_RELU:
               want = v < 0.0 ? c.act.alpha * v : v;
               break;
-            default: break;
+            default:
+              break;
             }
           }
           // Winograd's transforms scale the terms by up to about 100 before the products are
@@ -339,7 +362,8 @@ void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = 
                              : c.winograd             ? 1e-4 * mag + 1e-6
                                                       : 1e-5 * mag + 1e-6;
           if (!(std::fabs(got - want) <= tol) && bad++ < 5)
-            ADD_FAILURE() << "at " << ty << "," << tx << "," << oc << " got " << got << " want " << want;
+            ADD_FAILURE() << "at " << ty << "," << tx << "," << oc << " got " << got << " want "
+                          << want;
         }
       }
   EXPECT_EQ(bad, 0u);
@@ -349,7 +373,9 @@ void run_case(const ConvCase &c, uint32_t seed, uint32_t threads, Table table = 
   for (uint32_t y = 0; y < c.oh; ++y)
     for (uint32_t xx = 0; xx < c.ow; ++xx)
       for (uint32_t e = c.cout * es; e < a.output.pixel_stride * es; ++e)
-        ASSERT_EQ(obase[((size_t)y * a.output.row_stride + (size_t)xx * a.output.pixel_stride) * es + e], 0xee);
+        ASSERT_EQ(
+            obase[((size_t)y * a.output.row_stride + (size_t)xx * a.output.pixel_stride) * es + e],
+            0xee);
 }
 
 class ConvRandom : public ::testing::TestWithParam<std::string> {
@@ -382,7 +408,9 @@ TEST_P(ConvRandom, Fp32Transposed) {
 
 TEST_P(ConvRandom, Fp32FusedActivations) {
   std::mt19937 rng(5);
-  const mcl_activation acts[] = {{MCL_ACT_RELU, 0, 0}, {MCL_ACT_CLIP, 0.0f, 0.3f}, {MCL_ACT_SILU, 0, 0},
+  const mcl_activation acts[] = {{MCL_ACT_RELU, 0, 0},
+                                 {MCL_ACT_CLIP, 0.0f, 0.3f},
+                                 {MCL_ACT_SILU, 0, 0},
                                  {MCL_ACT_HARD_SWISH, 0, 0}};
   for (int i = 0; i < 12; ++i) {
     ConvCase c = random_case(rng, false, i % 3 == 0);
@@ -748,6 +776,37 @@ TEST_P(ConvRandom, LargeChannels) {
   run_case(c, 801, 2);
 }
 
+TEST_P(ConvRandom, FirstLayerTapRunsMatchReference) {
+  // A few input channels over many taps (7x7, 5x5 and 11x11 first layers) run each kernel row's
+  // contiguous taps as one loop: padding on every side breaks the runs at different taps for
+  // different rows of a register block; partial output tiles, dilation (no runs), FP16,
+  // residuals, stored and derived tables, 1 and 2 threads.
+  const Table tables[] = {Table::Stored, Table::Implicit};
+  for (int i = 0; i < 12; ++i) {
+    ConvCase c{};
+    const uint32_t k = i % 3 == 0 ? 7 : i % 3 == 1 ? 5 : 11;
+    c.kh = c.kw = k;
+    c.cin = 1 + i % 4, c.cout = i % 2 ? 64 : 21, c.groups = 1;
+    c.sh = c.sw = 1 + i % 2;
+    c.dh = c.dw = i == 5 ? 2 : 1;
+    c.H = 23 + i, c.W = 19 + 2 * i;
+    c.pt = c.pl = k / 2, c.pb = c.pr = (k / 2) - (i % 2);
+    c.OH = (c.H + c.pt + c.pb - c.dh * (k - 1) - 1) / c.sh + 1;
+    c.OW = (c.W + c.pl + c.pr - c.dw * (k - 1) - 1) / c.sw + 1;
+    if (i % 4 == 3) {
+      c.oy0 = 1, c.ox0 = 2, c.oh = c.OH - 2, c.ow = c.OW - 3;
+    } else {
+      c.oy0 = c.ox0 = 0, c.oh = c.OH, c.ow = c.OW;
+    }
+    c.act = {MCL_ACT_RELU, 0, 0};
+    c.residual = i % 5 == 4;
+    c.dense_input = true; // the taps of a kernel row are contiguous
+    if (i % 3 == 2)
+      c.dtype = c.out_dtype = MCL_DTYPE_F16;
+    run_case(c, 950 + i, 1 + i % 2, tables[i % 2]);
+  }
+}
+
 TEST_P(ConvRandom, LargeKChunked) {
   // Panels beyond the L1 budget are split into K-chunks (whole taps, or channel ranges of a
   // tap) accumulated across row blocks: 3x3 with many channels, and a wide 1x1.
@@ -913,8 +972,11 @@ void run_gemm(uint32_t dtype, uint32_t out_dtype, uint32_t M, uint32_t K, uint32
   const size_t psize = mcl_native_gemm_params_size(&g);
   g.params_offset = spm.alloc(psize);
   mcl_weight_quant q{xs, ys, &ws, &weight_zp, 1};
-  const void *b = int8 ? (const void *)B8.data() : dtype == MCL_DTYPE_F16 ? (const void *)Bh.data() : (const void *)Bf.data();
-  ASSERT_EQ(mcl_native_pack_gemm(&g, b, trans_b, nullptr, int8 ? &q : nullptr, spm.base() + g.params_offset, psize),
+  const void *b = int8                     ? (const void *)B8.data()
+                  : dtype == MCL_DTYPE_F16 ? (const void *)Bh.data()
+                                           : (const void *)Bf.data();
+  ASSERT_EQ(mcl_native_pack_gemm(&g, b, trans_b, nullptr, int8 ? &q : nullptr,
+                                 spm.base() + g.params_offset, psize),
             MCL_NATIVE_OK);
   spm.run(MCL_NATIVE_FN_GEMM, g);
   for (uint32_t m = 0; m < M; ++m)
@@ -927,10 +989,12 @@ void run_gemm(uint32_t dtype, uint32_t out_dtype, uint32_t M, uint32_t K, uint32
       }
       const double got = get(spm, g.output, 0, m, n);
       if (int8) {
-        ASSERT_EQ((int32_t)got, requant_ref((int32_t)acc, xs * ws / ys, g.output_zero_point, g.output_min, g.output_max))
+        ASSERT_EQ((int32_t)got, requant_ref((int32_t)acc, xs * ws / ys, g.output_zero_point,
+                                            g.output_min, g.output_max))
             << m << "," << n;
       } else {
-        const double tol = dtype == MCL_DTYPE_F16 ? 2e-3 * mag + 1e-3 * std::fabs(acc) + 1e-4 : 1e-5 * mag + 1e-6;
+        const double tol =
+            dtype == MCL_DTYPE_F16 ? 2e-3 * mag + 1e-3 * std::fabs(acc) + 1e-4 : 1e-5 * mag + 1e-6;
         ASSERT_NEAR(got, acc, tol) << m << "," << n;
       }
     }
@@ -964,13 +1028,16 @@ TEST(NativeConvTable, PlannerEncodesPaddingAsPadRow) {
   a.origin_y = a.origin_x = -1;
   std::vector<int32_t> table(mcl_native_conv_table_size(&a));
   ASSERT_EQ(table.size(), 2u * 2u * 9u);
-  ASSERT_EQ(mcl_native_plan_conv(MCL_NATIVE_FN_CONV2D, &a, table.data(), table.size()), MCL_NATIVE_OK);
+  ASSERT_EQ(mcl_native_plan_conv(MCL_NATIVE_FN_CONV2D, &a, table.data(), table.size()),
+            MCL_NATIVE_OK);
   const int32_t pad = (16 - 64) / 4;
   const int32_t want0[9] = {pad, pad, pad, pad, 0, 3, pad, 6, 9};
   for (int t = 0; t < 9; ++t)
     EXPECT_EQ(table[t], want0[t]) << t;
-  EXPECT_EQ(mcl_native_plan_conv(MCL_NATIVE_FN_CONV2D, &a, table.data(), 3), MCL_NATIVE_ERR_BAD_SIZE);
-  EXPECT_EQ(mcl_native_plan_conv(MCL_NATIVE_FN_POOL2D, &a, table.data(), table.size()), MCL_NATIVE_ERR_BAD_ARGS);
+  EXPECT_EQ(mcl_native_plan_conv(MCL_NATIVE_FN_CONV2D, &a, table.data(), 3),
+            MCL_NATIVE_ERR_BAD_SIZE);
+  EXPECT_EQ(mcl_native_plan_conv(MCL_NATIVE_FN_POOL2D, &a, table.data(), table.size()),
+            MCL_NATIVE_ERR_BAD_ARGS);
 }
 
 TEST(NativeConvTable, CheckedModeRejectsCorruptTable) {
@@ -985,14 +1052,16 @@ TEST(NativeConvTable, CheckedModeRejectsCorruptTable) {
   a.pad_row_offset = spm.alloc(8 * 4);
   const size_t n = mcl_native_conv_table_size(&a);
   a.table_offset = spm.alloc(n * 4);
-  ASSERT_EQ(mcl_native_plan_conv(MCL_NATIVE_FN_CONV2D, &a, spm.at<int32_t>(a.table_offset), n), MCL_NATIVE_OK);
+  ASSERT_EQ(mcl_native_plan_conv(MCL_NATIVE_FN_CONV2D, &a, spm.at<int32_t>(a.table_offset), n),
+            MCL_NATIVE_OK);
   const size_t ps = mcl_native_conv_params_size(MCL_NATIVE_FN_CONV2D, &a);
   a.params_offset = spm.alloc(ps);
   std::vector<float> w(8 * 8 * 9, 0.5f);
-  ASSERT_EQ(mcl_native_pack_conv(MCL_NATIVE_FN_CONV2D, &a, w.data(), nullptr, nullptr, spm.base() + a.params_offset, ps),
+  ASSERT_EQ(mcl_native_pack_conv(MCL_NATIVE_FN_CONV2D, &a, w.data(), nullptr, nullptr,
+                                 spm.base() + a.params_offset, ps),
             MCL_NATIVE_OK);
   spm.exec().flags = MCL_NATIVE_EXEC_CHECKED;
-  spm.run(MCL_NATIVE_FN_CONV2D, a); // a good table passes the check
+  spm.run(MCL_NATIVE_FN_CONV2D, a);             // a good table passes the check
   spm.at<int32_t>(a.table_offset)[5] = 1 << 30; // far outside the SPM
   char msg[256];
   EXPECT_EQ(mcl_native_run(&spm.exec(), MCL_NATIVE_FN_CONV2D, &a, sizeof a, msg, sizeof msg),

@@ -196,12 +196,11 @@ struct ConvRange {
 inline constexpr int kMaxRows = 16;     // largest register block (rows) of any ISA
 inline constexpr uint32_t kPackK = 256; // K-chunk of a large-K convolution
 // Float convolutions whose register block's rows of A would not stay in L1 (K = taps x
-// channels large) are computed in K-chunks with those rows packed per chunk.
-// So are convolutions of a few input channels over many taps (a CNN's first layer): the
-// direct loop would set up 14 row addresses per tap for cin_g steps (7x7 3>64: 10 % faster;
-// with 3x3 the packing costs more than it saves).
+// channels large) are computed in K-chunks with those rows packed per chunk. (A few input
+// channels over many taps, a CNN's first layer, run directly over the taps' contiguous runs
+// instead: tap_runs in kernels_impl.h.)
 inline bool conv_float_packs_rows(uint32_t taps, uint32_t cin_g) {
-  return (uint64_t)taps * cin_g > 448 || (cin_g <= 4 && taps >= 25);
+  return (uint64_t)taps * cin_g > 448;
 }
 // Panels per task (at least) that reuse a K-chunk's packed rows.
 inline constexpr uint32_t kPackedPanels = 4;

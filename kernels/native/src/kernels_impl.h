@@ -75,9 +75,9 @@ static inline void block_store(const typename S::VF (&acc)[MR][V], float (*c)[16
       S::store(&c[i][v * S::W], acc[i][v]);
 }
 
-// C[MR][16] (+)= sum over taps t in [t0, t1) and channels k in [k0, k1) of
-// A[row i](t, k) * W[t][k][0..16). rows[i][t] is the element offset of the input pixel of row
-// i, tap t (address table); the panel is [taps][kc][16].
+// C[MR][16] = sum over taps t and channels k of A[row i](t, k) * W[t][k][0..16).
+// rows[i][t] is the element offset of the input pixel of row i, tap t (address table); the
+// panel is [taps][kc][16]; run_end (or null) the taps' contiguous runs (tap_runs).
 // VN: vectors of the panel computed (all, or the first when only those columns are valid).
 // TI: input elements (float, or binary16 widened here); TW: panel elements (converted at load).
 // The epilogue of a whole 16-column panel straight from the registers (ISAs with the
@@ -104,7 +104,7 @@ concept StoresFromRegisters = requires(typename S::VF x, T *o) {
 // through the micro-kernel's loop.
 template <class S, int MR, int V, class TO>
 [[gnu::always_inline]] static inline void finish_block(typename S::VF (&acc)[MR][V], float (*c)[16],
-                                const DirectStore<TO> *direct) {
+                                                       const DirectStore<TO> *direct) {
   if constexpr (StoresFromRegisters<S, TO>) {
     if (direct) {
       using VF = typename S::VF;
@@ -154,13 +154,13 @@ template <class S, int MR, int V, class TO>
 }
 
 template <class S, int MR, class TI, class TW, int VN = kPanelWidth / S::W, class TO = float>
-static inline void ukernel_float(uint32_t t0, uint32_t t1, uint32_t k0, uint32_t k1, uint32_t kc,
-                                 const TI *in, const int32_t *const *rows, const TW *panel,
-                                 bool accumulate, float (*c)[16],
+static inline void ukernel_float(uint32_t taps, uint32_t kc, const TI *in,
+                                 const int32_t *const *rows, const uint16_t *run_end,
+                                 const TW *panel, float (*c)[16],
                                  const DirectStore<TO> *direct = nullptr) {
   constexpr int V = VN;
   typename S::VF acc[MR][V];
-  block_load<S, MR, V>(acc, c, accumulate);
+  block_load<S, MR, V>(acc, c, false);
   // One k step: the panel row w (16 columns) times the MR row values a[i][k].
   auto step = [&](const TW *w, const auto *const *a, uint32_t k) {
     typename S::VF b[V];
@@ -175,12 +175,16 @@ static inline void ukernel_float(uint32_t t0, uint32_t t1, uint32_t k0, uint32_t
         acc[i][v] = S::fma(ai, b[v], acc[i][v]);
     }
   };
-  for (uint32_t t = t0; t < t1; ++t) {
+  // Taps [t, run_end[t]) follow each other in memory for every row (a kernel row over a
+  // dense input tile): one loop of their channels, the same products in the same order.
+  for (uint32_t t = 0; t < taps;) {
+    const uint32_t t_end = run_end ? run_end[t] : t + 1;
+    const uint32_t n = (t_end - t) * kc;
     const TI *a[MR];
 #pragma GCC unroll 16
     for (int i = 0; i < MR; ++i)
       a[i] = in + rows[i][t];
-    const TW *w = panel + ((size_t)t * kc + k0) * kPanelWidth;
+    const TW *w = panel + (size_t)t * kc * kPanelWidth;
     if constexpr (std::is_same_v<TI, uint16_t>) {
       // Binary16 rows are widened a chunk at a time (8 per instruction) instead of once per
       // broadcast: the same float values, so the same sums, at a fraction of the conversions.
@@ -189,8 +193,8 @@ static inline void ukernel_float(uint32_t t0, uint32_t t1, uint32_t k0, uint32_t
       const float *af[MR];
       for (int i = 0; i < MR; ++i)
         af[i] = wide[i];
-      for (uint32_t kb = k0; kb < k1; kb += kChunk) {
-        const uint32_t kn = std::min(kChunk, k1 - kb);
+      for (uint32_t kb = 0; kb < n; kb += kChunk) {
+        const uint32_t kn = std::min(kChunk, n - kb);
 #pragma GCC unroll 16
         for (int i = 0; i < MR; ++i)
           S::widen_halves(a[i] + kb, kn, wide[i]);
@@ -198,9 +202,10 @@ static inline void ukernel_float(uint32_t t0, uint32_t t1, uint32_t k0, uint32_t
           step(w, af, k);
       }
     } else {
-      for (uint32_t k = k0; k < k1; ++k, w += kPanelWidth)
+      for (uint32_t k = 0; k < n; ++k, w += kPanelWidth)
         step(w, a, k);
     }
+    t = t_end;
   }
   finish_block<S, MR, V, TO>(acc, c, direct);
 }
@@ -280,6 +285,34 @@ static inline void float_epilogue(const ConvJob &j, const FloatEpilogue &ep, con
     epilogue_row<S, T>(j, ep, c[i], nvalid, bias, orow[i], rrow ? rrow[i] : nullptr);
 }
 
+// Taps of a register block whose input pixels follow each other in memory for every row
+// (the taps of a kernel row over a dense input tile; not those reading the pad row) are one
+// run: run_end[t] is the end of the run starting at t. Null when no two taps are contiguous,
+// or where finding the runs costs more than it saves: they pay for a few input channels over
+// many taps (a CNN's 7x7 first layer: 7 loops of 21 channels instead of 49 of 3, about 8 %
+// faster than packing the rows), not for 3x3 kernels (measured 10 % slower with 3 channels).
+inline constexpr uint32_t kMaxRunTaps = 256;
+inline bool tap_runs_pay(uint32_t taps, uint32_t kc) {
+  return kc <= 4 && taps >= 25 && taps <= kMaxRunTaps;
+}
+template <int MR>
+static inline const uint16_t *tap_runs(const int32_t *const *rows, uint32_t taps, uint32_t kc,
+                                       uint16_t *run_end) {
+  if (!tap_runs_pay(taps, kc))
+    return nullptr;
+  bool merged = false;
+  run_end[taps - 1] = (uint16_t)taps;
+  for (uint32_t t = taps - 1; t-- > 0;) {
+    bool contiguous = true;
+#pragma GCC unroll 16
+    for (int i = 0; i < MR; ++i)
+      contiguous &= rows[i][t + 1] == rows[i][t] + (int32_t)kc;
+    run_end[t] = contiguous ? run_end[t + 1] : (uint16_t)(t + 1);
+    merged |= contiguous;
+  }
+  return merged ? run_end : nullptr;
+}
+
 // T: weights and output elements; TI: input elements (float for a widened binary16 input).
 template <class S, class T, class TI = T>
 static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
@@ -317,12 +350,14 @@ static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
   if (r.acc == nullptr) { // run_conv packs rows only when conv_float_packs_rows()
     // Small K: the whole panel stays in cache; a row block is reused by every panel.
     alignas(64) float c[MR][16];
+    uint16_t run_end[kMaxRunTaps];
     for (uint32_t m0 = r.m_begin; m0 < r.m_end; m0 += MR) {
       const uint32_t mr = std::min<uint32_t>(MR, r.m_end - m0);
       const int32_t *rows[MR];
       T *orow[MR];
       const T *rrow[MR];
       setup_rows(m0, mr, rows, orow, rrow);
+      const uint16_t *runs = tap_runs<MR>(rows, j.taps, kc, run_end);
       for (uint32_t nb = r.nb_begin; nb < r.nb_end; ++nb) {
         const uint32_t n0 = nb * 16;
         const T *wp = wg + nb * panel;
@@ -337,20 +372,20 @@ static void conv_float_impl(const ConvJob &j, const ConvRange &r) {
                 o, panel_residual(rrow, n0, r_o), bias + n0, ep.lo, ep.hi, ep.leaky, j.act.alpha,
                 mr};
             if (mr <= (uint32_t)kHalfMR)
-              ukernel_float<S, kHalfMR, TI, T, kPanelWidth / S::W, T>(0, j.taps, 0, kc, kc, in,
-                                                                      rows, wp, false, c, &direct);
+              ukernel_float<S, kHalfMR, TI, T, kPanelWidth / S::W, T>(j.taps, kc, in, rows, runs,
+                                                                      wp, c, &direct);
             else
-              ukernel_float<S, MR, TI, T, kPanelWidth / S::W, T>(0, j.taps, 0, kc, kc, in, rows, wp,
-                                                                 false, c, &direct);
+              ukernel_float<S, MR, TI, T, kPanelWidth / S::W, T>(j.taps, kc, in, rows, runs, wp, c,
+                                                                 &direct);
             continue;
           }
         }
         if (kPanelWidth / S::W == 2 && j.cout_g - n0 <= (uint32_t)S::W) // narrow last panel
-          ukernel_float<S, MR, TI, T, 1>(0, j.taps, 0, kc, kc, in, rows, wp, false, c);
+          ukernel_float<S, MR, TI, T, 1>(j.taps, kc, in, rows, runs, wp, c);
         else if (mr <= (uint32_t)kHalfMR) // a short last block: half the rows, half the work
-          ukernel_float<S, kHalfMR, TI, T>(0, j.taps, 0, kc, kc, in, rows, wp, false, c);
+          ukernel_float<S, kHalfMR, TI, T>(j.taps, kc, in, rows, runs, wp, c);
         else
-          ukernel_float<S, MR, TI, T>(0, j.taps, 0, kc, kc, in, rows, wp, false, c);
+          ukernel_float<S, MR, TI, T>(j.taps, kc, in, rows, runs, wp, c);
         const T *r_o[MR];
         float_epilogue<S, T>(j, ep, c, mr, nvalid, bias + n0, o, panel_residual(rrow, n0, r_o));
       }
@@ -797,8 +832,9 @@ static void depthwise_float_impl(const ConvJob &j, const ConvRange &r) {
               o[i] = blk.orow[i] + c0;
               res[i] = residual ? blk.rrow[i] + c0 : nullptr;
             }
-            const DirectStore<T> direct{o,     residual ? res : nullptr, bias + c0,
-                                        ep.lo, ep.hi, ep.leaky, j.act.alpha, blk.np};
+            const DirectStore<T> direct{
+                o,     residual ? res : nullptr, bias + c0, ep.lo, ep.hi, ep.leaky, j.act.alpha,
+                blk.np};
             finish_block<S, (int)kPixels, V, T>(acc, nullptr, &direct);
             continue;
           }

@@ -9,6 +9,7 @@
 #include <map>
 #include <mutex>
 #include <string>
+#include <time.h>
 #include <vector>
 
 namespace manycl::native {
@@ -58,16 +59,17 @@ uint64_t output_pixels(uint32_t fn, const void *args) {
 }
 
 struct Totals {
-  uint64_t calls = 0, ns = 0, macs = 0, pixels = 0;
+  uint64_t calls = 0, ns = 0, cpu_ns = 0, macs = 0, pixels = 0;
 };
 
 class Profile {
 public:
-  void add(const std::string &key, uint64_t ns, uint64_t macs, uint64_t pixels) {
+  void add(const std::string &key, uint64_t ns, uint64_t cpu_ns, uint64_t macs, uint64_t pixels) {
     std::lock_guard lock(mutex_);
     Totals &t = totals_[key];
     ++t.calls;
     t.ns += ns;
+    t.cpu_ns += cpu_ns;
     t.macs += macs;
     t.pixels += pixels;
   }
@@ -85,14 +87,15 @@ private:
     for (const auto &r : rows)
       all += r.second.ns;
     std::fprintf(stderr,
-                 "MANYCL_NATIVE_PROFILE: host time of native calls (wall time of each call, "
-                 "all threads), %.1f ms in all\n%8s %6s %10s %9s %10s  %s\n",
-                 all / 1e6, "ms", "%", "calls", "px/call", "GFLOP/s", "call");
+                 "MANYCL_NATIVE_PROFILE: host time of native calls, %.1f ms in all (wall: each "
+                 "call's wall time; cpu: the calling thread's CPU time, which is the call's "
+                 "whole CPU time with MANYCL_HOST_THREADS=1)\n%8s %8s %6s %8s %8s %8s  %s\n",
+                 all / 1e6, "wall ms", "cpu ms", "%", "calls", "px/call", "GFLOP/s", "call");
     for (const auto &[key, t] : rows)
-      std::fprintf(stderr, "%8.2f %6.1f %10llu %9.0f %10.1f  %s\n", t.ns / 1e6,
+      std::fprintf(stderr, "%8.2f %8.2f %6.1f %8llu %8.0f %8.1f  %s\n", t.ns / 1e6, t.cpu_ns / 1e6,
                    100.0 * (double)t.ns / (double)std::max<uint64_t>(all, 1),
                    (unsigned long long)t.calls, (double)t.pixels / (double)t.calls,
-                   t.ns ? 2.0 * (double)t.macs / (double)t.ns : 0.0, key.c_str());
+                   t.cpu_ns ? 2.0 * (double)t.macs / (double)t.cpu_ns : 0.0, key.c_str());
   }
   std::mutex mutex_;
   std::map<std::string, Totals> totals_;
@@ -113,8 +116,15 @@ bool call_profile_enabled() {
   return enabled;
 }
 
-void call_profile_record(uint32_t fn, const void *args, uint64_t host_ns, uint64_t macs) {
-  profile().add(call_key(fn, args), host_ns, macs, output_pixels(fn, args));
+uint64_t call_profile_thread_cpu_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return (uint64_t)ts.tv_sec * 1000000000ull + (uint64_t)ts.tv_nsec;
+}
+
+void call_profile_record(uint32_t fn, const void *args, uint64_t host_ns, uint64_t cpu_ns,
+                         uint64_t macs) {
+  profile().add(call_key(fn, args), host_ns, cpu_ns, macs, output_pixels(fn, args));
 }
 
 } // namespace manycl::native

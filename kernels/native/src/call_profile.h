@@ -8,7 +8,11 @@
 namespace manycl::native {
 
 bool call_profile_enabled();
-// One finished call: its host time and the multiply-accumulates the operation needs.
-void call_profile_record(uint32_t fn, const void *args, uint64_t host_ns, uint64_t macs);
+// The calling thread's CPU time (ns).
+uint64_t call_profile_thread_cpu_ns();
+// One finished call: its wall and calling-thread CPU time, and the multiply-accumulates the
+// operation needs.
+void call_profile_record(uint32_t fn, const void *args, uint64_t host_ns, uint64_t cpu_ns,
+                         uint64_t macs);
 
 } // namespace manycl::native

@@ -607,6 +607,7 @@ int mcl_native_run(const mcl_native_exec *exec, uint32_t fn, const void *args, s
   const bool profiled = s.ok() && call_profile_enabled();
   const auto started =
       profiled ? std::chrono::steady_clock::now() : std::chrono::steady_clock::time_point{};
+  const uint64_t cpu_started = profiled ? call_profile_thread_cpu_ns() : 0;
   if (s.ok()) {
     switch (fn) {
     case MCL_NATIVE_FN_CONV2D:
@@ -658,7 +659,8 @@ int mcl_native_run(const mcl_native_exec *exec, uint32_t fn, const void *args, s
                         .count();
     mcl_native_cost_breakdown cost{};
     mcl_native_cost_detail(fn, args, exec->pe_count, &cost);
-    call_profile_record(fn, args, (uint64_t)ns, cost.macs);
+    call_profile_record(fn, args, (uint64_t)ns, call_profile_thread_cpu_ns() - cpu_started,
+                        cost.macs);
   }
   write_message(s, msg, cap);
   return s.code;

@@ -105,6 +105,10 @@ int main(int argc, char **argv) {
       return 2;
     }
   }
+  if (mode != 0 && mode != 1400) {
+    std::fprintf(stderr, "hashcat_kernel_bench: --mode is 0 (MD5) or 1400 (SHA2-256)\n");
+    return 2;
+  }
   if (local == 0 || groups == 0 || loops == 0 || repeats < 1 || warmup < 0) {
     std::fprintf(stderr, "hashcat_kernel_bench: sizes and repeats must be positive\n");
     return 2;

@@ -10,8 +10,11 @@ ManyCL / PoCL per row (throughput rows: above 1 means ManyCL is faster; time row
   hashcat  hashcat -b -m <modes> (MD5, SHA2-256 by default), headless; its wall time with cold
            kernel caches (every run gets a fresh XDG_CACHE_HOME: hashcat's, ManyCL's and PoCL's
            kernel caches all live there) is reported too: it is mostly kernel builds
+  hashcat-kernel  (not in the default set) hashcat's MD5 kernel run directly
+           (hashcat_kernel_bench) at two fixed launch shapes, one host thread per platform,
+           MH/s per CPU-second: the kernel's own cost per hash, apart from hashcat's autotuning
 
-  programs_bench.py [--build DIR] [--only clpeak,clblast,hashcat] [--timeout S]
+  programs_bench.py [--build DIR] [--only clpeak,clblast,hashcat,hashcat-kernel] [--timeout S]
                     [--clpeak-tests compute-integer,compute-sp,global-bandwidth]
                     [--hashcat-modes 0,1400] [--hashcat-repeats 3] [--sgemm-n N]
                     [--manycl-env KEY=VALUE ...]
@@ -133,7 +136,33 @@ def bench_hashcat(args, env, scratch):
     return rows
 
 
-BENCHES = {"clpeak": bench_clpeak, "clblast": bench_clblast, "hashcat": bench_hashcat}
+# (local size, groups, loops per work-item): hashcat's shape on PoCL (1,024 candidates per
+# work-item) and the one its autotuner picked on ManyCL in session 13 (32 per work-item, where
+# the kernel's per-item set-up is a tenth of the work).
+HASHCAT_KERNEL_SHAPES = ((1024, 10, 1024), (512, 320, 32))
+
+
+def bench_hashcat_kernel(args, env, scratch):
+    exe = os.path.join(args.build, "bench", "runtime", "hashcat_kernel_bench")
+    if not os.path.exists(exe):
+        return [("hashcat kernel", "run", "not built", "note")]
+    cache = tempfile.mkdtemp(prefix="cache-", dir=scratch)
+    env = dict(env, XDG_CACHE_HOME=cache, POCL_CACHE_DIR=os.path.join(cache, "pocl"),
+               MANYCL_HOST_THREADS="1", POCL_MAX_PTHREAD_COUNT="1")
+    rows = []
+    for local, groups, loops in HASHCAT_KERNEL_SHAPES:
+        name = "hashcat kernel m00000_s04, local %d, %d loops per item" % (local, loops)
+        out, secs, status = run([exe, "--local", str(local), "--groups", str(groups),
+                                 "--loops", str(loops)], env, args.timeout)
+        m = re.search(r"cpu_mhs=([0-9.]+)", out)
+        rows.append((name, "MH/CPU-s", float(m.group(1)), "higher") if m else
+                    (name, "run", status, "note"))
+    shutil.rmtree(cache, ignore_errors=True)
+    return rows
+
+
+BENCHES = {"clpeak": bench_clpeak, "clblast": bench_clblast, "hashcat": bench_hashcat,
+           "hashcat-kernel": bench_hashcat_kernel}
 
 
 def main():
@@ -167,7 +196,7 @@ def main():
         units = {}
         for bench in args.only.split(","):
             if bench not in BENCHES:
-                sys.exit("programs_bench: unknown program '%s' (clpeak, clblast, hashcat)" % bench)
+                sys.exit("programs_bench: unknown program '%s' (%s)" % (bench, ", ".join(BENCHES)))
             for plat, vendors in platforms:
                 env = dict(os.environ, OCL_ICD_VENDORS=vendors)
                 env.pop("OPENCL_VENDOR_PATH", None)

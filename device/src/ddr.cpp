@@ -1,5 +1,7 @@
 #include "manycl/device/ddr.h"
 
+#include "host_memory.h"
+
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -14,9 +16,8 @@ constexpr uint64_t kPage = 4096;
 } // namespace
 
 Ddr::Ddr(uint64_t capacity) : capacity_(capacity) {
-  void *p = mmap(nullptr, capacity, PROT_READ | PROT_WRITE,
-                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-  if (p == MAP_FAILED) {
+  void *p = map_host_memory(capacity, /*reserve_only=*/true);
+  if (!p) {
     capacity_ = 0;
     return;
   }
@@ -25,8 +26,7 @@ Ddr::Ddr(uint64_t capacity) : capacity_(capacity) {
 }
 
 Ddr::~Ddr() {
-  if (base_)
-    munmap(base_, capacity_);
+  unmap_host_memory(base_, capacity_);
 }
 
 uint64_t Ddr::used() const {

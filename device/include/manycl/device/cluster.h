@@ -71,7 +71,8 @@ private:
   unsigned pes_;
   uint64_t spm_bytes_;
   struct SpmDelete {
-    void operator()(std::byte *p) const { ::operator delete[](p, kSpmAlignment); }
+    uint64_t bytes = 0;
+    void operator()(std::byte *p) const; // host_memory.h's unmap
   };
   std::unique_ptr<std::byte[], SpmDelete> spm_;
 

@@ -183,22 +183,64 @@ TEST(Specialization, MadeWhenItPays) {
     EXPECT_TRUE(l.ok());
     return l.ok() && l->specialized();
   };
-  // Few groups: specialized at the fourth launch of the size.
+  // The launch that earns a specialization starts its compile in the background and runs the
+  // generic code itself; later launches of the size run the specialized code once it is made.
+  auto settled = [&](const char *kernel, uint64_t global, uint64_t local) {
+    p->waitForSpecializations();
+    return launch(kernel, global, local);
+  };
+  // Few groups: made after the fourth launch of the size.
   EXPECT_FALSE(launch("add", 64, 32));
   EXPECT_FALSE(launch("add", 64, 32));
   EXPECT_FALSE(launch("add", 64, 32));
-  EXPECT_TRUE(launch("add", 64, 32));
-  // Enough groups in one launch: at once.
-  EXPECT_TRUE(launch("add", 4096, 16));
+  EXPECT_FALSE(settled("add", 64, 32));
+  EXPECT_FALSE(launch("add", 64, 32)); // the fourth one started it
+  EXPECT_TRUE(settled("add", 64, 32));
+  // Enough groups in one launch: made after that launch.
+  EXPECT_FALSE(launch("add", 4096, 16));
+  EXPECT_TRUE(settled("add", 4096, 16));
   // One-item groups have no loop to specialize.
   for (int i = 0; i < 8; ++i)
-    EXPECT_FALSE(launch("add", 4096, 1));
+    EXPECT_FALSE(settled("add", 4096, 1));
   // At most four sizes per kernel (32, 16 and these two; one-item groups do not count).
-  EXPECT_TRUE(launch("add", 4096, 64));
-  EXPECT_TRUE(launch("add", 4096, 8));
-  EXPECT_FALSE(launch("add", 4096, 4));
-  // A required local size: the first launch.
+  launch("add", 4096, 64);
+  EXPECT_TRUE(settled("add", 4096, 64));
+  launch("add", 4096, 8);
+  EXPECT_TRUE(settled("add", 4096, 8));
+  launch("add", 4096, 4);
+  EXPECT_FALSE(settled("add", 4096, 4));
+  // A required local size: the first launch, without waiting.
   EXPECT_TRUE(launch("fixed", 8, 8));
+  // Specialize::Now: this launch.
+  NDRange r;
+  r.global[0] = 64;
+  r.local[0] = 2;
+  auto now = Launch::prepare(*p->kernel("add"), args, r, Launch::Specialize::Now);
+  ASSERT_TRUE(now.ok());
+  EXPECT_FALSE(now->specialized()); // the kernel's four sizes are taken
+}
+
+// A program released while specializations compile in the background waits for them (no
+// compile outlives its JIT; ASan and TSan runs check it).
+TEST(Specialization, ProgramReleasedWhileCompilingInTheBackground) {
+  if (std::getenv("MANYCL_SPECIALIZE"))
+    GTEST_SKIP() << "MANYCL_SPECIALIZE overrides the policy under test";
+  const std::string src = R"(
+    kernel void a(global int *x) { x[get_global_id(0)] += (int)get_local_size(0); }
+    kernel void b(global int *x) { x[get_global_id(0)] *= (int)get_local_size(0); })";
+  std::vector<int> x(4096, 1);
+  const std::vector<ArgValue> args = {ArgValue::pointer(x.data())};
+  for (int round = 0; round < 3; ++round) {
+    auto p = buildLoad(src);
+    ASSERT_TRUE(p);
+    for (const char *k : {"a", "b"})
+      for (uint64_t local : {16, 32, 64}) {
+        NDRange r;
+        r.global[0] = 4096;
+        r.local[0] = local;
+        ASSERT_TRUE(Launch::prepare(*p->kernel(k), args, r).ok()); // starts a compile
+      }
+  } // released with compiles running
 }
 
 // The object code of a specialization goes to the kernel cache: a second load of the program

@@ -21,6 +21,7 @@
 #include <condition_variable>
 #include <cstring>
 #include <emmintrin.h>
+#include <future>
 #include <mutex>
 #include <optional>
 #include <sys/mman.h>
@@ -70,6 +71,7 @@ struct Specialization {
   EntryPoints entries;               // both null until made, or when making them failed
   uint64_t launches = 0, groups = 0; // counted until it is made
   bool made = false;
+  bool compiling = false; // in the background (made once it is done)
 };
 
 // Local sizes tracked per kernel: a kernel launched with more sizes than this (tests that sweep
@@ -99,7 +101,11 @@ public:
                            Launch::Specialize policy) const;
 
 private:
-  void specialize(Specialization &s) const;
+  // Compiles (or takes from the object cache) the entry points for full groups of `local`;
+  // both null when that fails. Needs no lock: JIT sessions are thread-safe.
+  EntryPoints specialize(const uint64_t local[3]) const;
+  // Makes `s` in the background; the launches meanwhile run the generic code.
+  void specializeInBackground(Specialization &s) const;
 };
 
 class ProgramImpl final : public Program {
@@ -110,7 +116,27 @@ public:
   std::vector<std::unique_ptr<KernelImpl>> kernels_;
   std::string bitcode;    // the final module, read again for each specialization
   std::string moduleName; // the JIT module's identifier (its object cache file)
-  std::mutex specializationMutex;
+  mutable std::mutex specializationMutex;
+  // One specialization compiles at a time: the JIT's compiler owns one TargetMachine, which is
+  // not safe to use from two threads (background compiles, and Now on a launching thread).
+  mutable std::mutex compileMutex;
+  // Specializations compiling in the background (guarded by specializationMutex), waited for
+  // before the JIT and the kernels go away.
+  mutable std::vector<std::future<void>> compiling;
+  ~ProgramImpl() override { waitForSpecializations(); }
+  void waitForSpecializations() const override {
+    for (;;) {
+      std::vector<std::future<void>> pending;
+      {
+        std::lock_guard<std::mutex> lock(specializationMutex);
+        pending.swap(compiling);
+      }
+      if (pending.empty())
+        return;
+      for (auto &f : pending)
+        f.wait();
+    }
+  }
   const std::vector<KernelInfo> &kernels() const override { return infos; }
   const Kernel *kernel(std::string_view name) const override {
     for (auto &k : kernels_)
@@ -161,32 +187,55 @@ EntryPoints KernelImpl::forLocalSize(const uint64_t local[3], uint64_t groups,
       oneItem)
     return generic;
   std::lock_guard<std::mutex> lock(program->specializationMutex);
-  auto it = std::find_if(specializations.begin(), specializations.end(), [&](const auto &s) {
-    return std::equal(local, local + 3, s.local);
-  });
+  auto it = std::find_if(specializations.begin(), specializations.end(),
+                         [&](const auto &s) { return std::equal(local, local + 3, s.local); });
   if (it == specializations.end()) {
     if (specializations.size() >= kMaxSpecializationsPerKernel)
       return generic;
+    // Never reallocated: background compiles hold references to the elements.
+    specializations.reserve(kMaxSpecializationsPerKernel);
     Specialization fresh;
     std::copy(local, local + 3, fresh.local);
     it = specializations.insert(specializations.end(), fresh);
   }
   Specialization &s = *it;
-  if (!s.made) {
+  if (!s.made && !s.compiling) {
     ++s.launches;
     s.groups += groups;
     const bool required = info_.reqd_work_group_size[0] != 0;
-    if (policy == Launch::Specialize::Now || required || s.groups >= kSpecializeAfterGroups ||
-        s.launches >= kSpecializeAfterLaunches)
-      specialize(s);
+    if (policy == Launch::Specialize::Now || required) {
+      s.entries = specialize(s.local);
+      s.made = true;
+    } else if (s.groups >= kSpecializeAfterGroups || s.launches >= kSpecializeAfterLaunches) {
+      // A tuner timing its launches (hashcat, CLBlast) must not see a launch that waited for
+      // the compiler: that local size would look slow and lose.
+      specializeInBackground(s);
+    }
   }
   return s.entries.wg || s.entries.region ? s.entries : generic;
 }
 
-void KernelImpl::specialize(Specialization &s) const {
-  s.made = true;
-  const std::string name = entry + ".local." + std::to_string(s.local[0]) + "x" +
-                           std::to_string(s.local[1]) + "x" + std::to_string(s.local[2]);
+void KernelImpl::specializeInBackground(Specialization &s) const {
+  s.compiling = true;
+  try {
+    program->compiling.push_back(std::async(std::launch::async, [this, &s] {
+      const EntryPoints made = specialize(s.local);
+      std::lock_guard<std::mutex> lock(program->specializationMutex);
+      s.entries = made;
+      s.made = true;
+      s.compiling = false;
+    }));
+  } catch (const std::system_error &) { // no thread: compiled now
+    s.entries = specialize(s.local);
+    s.made = true;
+    s.compiling = false;
+  }
+}
+
+EntryPoints KernelImpl::specialize(const uint64_t local[3]) const {
+  std::lock_guard<std::mutex> compiling(program->compileMutex);
+  const std::string name = entry + ".local." + std::to_string(local[0]) + "x" +
+                           std::to_string(local[1]) + "x" + std::to_string(local[2]);
   auto &jit = *program->jit;
   // Compiled before (this process or, through the object cache, an earlier one): the object
   // code serves without the optimizer.
@@ -196,26 +245,28 @@ void KernelImpl::specialize(Specialization &s) const {
       llvm::consumeError(std::move(e));
   } else {
     auto context = std::make_unique<llvm::LLVMContext>();
-    auto module = specializeEntry(*context, program->bitcode, entry, region != nullptr, s.local,
-                                  name);
+    auto module =
+        specializeEntry(*context, program->bitcode, entry, region != nullptr, local, name);
     if (!module)
-      return;
+      return {};
     (*module)->setModuleIdentifier(moduleName);
     if (llvm::Error e =
             jit.addIRModule(llvm::orc::ThreadSafeModule(std::move(*module), std::move(context)))) {
       llvm::consumeError(std::move(e));
-      return;
+      return {};
     }
   }
   auto sym = jit.lookup(name);
   if (!sym) {
     llvm::consumeError(sym.takeError());
-    return;
+    return {};
   }
+  EntryPoints made;
   if (region)
-    s.entries.region = sym->toPtr<RegionFn>();
+    made.region = sym->toPtr<RegionFn>();
   else
-    s.entries.wg = sym->toPtr<WgFn>();
+    made.wg = sym->toPtr<WgFn>();
+  return made;
 }
 
 } // namespace
@@ -761,8 +812,8 @@ struct PeShare {
 // call on the calling thread (its work-item loop vectorizes; the split over the modeled PEs is
 // arithmetic, and the same whatever the host threads). The group takes the slowest PE of every
 // barrier interval plus the PE barrier.
-Status runRegionsCosted(const KernelImpl &k, RegionFn region, void **slots, WiCtx &ctx,
-                        uint64_t lx, uint64_t rows, GroupCost &cost) {
+Status runRegionsCosted(const KernelImpl &k, RegionFn region, void **slots, WiCtx &ctx, uint64_t lx,
+                        uint64_t rows, GroupCost &cost) {
   const unsigned P = std::max(1u, cost.pes);
   const PeShare share(P, lx, rows);
   // Power-of-two groups (all those of the benchmarks): each region call adds its interval's

@@ -195,6 +195,10 @@ public:
   virtual const std::vector<KernelInfo> &kernels() const = 0;
   /// nullptr if no kernel of that name.
   virtual const Kernel *kernel(std::string_view name) const = 0;
+  /// Waits for the specializations being compiled in the background (Launch::Specialize::
+  /// IfUseful); launches prepared afterwards run them. For tests and benchmarks: nothing else
+  /// needs to wait.
+  virtual void waitForSpecializations() const {}
 };
 
 class Kernel {
@@ -306,8 +310,9 @@ class Launch {
 public:
   /// Whether the groups of the enqueued local size run the kernel's code specialized for that
   /// size (docs/compiler.md, "Specialization by local size"): once the size has run enough
-  /// groups (IfUseful), from this launch on (Now), or not (Never; MANYCL_SPECIALIZE=0 makes
-  /// every launch Never). Results and modeled cycles are the same either way.
+  /// groups (IfUseful: compiled in the background meanwhile, so no launch waits for it), from
+  /// this launch on (Now), or not (Never; MANYCL_SPECIALIZE=0 makes every launch Never).
+  /// Results and modeled cycles are the same either way.
   enum class Specialize : uint8_t { IfUseful, Now, Never };
   static Result<Launch> prepare(const Kernel &k, std::span<const ArgValue> args,
                                 const NDRange &range, Specialize specialize = Specialize::IfUseful);

@@ -283,20 +283,7 @@ void put_bytes(std::vector<uint8_t> &out, uint64_t at, const void *src, size_t n
 } // namespace
 
 const char *dtype_name(uint32_t dtype) {
-  switch (dtype) {
-  case MCL_DTYPE_F32:
-    return "f32";
-  case MCL_DTYPE_F16:
-    return "f16";
-  case MCL_DTYPE_S8:
-    return "s8";
-  case MCL_DTYPE_U8:
-    return "u8";
-  case MCL_DTYPE_S32:
-    return "s32";
-  default:
-    return "invalid";
-  }
+  return mcl_native_dtype_name(dtype);
 }
 
 namespace {

@@ -16,21 +16,6 @@ namespace manycl::native {
 
 namespace {
 
-const char *dtype_name(uint32_t dtype) {
-  switch (dtype) {
-  case MCL_DTYPE_F32:
-    return "f32";
-  case MCL_DTYPE_F16:
-    return "f16";
-  case MCL_DTYPE_S8:
-    return "s8";
-  case MCL_DTYPE_U8:
-    return "u8";
-  default:
-    return "?";
-  }
-}
-
 // Calls of one kind share a key; the tile size is summed, not keyed, so that the row and
 // channel splits of one layer land on one line.
 std::string call_key(uint32_t fn, const void *args) {
@@ -40,7 +25,7 @@ std::string call_key(uint32_t fn, const void *args) {
     std::memcpy(&a, args, sizeof a);
     const uint32_t g = std::max<uint32_t>(1, a.groups);
     std::snprintf(key, sizeof key, "%s %s k%ux%u s%u %s%u>%u%s%s", mcl_native_fn_name(fn),
-                  dtype_name(a.input.dtype), a.kernel_h, a.kernel_w, a.stride_h,
+                  mcl_native_dtype_name(a.input.dtype), a.kernel_h, a.kernel_w, a.stride_h,
                   g > 1 ? (g == a.input.c ? "dw " : "grouped ") : "", a.input.c, a.output.c,
                   (a.flags & MCL_CONV_WINOGRAD) ? " winograd" : "",
                   (a.flags & MCL_CONV_RESIDUAL) ? " +residual" : "");

@@ -498,6 +498,23 @@ const char *mcl_native_fn_name(uint32_t fn) {
   return fn < MCL_NATIVE_FN_COUNT_ ? kNames[fn] : "invalid";
 }
 
+const char *mcl_native_dtype_name(uint32_t dtype) {
+  switch (dtype) {
+  case MCL_DTYPE_F32:
+    return "f32";
+  case MCL_DTYPE_F16:
+    return "f16";
+  case MCL_DTYPE_S8:
+    return "s8";
+  case MCL_DTYPE_U8:
+    return "u8";
+  case MCL_DTYPE_S32:
+    return "s32";
+  default:
+    return "invalid";
+  }
+}
+
 int mcl_native_validate(uint32_t fn, const void *args, size_t size, uint64_t spm_size, char *msg,
                         size_t cap) {
   Status s = validate(fn, args, size, spm_size);

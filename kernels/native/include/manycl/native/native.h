@@ -34,6 +34,8 @@ enum mcl_native_status {
 size_t mcl_native_args_size(uint32_t fn_id);
 /* Name of a function id ("conv2d", ...), "invalid" for unknown ids. */
 const char *mcl_native_fn_name(uint32_t fn_id);
+/* "f32", "f16", "s8", "u8", "s32" (mcl_dtype), or "invalid". */
+const char *mcl_native_dtype_name(uint32_t dtype);
 
 /* Checks an argument block against an SPM of spm_size bytes: block size, enums, shapes,
  * every operand range (including the conv table and packed parameters). Never reads outside

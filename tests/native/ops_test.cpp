@@ -3,6 +3,7 @@
 #include "native_test_util.h"
 
 #include <atomic>
+#include <bit>
 #include <set>
 
 using namespace native_test;
@@ -10,9 +11,15 @@ using namespace native_test;
 namespace {
 
 const uint32_t kAllTypes[] = {MCL_DTYPE_F32, MCL_DTYPE_F16, MCL_DTYPE_U8, MCL_DTYPE_S8};
-bool is_q(uint32_t d) { return d == MCL_DTYPE_U8 || d == MCL_DTYPE_S8; }
-int32_t lo_of(uint32_t d) { return d == MCL_DTYPE_U8 ? 0 : -128; }
-int32_t hi_of(uint32_t d) { return d == MCL_DTYPE_U8 ? 255 : 127; }
+bool is_q(uint32_t d) {
+  return d == MCL_DTYPE_U8 || d == MCL_DTYPE_S8;
+}
+int32_t lo_of(uint32_t d) {
+  return d == MCL_DTYPE_U8 ? 0 : -128;
+}
+int32_t hi_of(uint32_t d) {
+  return d == MCL_DTYPE_U8 ? 255 : 127;
+}
 
 // Test-side quantization, written from the ONNX definitions.
 int32_t quant_ref(float v, mcl_quant q, uint32_t d) {
@@ -21,7 +28,9 @@ int32_t quant_ref(float v, mcl_quant q, uint32_t d) {
     return lo_of(d);
   return clampi((int64_t)std::nearbyint((double)r) + q.zero_point, lo_of(d), hi_of(d));
 }
-float deq_ref(double q, mcl_quant p) { return (float)((int32_t)q - p.zero_point) * p.scale; }
+float deq_ref(double q, mcl_quant p) {
+  return (float)((int32_t)q - p.zero_point) * p.scale;
+}
 
 // Random values of a dtype: floats in [-2, 2], integers over the whole range.
 double random_value(std::mt19937 &rng, uint32_t d) {
@@ -38,21 +47,26 @@ void fill_random(Spm &spm, const mcl_tile &t, std::mt19937 &rng) {
         set(spm, t, y, x, c, random_value(rng, t.dtype));
 }
 
-double to_real(double v, uint32_t d, mcl_quant q) { return is_q(d) ? deq_ref(v, q) : v; }
+double to_real(double v, uint32_t d, mcl_quant q) {
+  return is_q(d) ? deq_ref(v, q) : v;
+}
 
 // Compares an output element with a real-valued reference.
 void expect_value(double got, double want, uint32_t d, mcl_quant q, double rel, const char *what) {
   if (is_q(d)) {
     EXPECT_NEAR(got, quant_ref((float)want, q, d), 1.0) << what;
   } else {
-    const double tol = d == MCL_DTYPE_F16 ? 1e-3 * std::fabs(want) + 1e-3 : rel * std::fabs(want) + 1e-6;
+    const double tol =
+        d == MCL_DTYPE_F16 ? 1e-3 * std::fabs(want) + 1e-3 : rel * std::fabs(want) + 1e-6;
     EXPECT_NEAR(got, want, tol) << what;
   }
 }
 
 TEST(NativePool, MaxAndAverageAllTypesAllPaddings) {
   std::mt19937 rng(11);
-  auto pick = [&](uint32_t lo, uint32_t hi) { return std::uniform_int_distribution<uint32_t>(lo, hi)(rng); };
+  auto pick = [&](uint32_t lo, uint32_t hi) {
+    return std::uniform_int_distribution<uint32_t>(lo, hi)(rng);
+  };
   for (int iter = 0; iter < 80; ++iter) {
     Spm spm;
     const uint32_t d = kAllTypes[iter % 4];
@@ -64,7 +78,8 @@ TEST(NativePool, MaxAndAverageAllTypesAllPaddings) {
     a.dilation_h = (uint16_t)pick(1, 2), a.dilation_w = (uint16_t)pick(1, 2);
     const uint32_t pt = pick(0, a.kernel_h - 1), pl = pick(0, a.kernel_w - 1);
     const uint32_t pb = pick(0, a.kernel_h - 1), pr = pick(0, a.kernel_w - 1);
-    const uint32_t ekh = (a.kernel_h - 1) * a.dilation_h + 1, ekw = (a.kernel_w - 1) * a.dilation_w + 1;
+    const uint32_t ekh = (a.kernel_h - 1) * a.dilation_h + 1,
+                   ekw = (a.kernel_w - 1) * a.dilation_w + 1;
     const uint32_t Hp = std::max(H + pt + pb, ekh), Wp = std::max(W + pl + pr, ekw);
     const uint32_t OH = (Hp - ekh) / a.stride_h + 1, OW = (Wp - ekw) / a.stride_w + 1;
     a.input = place_tile(spm, H, W, C, d, 1, 2, is_q(d) ? 0x11 : 0xff);
@@ -78,7 +93,8 @@ TEST(NativePool, MaxAndAverageAllTypesAllPaddings) {
     a.count_y1 = (int32_t)(include_pad ? H + pb : H);
     a.count_x1 = (int32_t)(include_pad ? W + pr : W);
     a.in_quant = {0.05f, is_q(d) ? (int32_t)pick(0, 20) : 0};
-    a.out_quant = a.kind == MCL_POOL_MAX ? a.in_quant : mcl_quant{0.04f, is_q(d) ? (int32_t)pick(0, 9) : 0};
+    a.out_quant =
+        a.kind == MCL_POOL_MAX ? a.in_quant : mcl_quant{0.04f, is_q(d) ? (int32_t)pick(0, 9) : 0};
     SCOPED_TRACE("pool iter " + std::to_string(iter));
     spm.run(MCL_NATIVE_FN_POOL2D, a);
     for (uint32_t oy = 0; oy < OH; ++oy)
@@ -103,7 +119,8 @@ TEST(NativePool, MaxAndAverageAllTypesAllPaddings) {
             }
           const double got = get(spm, a.output, oy, ox, c);
           if (a.kind == MCL_POOL_MAX) {
-            EXPECT_EQ(got, inside ? mx : (is_q(d) ? a.out_quant.zero_point : 0.0)) << oy << "," << ox << "," << c;
+            EXPECT_EQ(got, inside ? mx : (is_q(d) ? a.out_quant.zero_point : 0.0))
+                << oy << "," << ox << "," << c;
           } else if (is_q(d)) {
             const float v = (float)isum * a.in_quant.scale / (float)std::max(counted, 1u);
             EXPECT_EQ(got, quant_ref(v, a.out_quant, d)) << oy << "," << ox << "," << c;
@@ -111,6 +128,63 @@ TEST(NativePool, MaxAndAverageAllTypesAllPaddings) {
             expect_value(got, sum / std::max(counted, 1u), d, a.out_quant, 1e-5, "avg");
           }
         }
+  }
+}
+
+TEST(NativePool, FloatPixelKernelsEveryIsa) {
+  // FP32 max and average pooling (the ISA's per-pixel kernel: 16 channels in registers,
+  // scalar tails): the max of the window's pixels with NaN inputs ignored and -0 kept before
+  // +0 as std::max does, the average as the scalar sum in pixel order over the counted
+  // window; exact on every ISA, global windows included.
+  IsaGuard guard;
+  std::mt19937 rng(4141);
+  for (const std::string &isa : available_isas()) {
+    ASSERT_EQ(mcl_native_set_isa(isa.c_str()), MCL_NATIVE_OK);
+    for (int iter = 0; iter < 24; ++iter) {
+      Spm spm;
+      const bool is_max = iter % 2 == 0, global = iter % 6 == 5;
+      const uint32_t C = 1 + (iter * 7) % 41, H = global ? 13 : 5, W = global ? 11 : 6;
+      const uint32_t OH = global ? 1 : 3, OW = global ? 1 : 3;
+      mcl_pool_args a{};
+      a.kind = is_max ? MCL_POOL_MAX : MCL_POOL_AVG;
+      a.kernel_h = global ? H : 3, a.kernel_w = global ? W : 3;
+      a.stride_h = a.stride_w = global ? 1 : 2;
+      a.dilation_h = a.dilation_w = 1;
+      a.origin_y = a.origin_x = global ? 0 : -1;
+      a.input = place_tile(spm, H, W, C, MCL_DTYPE_F32, 1, 1, 0);
+      a.output = place_tile(spm, OH, OW, C, MCL_DTYPE_F32, 0, 0, 0);
+      fill_random(spm, a.input, rng);
+      if (is_max)
+        for (uint32_t c = 0; c < C; c += 3) {
+          *reinterpret_cast<float *>(tile_elem(spm, a.input, 1, 1, c)) = NAN;
+          *reinterpret_cast<float *>(tile_elem(spm, a.input, 0, 0, c)) = -0.0f;
+        }
+      a.count_y1 = (int32_t)H, a.count_x1 = (int32_t)W;
+      SCOPED_TRACE(isa + " float pool iter " + std::to_string(iter));
+      spm.run(MCL_NATIVE_FN_POOL2D, a);
+      for (uint32_t oy = 0; oy < OH; ++oy)
+        for (uint32_t ox = 0; ox < OW; ++ox)
+          for (uint32_t c = 0; c < C; ++c) {
+            float mx = -INFINITY, sum = 0.0f;
+            uint32_t counted = 0;
+            for (uint32_t ky = 0; ky < a.kernel_h; ++ky)
+              for (uint32_t kx = 0; kx < a.kernel_w; ++kx) {
+                const int64_t iy = a.origin_y + (int64_t)oy * a.stride_h + ky;
+                const int64_t ix = a.origin_x + (int64_t)ox * a.stride_w + kx;
+                if (iy < 0 || ix < 0 || iy >= H || ix >= W)
+                  continue;
+                ++counted;
+                const float v = *reinterpret_cast<const float *>(
+                    tile_elem(spm, a.input, (uint32_t)iy, (uint32_t)ix, c));
+                mx = std::max(mx, v);
+                sum += v;
+              }
+            const float got = *reinterpret_cast<const float *>(tile_elem(spm, a.output, oy, ox, c));
+            const float want = is_max ? mx : sum / (float)std::max(counted, 1u);
+            ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+                << oy << "," << ox << "," << c << ": " << got << " vs " << want;
+          }
+    }
   }
 }
 
@@ -189,27 +263,43 @@ TEST(NativePool, GlobalAverage) {
 
 float binary_ref(uint32_t op, float x, float y) {
   switch (op) {
-  case MCL_ELTWISE_ADD: return x + y;
-  case MCL_ELTWISE_SUB: return x - y;
-  case MCL_ELTWISE_MUL: return x * y;
-  case MCL_ELTWISE_DIV: return x / y;
-  case MCL_ELTWISE_MAX: return std::max(x, y);
-  default: return std::min(x, y);
+  case MCL_ELTWISE_ADD:
+    return x + y;
+  case MCL_ELTWISE_SUB:
+    return x - y;
+  case MCL_ELTWISE_MUL:
+    return x * y;
+  case MCL_ELTWISE_DIV:
+    return x / y;
+  case MCL_ELTWISE_MAX:
+    return std::max(x, y);
+  default:
+    return std::min(x, y);
   }
 }
 
 double act_ref(const mcl_activation &a, double v) {
   switch (a.kind) {
-  case MCL_ACT_RELU: return std::max(v, 0.0);
-  case MCL_ACT_CLIP: return std::min(std::max(v, (double)a.alpha), (double)a.beta);
-  case MCL_ACT_LEAKY_RELU: return v < 0 ? a.alpha * v : v;
-  case MCL_ACT_SIGMOID: return 1.0 / (1.0 + std::exp(-v));
-  case MCL_ACT_SILU: return v / (1.0 + std::exp(-v));
-  case MCL_ACT_HARD_SIGMOID: return std::max(0.0, std::min(1.0, a.alpha * v + a.beta));
-  case MCL_ACT_HARD_SWISH: return v * std::max(0.0, std::min(1.0, v / 6.0 + 0.5));
-  case MCL_ACT_TANH: return std::tanh(v);
-  case MCL_ACT_MISH: return v * std::tanh(std::log1p(std::exp(v)));
-  default: return v;
+  case MCL_ACT_RELU:
+    return std::max(v, 0.0);
+  case MCL_ACT_CLIP:
+    return std::min(std::max(v, (double)a.alpha), (double)a.beta);
+  case MCL_ACT_LEAKY_RELU:
+    return v < 0 ? a.alpha * v : v;
+  case MCL_ACT_SIGMOID:
+    return 1.0 / (1.0 + std::exp(-v));
+  case MCL_ACT_SILU:
+    return v / (1.0 + std::exp(-v));
+  case MCL_ACT_HARD_SIGMOID:
+    return std::max(0.0, std::min(1.0, a.alpha * v + a.beta));
+  case MCL_ACT_HARD_SWISH:
+    return v * std::max(0.0, std::min(1.0, v / 6.0 + 0.5));
+  case MCL_ACT_TANH:
+    return std::tanh(v);
+  case MCL_ACT_MISH:
+    return v * std::tanh(std::log1p(std::exp(v)));
+  default:
+    return v;
   }
 }
 
@@ -232,9 +322,12 @@ TEST(NativeEltwise, BroadcastingOpsAndTypes) {
     fill_random(spm, b, rng);
     a.b = b;
     a.b.h = H, a.b.w = W, a.b.c = C;
-    if (bh == 1) a.b.row_stride = 0;
-    if (bw == 1) a.b.pixel_stride = 0;
-    if (bc == 1) a.b.channel_stride = 0;
+    if (bh == 1)
+      a.b.row_stride = 0;
+    if (bw == 1)
+      a.b.pixel_stride = 0;
+    if (bc == 1)
+      a.b.channel_stride = 0;
     if (op == MCL_ELTWISE_DIV && !is_q(d)) // keep divisors away from zero
       for (uint32_t y = 0; y < bh; ++y)
         for (uint32_t x = 0; x < bw; ++x)
@@ -345,7 +438,8 @@ TEST(NativeScaleShift, FoldedBatchNorm) {
       for (uint32_t x = 0; x < 6; ++x)
         for (uint32_t c = 0; c < 21; ++c) {
           const double v = to_real(get(spm, a.input, y, x, c), d, a.in_quant) * p[c] + p[21 + c];
-          expect_value(get(spm, a.output, y, x, c), act_ref(a.act, v), d, a.out_quant, 1e-5, "scale_shift");
+          expect_value(get(spm, a.output, y, x, c), act_ref(a.act, v), d, a.out_quant, 1e-5,
+                       "scale_shift");
         }
   }
 }
@@ -359,7 +453,10 @@ TEST(NativeActivation, EveryKindEveryType) {
       a.input = place_tile(spm, 3, 4, 29, d, 0, 0, 0);
       a.output = place_tile(spm, 3, 4, 29, d, 1, 0, 0);
       fill_random(spm, a.input, rng);
-      a.act = {kind, kind == MCL_ACT_CLIP ? -0.7f : kind == MCL_ACT_LEAKY_RELU ? 0.1f : 0.2f,
+      a.act = {kind,
+               kind == MCL_ACT_CLIP         ? -0.7f
+               : kind == MCL_ACT_LEAKY_RELU ? 0.1f
+                                            : 0.2f,
                kind == MCL_ACT_CLIP ? 0.6f : 0.5f};
       a.in_quant = {0.015f, is_q(d) ? 3 : 0};
       a.out_quant = {0.01f, is_q(d) ? (d == MCL_DTYPE_U8 ? 100 : 0) : 0};
@@ -369,7 +466,8 @@ TEST(NativeActivation, EveryKindEveryType) {
         for (uint32_t x = 0; x < 4; ++x)
           for (uint32_t c = 0; c < 29; ++c) {
             const double v = to_real(get(spm, a.input, y, x, c), d, a.in_quant);
-            expect_value(get(spm, a.output, y, x, c), act_ref(a.act, v), d, a.out_quant, 2e-6, "act");
+            expect_value(get(spm, a.output, y, x, c), act_ref(a.act, v), d, a.out_quant, 2e-6,
+                         "act");
           }
     }
 }
@@ -391,27 +489,34 @@ TEST(NativeSoftmax, ChannelAxis) {
         for (uint32_t c = 0; c < 37; ++c)
           s += std::exp(get(spm, a.input, y, x, c) - mx);
         for (uint32_t c = 0; c < 37; ++c)
-          expect_value(get(spm, a.output, y, x, c), std::exp(get(spm, a.input, y, x, c) - mx) / s, d, {},
-                       1e-5, "softmax");
+          expect_value(get(spm, a.output, y, x, c), std::exp(get(spm, a.input, y, x, c) - mx) / s,
+                       d, {}, 1e-5, "softmax");
       }
   }
 }
 
 // ONNX Resize reference, one axis: source coordinate of output index o (float, like ORT).
 float src_coord(uint32_t mode, float o, float scale, uint32_t in, uint32_t out) {
-  if (mode == MCL_COORD_ASYMMETRIC) return o / scale;
-  if (mode == MCL_COORD_ALIGN_CORNERS) return out == 1 ? 0.0f : o * (float)(in - 1) / (float)(out - 1);
-  if (mode == MCL_COORD_PYTORCH_HALF_PIXEL) return out > 1 ? (o + 0.5f) / scale - 0.5f : 0.0f;
+  if (mode == MCL_COORD_ASYMMETRIC)
+    return o / scale;
+  if (mode == MCL_COORD_ALIGN_CORNERS)
+    return out == 1 ? 0.0f : o * (float)(in - 1) / (float)(out - 1);
+  if (mode == MCL_COORD_PYTORCH_HALF_PIXEL)
+    return out > 1 ? (o + 0.5f) / scale - 0.5f : 0.0f;
   return (o + 0.5f) / scale - 0.5f;
 }
 int64_t nearest_ref(uint32_t mode, float x) {
   const double f = std::floor(x);
   const bool half = (double)x - f == 0.5;
   switch (mode) {
-  case MCL_NEAREST_FLOOR: return (int64_t)f;
-  case MCL_NEAREST_CEIL: return (int64_t)std::ceil(x);
-  case MCL_NEAREST_ROUND_PREFER_CEIL: return half ? (int64_t)f + 1 : (int64_t)std::lround(x);
-  default: return half ? (int64_t)f : (int64_t)std::lround(x);
+  case MCL_NEAREST_FLOOR:
+    return (int64_t)f;
+  case MCL_NEAREST_CEIL:
+    return (int64_t)std::ceil(x);
+  case MCL_NEAREST_ROUND_PREFER_CEIL:
+    return half ? (int64_t)f + 1 : (int64_t)std::lround(x);
+  default:
+    return half ? (int64_t)f : (int64_t)std::lround(x);
   }
 }
 
@@ -421,8 +526,10 @@ TEST(NativeResize, NearestAndBilinearTiled) {
     Spm spm;
     const uint32_t d = kAllTypes[iter % 4];
     const uint32_t IH = 2 + iter % 5, IW = 3 + iter % 4, C = 1 + iter % 6;
-    const float sh = iter % 3 == 0 ? 2.0f : 1.5f + 0.25f * (iter % 4), sw = iter % 2 ? 2.0f : 0.75f + 0.5f * (iter % 3);
-    const uint32_t OH = (uint32_t)std::floor(IH * sh), OW = std::max<uint32_t>(1, (uint32_t)std::floor(IW * sw));
+    const float sh = iter % 3 == 0 ? 2.0f : 1.5f + 0.25f * (iter % 4),
+                sw = iter % 2 ? 2.0f : 0.75f + 0.5f * (iter % 3);
+    const uint32_t OH = (uint32_t)std::floor(IH * sh),
+                   OW = std::max<uint32_t>(1, (uint32_t)std::floor(IW * sw));
     mcl_resize_args a{};
     a.mode = iter % 2 ? MCL_RESIZE_BILINEAR : MCL_RESIZE_NEAREST;
     a.coord_mode = (iter / 2) % 4;
@@ -437,7 +544,9 @@ TEST(NativeResize, NearestAndBilinearTiled) {
     a.in_quant = a.out_quant = {0.02f, is_q(d) ? 7 : 0};
     SCOPED_TRACE("resize iter " + std::to_string(iter));
     spm.run(MCL_NATIVE_FN_RESIZE, a);
-    auto clampc = [](int64_t v, uint32_t n) { return (uint32_t)std::min<int64_t>(std::max<int64_t>(v, 0), n - 1); };
+    auto clampc = [](int64_t v, uint32_t n) {
+      return (uint32_t)std::min<int64_t>(std::max<int64_t>(v, 0), n - 1);
+    };
     for (uint32_t ty = 0; ty < a.output.h; ++ty)
       for (uint32_t ox = 0; ox < OW; ++ox) {
         const float y = src_coord(a.coord_mode, (float)(a.out_y0 + ty), sh, IH, OH);
@@ -454,8 +563,11 @@ TEST(NativeResize, NearestAndBilinearTiled) {
             const uint32_t y0 = (uint32_t)cy, x0 = (uint32_t)cx;
             const uint32_t y1 = std::min(y0 + 1, IH - 1), x1 = std::min(x0 + 1, IW - 1);
             const double wy = cy - y0, wx = cx - x0;
-            auto r = [&](uint32_t yy, uint32_t xx) { return to_real(get(spm, a.input, yy, xx, c), d, a.in_quant); };
-            const double want = (r(y0, x0) * (1 - wx) + r(y0, x1) * wx) * (1 - wy) + (r(y1, x0) * (1 - wx) + r(y1, x1) * wx) * wy;
+            auto r = [&](uint32_t yy, uint32_t xx) {
+              return to_real(get(spm, a.input, yy, xx, c), d, a.in_quant);
+            };
+            const double want = (r(y0, x0) * (1 - wx) + r(y0, x1) * wx) * (1 - wy) +
+                                (r(y1, x0) * (1 - wx) + r(y1, x1) * wx) * wy;
             expect_value(got, want, d, a.out_quant, 1e-5, "bilinear");
           }
         }
@@ -597,15 +709,16 @@ TEST(NativeHostExec, ParallelForRunsEveryTaskOnceAndCountsCycles) {
       std::vector<std::atomic<int>> *hits;
       std::atomic<uint32_t> max_pe{0};
     } ctx{&hits};
-    exec.parallel_for(exec.user, 97,
-                      [](void *arg, uint32_t i, uint32_t pe) {
-                        auto *c = static_cast<Ctx *>(arg);
-                        (*c->hits)[i]++;
-                        uint32_t m = c->max_pe.load();
-                        while (pe > m && !c->max_pe.compare_exchange_weak(m, pe)) {
-                        }
-                      },
-                      &ctx);
+    exec.parallel_for(
+        exec.user, 97,
+        [](void *arg, uint32_t i, uint32_t pe) {
+          auto *c = static_cast<Ctx *>(arg);
+          (*c->hits)[i]++;
+          uint32_t m = c->max_pe.load();
+          while (pe > m && !c->max_pe.compare_exchange_weak(m, pe)) {
+          }
+        },
+        &ctx);
     for (auto &h : hits)
       ASSERT_EQ(h.load(), 1);
     ASSERT_LT(ctx.max_pe.load(), 4u);
@@ -615,7 +728,8 @@ TEST(NativeHostExec, ParallelForRunsEveryTaskOnceAndCountsCycles) {
   a.input = {0, 1, 1, 16, 16, 16, 1, MCL_DTYPE_F32};
   a.output = {256, 1, 1, 16, 16, 16, 1, MCL_DTYPE_F32};
   char msg[128];
-  ASSERT_EQ(mcl_native_run(&exec, MCL_NATIVE_FN_COPY, &a, sizeof a, msg, sizeof msg), MCL_NATIVE_OK) << msg;
+  ASSERT_EQ(mcl_native_run(&exec, MCL_NATIVE_FN_COPY, &a, sizeof a, msg, sizeof msg), MCL_NATIVE_OK)
+      << msg;
   EXPECT_EQ(mcl_native_host_pool_cycles(pool), mcl_native_cost(MCL_NATIVE_FN_COPY, &a, 4));
   mcl_native_host_pool_reset_cycles(pool);
   EXPECT_EQ(mcl_native_host_pool_cycles(pool), 0u);

@@ -262,6 +262,10 @@ struct IsaKernels {
   void (*narrow_halves)(const float *, uint32_t n, uint16_t *);
   // acc[i] = std::max(acc[i], float(p[i])) for a row of binary16 (max pooling).
   void (*max_halves)(const uint16_t *p, uint32_t n, float *acc);
+  // One output pixel of float pooling over `n` input pixels of C contiguous channels: the
+  // maximum, or the sum in pixel order divided by `divisor`.
+  void (*pool_floats)(const float *const *pixels, uint32_t n, uint32_t C, bool is_max,
+                      float divisor, float *out);
 };
 
 const IsaKernels &generic_kernels();

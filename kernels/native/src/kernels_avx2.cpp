@@ -23,6 +23,8 @@ struct Avx2Simd : Avx2Steps {
   // Epilogue steps on a block row still in its register (finish_block), in the order of
   // the epilogue_row steps: (x + bias) [+ residual], clamp, [LeakyRelu], store.
   static VF add(VF a, VF b) { return _mm256_add_ps(a, b); }
+  // a > b ? a : b (b when either is NaN).
+  static VF max(VF a, VF b) { return _mm256_max_ps(a, b); }
   static VF clamp(VF x, VF lo, VF hi) { return _mm256_min_ps(_mm256_max_ps(x, lo), hi); }
   static VF leaky(VF x, VF alpha) {
     return _mm256_blendv_ps(x, _mm256_mul_ps(x, alpha),
@@ -77,7 +79,8 @@ const IsaKernels kAvx2 = {"avx2",
                           int8_add_avx2,
                           Avx2Simd::widen_halves,
                           Avx2Simd::narrow_halves,
-                          Avx2Simd::max_halves};
+                          Avx2Simd::max_halves,
+                          pool_floats<Avx2Simd>};
 
 } // namespace
 

@@ -27,6 +27,8 @@ struct Avx512Simd : Avx2Steps {
   // Epilogue steps on a block row still in its register (finish_block), in the order of
   // the epilogue_row steps: (x + bias) [+ residual], clamp, [LeakyRelu], store.
   static VF add(VF a, VF b) { return _mm512_add_ps(a, b); }
+  // a > b ? a : b (b when either is NaN); the zero-masked form, as in clamp().
+  static VF max(VF a, VF b) { return _mm512_maskz_max_ps((__mmask16)0xffff, a, b); }
   // max(NaN, lo) = lo, as the scalar code. The zero-masked forms with every lane selected
   // are the same instructions (GCC bug 105593, as in load()).
   static VF clamp(VF x, VF lo, VF hi) {
@@ -115,7 +117,8 @@ const IsaKernels kAvx512 = {"avx512",
                             int8_add_avx512,
                             Avx512Simd::widen_halves,
                             Avx512Simd::narrow_halves,
-                            Avx512Simd::max_halves};
+                            Avx512Simd::max_halves,
+                            pool_floats<Avx512Simd>};
 
 } // namespace
 

@@ -27,6 +27,9 @@ struct GenericSimd : PortableSteps {
   static VF bcast(uint16_t h) { return bcast(half_to_float(h)); }
   static VF fma(VF a, VF b, VF c) { return c + a * b; }
   static void store(float *p, VF x) { std::memcpy(p, &x, sizeof x); }
+  static VF add(VF a, VF b) { return a + b; }
+  // a > b ? a : b lane by lane (b when either is NaN).
+  static VF max(VF a, VF b) { return a > b ? a : b; }
 };
 
 const IsaKernels kGeneric = {"generic",
@@ -38,7 +41,8 @@ const IsaKernels kGeneric = {"generic",
                              int8_add_portable,
                              GenericSimd::widen_halves,
                              GenericSimd::narrow_halves,
-                             GenericSimd::max_halves};
+                             GenericSimd::max_halves,
+                             pool_floats<GenericSimd>};
 
 } // namespace
 

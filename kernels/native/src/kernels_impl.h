@@ -889,6 +889,41 @@ template <class S> static void depthwise(const ConvJob &j, const ConvRange &r) {
   }
 }
 
+// Float pooling of one output pixel (IsaKernels::pool_floats): 16 channels at a time in
+// registers over the window's pixels, in pixel order (the sums are the scalar loop's); the
+// maximum starts at -inf and keeps the accumulator on NaN inputs, as std::max(acc, x) does.
+template <class S>
+static void pool_floats(const float *const *pixels, uint32_t n, uint32_t C, bool is_max,
+                        float divisor, float *out) {
+  constexpr int V = kPanelWidth / S::W;
+  using VF = typename S::VF;
+  uint32_t c = 0;
+  for (; c + kPanelWidth <= C; c += kPanelWidth) {
+    VF acc[V];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      acc[v] = is_max ? S::bcast(-INFINITY) : S::zero();
+    for (uint32_t t = 0; t < n; ++t)
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v) {
+        const VF x = S::load(pixels[t] + c + v * S::W);
+        acc[v] = is_max ? S::max(x, acc[v]) : S::add(acc[v], x);
+      }
+    alignas(64) float sums[kPanelWidth];
+#pragma GCC unroll 4
+    for (int v = 0; v < V; ++v)
+      S::store(sums + v * S::W, acc[v]);
+    for (uint32_t k = 0; k < kPanelWidth; ++k)
+      out[c + k] = is_max ? sums[k] : sums[k] / divisor;
+  }
+  for (; c < C; ++c) {
+    float acc = is_max ? -INFINITY : 0.0f;
+    for (uint32_t t = 0; t < n; ++t)
+      acc = is_max ? std::max(acc, pixels[t][c]) : acc + pixels[t][c];
+    out[c] = is_max ? acc : acc / divisor;
+  }
+}
+
 // Requantizing INT8 add, portable form (the compiler vectorizes what the baseline ISA can).
 [[maybe_unused]] static void int8_add_portable(const Int8AddJob &j) {
   for (uint32_t i = 0; i < j.n; ++i)

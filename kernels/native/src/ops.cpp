@@ -163,6 +163,41 @@ Status run_pool(const mcl_native_exec &exec, const mcl_pool_args &a) {
       if (int8_max_pool_raw<T>(exec, a))
         return;
     }
+    // Float tiles with contiguous channels: the ISA's pooling of one output pixel over the
+    // window's pixels (pool_floats), the same sums in the same order.
+    constexpr uint32_t kMaxWindow = 256;
+    const bool float_rows = std::is_same_v<T, float> && a.input.channel_stride == 1 &&
+                            a.output.channel_stride == 1 &&
+                            (uint64_t)a.kernel_h * a.kernel_w <= kMaxWindow;
+    if (float_rows) {
+      parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
+        const float *pixels[kMaxWindow];
+        const bool is_max = a.kind == MCL_POOL_MAX;
+        for (uint32_t oy = y0; oy < y1; ++oy)
+          for (uint32_t ox = 0; ox < a.output.w; ++ox) {
+            const int64_t by = a.origin_y + (int64_t)oy * a.stride_h;
+            const int64_t bx = a.origin_x + (int64_t)ox * a.stride_w;
+            uint32_t inside = 0, counted = 0;
+            for (uint32_t ky = 0; ky < a.kernel_h; ++ky) {
+              const int64_t iy = by + (int64_t)ky * a.dilation_h;
+              for (uint32_t kx = 0; kx < a.kernel_w; ++kx) {
+                const int64_t ix = bx + (int64_t)kx * a.dilation_w;
+                if (iy >= a.count_y0 && iy < a.count_y1 && ix >= a.count_x0 && ix < a.count_x1)
+                  ++counted;
+                if (iy < 0 || ix < 0 || iy >= a.input.h || ix >= a.input.w)
+                  continue;
+                pixels[inside++] = reinterpret_cast<const float *>(elem<T>(spm, a.input, iy, ix));
+              }
+            }
+            float *o = reinterpret_cast<float *>(elem<T>(spm, a.output, oy, ox));
+            if (is_max && inside == 0) // a window with no input pixel yields 0
+              std::fill_n(o, C, 0.0f);
+            else
+              isa.pool_floats(pixels, inside, C, is_max, (float)std::max<uint32_t>(counted, 1), o);
+          }
+      });
+      return;
+    }
     parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
       std::vector<float> accf(C), row(half_rows ? C : 0);
       std::vector<int32_t> acci(C);
@@ -369,8 +404,8 @@ Status run_eltwise(const mcl_native_exec &exec, const mcl_eltwise_args &a) {
 
 Status run_scale_shift(const mcl_native_exec &exec, const mcl_scale_shift_args &a) {
   uint8_t *spm = exec.spm_base;
-  const float *scale = reinterpret_cast<const float *>(
-      params_at(exec, a.params_offset, (uint64_t)a.input.c * 8));
+  const float *scale =
+      reinterpret_cast<const float *>(params_at(exec, a.params_offset, (uint64_t)a.input.c * 8));
   const float *shift = scale + a.input.c;
   const Act act(a.act);
   with_type(a.input.dtype, [&](auto tag) {
@@ -641,12 +676,18 @@ namespace manycl::native::cost {
 namespace {
 
 // Arithmetic type of vector work: FP16 stays FP16; INT8 is computed on dequantized FP32.
-uint32_t arith(uint32_t dtype) { return dtype == MCL_DTYPE_F16 ? MCL_DTYPE_F16 : MCL_DTYPE_F32; }
+uint32_t arith(uint32_t dtype) {
+  return dtype == MCL_DTYPE_F16 ? MCL_DTYPE_F16 : MCL_DTYPE_F32;
+}
 
 // VLIW operations to dequantize an INT8 operand (subtract, scale) or quantize a result
 // (scale, round, zero point, clamp).
-double dequant_ops(uint32_t dtype) { return is_int8(dtype) ? 2.0 : 0.0; }
-double quant_ops(uint32_t dtype) { return is_int8(dtype) ? 4.0 : 0.0; }
+double dequant_ops(uint32_t dtype) {
+  return is_int8(dtype) ? 2.0 : 0.0;
+}
+double quant_ops(uint32_t dtype) {
+  return is_int8(dtype) ? 4.0 : 0.0;
+}
 
 // Bytes an operand tile contributes per output element: 0 when broadcast over pixels (a
 // per-channel vector stays in registers).
@@ -673,28 +714,29 @@ Cost pool_cost(const mcl_pool_args &a, uint32_t pes) {
   const uint32_t in_bytes = dtype_size(a.input.dtype);
   // A row of outputs slides its window in registers; a global pool (one output column)
   // reads every tap.
-  const double loads = a.output.w > 1 ? std::min<double>((double)taps, (double)a.kernel_h *
-                                                             std::max<uint16_t>(1, a.stride_w))
-                                      : (double)taps;
+  const double loads =
+      a.output.w > 1
+          ? std::min<double>((double)taps, (double)a.kernel_h * std::max<uint16_t>(1, a.stride_w))
+          : (double)taps;
   const double bytes = loads * in_bytes + dtype_size(a.output.dtype);
-  const double ops = (double)taps + (a.kind == MCL_POOL_AVG ? 1.0 : 0.0) +
-                     (a.kind == MCL_POOL_AVG ? dequant_ops(a.input.dtype) + quant_ops(a.output.dtype)
-                                             : 0.0);
+  const double ops =
+      (double)taps + (a.kind == MCL_POOL_AVG ? 1.0 : 0.0) +
+      (a.kind == MCL_POOL_AVG ? dequant_ops(a.input.dtype) + quant_ops(a.output.dtype) : 0.0);
   return stream(elements(a.output), bytes, ops, arith(a.input.dtype), pes);
 }
 
 Cost eltwise_cost(const mcl_eltwise_args &a, uint32_t pes) {
   const double bytes = operand_bytes(a.a) + operand_bytes(a.b) + dtype_size(a.output.dtype);
   const double op = a.op == MCL_ELTWISE_DIV ? 8.0 : 1.0; // reciprocal + Newton steps
-  const double ops = op + activation_ops(a.act) + dequant_ops(a.a.dtype) +
-                     dequant_ops(a.b.dtype) + quant_ops(a.output.dtype);
+  const double ops = op + activation_ops(a.act) + dequant_ops(a.a.dtype) + dequant_ops(a.b.dtype) +
+                     quant_ops(a.output.dtype);
   return stream(elements(a.output), bytes, ops, arith(a.output.dtype), pes);
 }
 
 Cost scale_shift_cost(const mcl_scale_shift_args &a, uint32_t pes) {
   const double bytes = (double)dtype_size(a.input.dtype) + dtype_size(a.output.dtype);
-  const double ops = 1.0 + activation_ops(a.act) + dequant_ops(a.input.dtype) +
-                     quant_ops(a.output.dtype);
+  const double ops =
+      1.0 + activation_ops(a.act) + dequant_ops(a.input.dtype) + quant_ops(a.output.dtype);
   return stream(elements(a.output), bytes, ops, arith(a.output.dtype), pes);
 }
 
@@ -705,8 +747,9 @@ Cost unary_cost(uint32_t fn, const mcl_unary_args &a, uint32_t pes) {
     bytes = 2 * in + out; // max pass, then exp/sum/scale
     ops = 16.0;           // max, subtract, exp, add, reciprocal-multiply
   } else if (fn == MCL_NATIVE_FN_COPY) {
-    ops = a.input.dtype == a.output.dtype ? 0.0
-                                          : 1.0 + dequant_ops(a.input.dtype) + quant_ops(a.output.dtype);
+    ops = a.input.dtype == a.output.dtype
+              ? 0.0
+              : 1.0 + dequant_ops(a.input.dtype) + quant_ops(a.output.dtype);
   } else {
     ops = activation_ops(a.act) + dequant_ops(a.input.dtype) + quant_ops(a.output.dtype);
   }

@@ -4,6 +4,7 @@
 #include "cost_model.h"
 #include "internal.h"
 
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -149,6 +150,106 @@ template <class T> bool int8_max_pool_raw(const mcl_native_exec &exec, const mcl
   return true;
 }
 
+namespace {
+
+using F32x4 = float __attribute__((vector_size(16)));
+constexpr uint32_t kF32x4Lanes = 4;
+
+inline F32x4 load_f32x4(const float *p) {
+  F32x4 v;
+  std::memcpy(&v, p, sizeof v);
+  return v;
+}
+
+// One output pixel of FP32 pooling over contiguous channels: `taps` are the window's input
+// pixels in window order. Sixteen channels at a time are accumulated in registers over all
+// of them. Per channel these are the general loop's operations in its order (max keeps the
+// accumulator when either side is NaN, as std::max(acc, x) does), so the bits are the same.
+template <bool kMax>
+void pool_pixel_f32(const std::vector<const float *> &taps, uint32_t C, float divisor, float *o) {
+  const float start = kMax ? -INFINITY : 0.0f;
+  const F32x4 init = {start, start, start, start};
+  auto combine = [](F32x4 acc, F32x4 x) {
+    if constexpr (kMax)
+      return acc < x ? x : acc;
+    else
+      return acc + x;
+  };
+  auto finish = [divisor](F32x4 acc) {
+    if constexpr (!kMax)
+      acc = acc / divisor;
+    return acc;
+  };
+  uint32_t c = 0;
+  for (; c + 4 * kF32x4Lanes <= C; c += 4 * kF32x4Lanes) {
+    F32x4 a0 = init, a1 = init, a2 = init, a3 = init;
+    for (const float *p : taps) {
+      a0 = combine(a0, load_f32x4(p + c));
+      a1 = combine(a1, load_f32x4(p + c + kF32x4Lanes));
+      a2 = combine(a2, load_f32x4(p + c + 2 * kF32x4Lanes));
+      a3 = combine(a3, load_f32x4(p + c + 3 * kF32x4Lanes));
+    }
+    const F32x4 out[4] = {finish(a0), finish(a1), finish(a2), finish(a3)};
+    std::memcpy(o + c, out, sizeof out);
+  }
+  for (; c + kF32x4Lanes <= C; c += kF32x4Lanes) {
+    F32x4 acc = init;
+    for (const float *p : taps)
+      acc = combine(acc, load_f32x4(p + c));
+    acc = finish(acc);
+    std::memcpy(o + c, &acc, sizeof acc);
+  }
+  for (; c < C; ++c) {
+    float acc = start;
+    for (const float *p : taps)
+      acc = kMax ? std::max(acc, p[c]) : acc + p[c];
+    o[c] = kMax ? acc : acc / divisor;
+  }
+}
+
+// FP32 max and average pooling over contiguous channels (the general loop in run_pool keeps
+// its accumulators in memory: a load, the operation and a store per channel and window
+// pixel). False when the tiles are not of that kind.
+bool float_pool_rows(const mcl_native_exec &exec, const mcl_pool_args &a) {
+  if (a.input.dtype != MCL_DTYPE_F32 || a.output.dtype != MCL_DTYPE_F32 ||
+      a.input.channel_stride != 1 || a.output.channel_stride != 1)
+    return false;
+  const bool is_max = a.kind == MCL_POOL_MAX;
+  const uint32_t C = a.output.c;
+  uint8_t *spm = exec.spm_base;
+  parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
+    std::vector<const float *> taps;
+    taps.reserve((size_t)a.kernel_h * a.kernel_w);
+    for (uint32_t oy = y0; oy < y1; ++oy)
+      for (uint32_t ox = 0; ox < a.output.w; ++ox) {
+        const int64_t by = a.origin_y + (int64_t)oy * a.stride_h;
+        const int64_t bx = a.origin_x + (int64_t)ox * a.stride_w;
+        uint32_t counted = 0;
+        taps.clear();
+        for (uint32_t ky = 0; ky < a.kernel_h; ++ky) {
+          const int64_t iy = by + (int64_t)ky * a.dilation_h;
+          for (uint32_t kx = 0; kx < a.kernel_w; ++kx) {
+            const int64_t ix = bx + (int64_t)kx * a.dilation_w;
+            if (iy >= a.count_y0 && iy < a.count_y1 && ix >= a.count_x0 && ix < a.count_x1)
+              ++counted;
+            if (iy >= 0 && ix >= 0 && iy < a.input.h && ix < a.input.w)
+              taps.push_back(elem<float>(spm, a.input, iy, ix));
+          }
+        }
+        float *o = elem<float>(spm, a.output, oy, ox);
+        if (taps.empty()) // a window with no input pixel yields 0, max or average
+          std::fill(o, o + C, 0.0f);
+        else if (is_max)
+          pool_pixel_f32<true>(taps, C, 1.0f, o);
+        else
+          pool_pixel_f32<false>(taps, C, (float)std::max<uint32_t>(counted, 1), o);
+      }
+  });
+  return true;
+}
+
+} // namespace
+
 Status run_pool(const mcl_native_exec &exec, const mcl_pool_args &a) {
   uint8_t *spm = exec.spm_base;
   const uint32_t C = a.output.c;
@@ -161,6 +262,10 @@ Status run_pool(const mcl_native_exec &exec, const mcl_pool_args &a) {
     const bool half_rows = kHalf && a.input.channel_stride == 1 && a.output.channel_stride == 1;
     if constexpr (kInt8) {
       if (int8_max_pool_raw<T>(exec, a))
+        return;
+    }
+    if constexpr (std::is_same_v<T, float>) {
+      if (float_pool_rows(exec, a))
         return;
     }
     parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "fiber_locals.h"
+#include "manycl/device/adaptive_mutex.h"
 #include "manycl/device/host_placement.h"
 #include "manycl/env.h"
 #include "manycl/fiber_switch.h"
@@ -180,6 +181,7 @@ HostPool::HostPool(unsigned threads)
     : stats_(env::flag("MANYCL_HOST_POOL_STATS")),
       spin_(std::chrono::microseconds(
           std::max(0L, env::number("MANYCL_HOST_SPIN_US", kDefaultSpinUs)))) {
+  make_adaptive(mutex_);
   threads = std::max(threads, 1u);
   workers_.reserve(threads);
   for (unsigned i = 0; i < threads; ++i) {
@@ -700,6 +702,10 @@ void CoopBarrier::arrive_and_drop() {
 
 // ---------------------------------------------------------------------------------------
 // CoopCondition
+
+CoopCondition::CoopCondition() {
+  make_adaptive(fibers_mutex_);
+}
 
 void CoopCondition::notify_all() {
   cv_.notify_all();

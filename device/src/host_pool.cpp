@@ -92,6 +92,7 @@ struct Fiber {
   const std::function<void(unsigned)> *member = nullptr; // run_team's member...
   unsigned member_index = 0;                             // ...with this index
   FiberTeam *team = nullptr;
+  std::condition_variable *done_signal = nullptr; // run_cooperative's caller waits on it
   HostPool *pool = nullptr;
   HostPool::Worker *worker = nullptr;
   State state = State::Ready; // under the pool's mutex
@@ -343,8 +344,10 @@ void HostPool::run_cooperative(unsigned affinity, const std::function<void()> &j
     job(); // no memory for a stack: run it here, blocking as a thread would
     return;
   }
+  std::condition_variable done; // notified under mutex_, so it outlives the notification
+  fiber.done_signal = &done;
   queue_fresh_locked(fiber, *workers_[affinity % workers_.size()]);
-  fiber_done_.wait(lock, [&] { return fiber.done; });
+  done.wait(lock, [&] { return fiber.done; });
   idle_stacks_.push_back(fiber.stack);
 }
 
@@ -576,10 +579,11 @@ void HostPool::worker_loop(Worker &worker) {
 #endif
         fiber.done = true;
         // A team's caller waits for its last member (a calling fiber is made ready, a
-        // calling thread waits on the team's condition); run_cooperative's callers wait on
-        // fiber_done_.
+        // calling thread waits on the team's condition); run_cooperative's caller waits on a
+        // condition of its own: a shared one woke every cluster thread whose fiber still ran
+        // at each return (five clusters' threads at the end of every inference).
         if (!fiber.team) {
-          fiber_done_.notify_all();
+          fiber.done_signal->notify_one();
         } else if (--fiber.team->running == 0) {
           if (fiber.team->waiter)
             ready_locked(*fiber.team->waiter);

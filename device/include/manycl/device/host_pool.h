@@ -111,7 +111,6 @@ private:
 
   std::mutex mutex_;                    // adaptive (adaptive_mutex.h), as the arbiter's
   std::condition_variable batch_done_;  // a batch's last worker left it (non-fiber callers)
-  std::condition_variable fiber_done_;  // a cooperative job returned
   std::deque<Batch *> batches_;         // with tasks still to hand out, oldest first
   std::atomic<uint64_t> work_epoch_{0}; // bumped (under mutex_) whenever work is posted
   const bool stats_; // MANYCL_HOST_POOL_STATS: the workers time their fibers and tasks

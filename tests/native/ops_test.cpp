@@ -595,6 +595,52 @@ TEST(NativeCopy, Fp16ConversionIsExactAndRoundsToNearestEven) {
     ASSERT_EQ(spm.at<uint16_t>(b.output.offset)[i], f2h(spm.at<float>(b.input.offset)[i])) << i;
 }
 
+TEST(NativeCopy, Fp16ConversionOfDenseImageRowsEveryIsa) {
+  // A model's float input and output as binary16: three channels per pixel, pixels dense,
+  // rows with a halo around them (converted a row at a time): every element as f2h / h2f, the
+  // halo bytes untouched, on every ISA.
+  IsaGuard guard;
+  std::mt19937 rng(55);
+  for (const std::string &isa : available_isas()) {
+    ASSERT_EQ(mcl_native_set_isa(isa.c_str()), MCL_NATIVE_OK);
+    SCOPED_TRACE(isa);
+    Spm spm;
+    const uint32_t H = 7, W = 37, C = 3;
+    mcl_unary_args narrow{};
+    narrow.input = place_tile(spm, H, W, C, MCL_DTYPE_F32, 1, 0, 0x5a);
+    narrow.output = place_tile(spm, H, W, C, MCL_DTYPE_F16, 1, 0, 0xa5);
+    for (uint32_t y = 0; y < H; ++y)
+      for (uint32_t x = 0; x < W; ++x)
+        for (uint32_t c = 0; c < C; ++c)
+          set(spm, narrow.input, y, x, c, std::uniform_real_distribution<float>(-3.0f, 3.0f)(rng));
+    spm.run(MCL_NATIVE_FN_COPY, narrow);
+    mcl_unary_args widen{};
+    widen.input = narrow.output;
+    widen.output = place_tile(spm, H, W, C, MCL_DTYPE_F32, 1, 0, 0x3c);
+    spm.run(MCL_NATIVE_FN_COPY, widen);
+    for (uint32_t y = 0; y < H; ++y)
+      for (uint32_t x = 0; x < W; ++x)
+        for (uint32_t c = 0; c < C; ++c) {
+          const float in = *reinterpret_cast<const float *>(tile_elem(spm, narrow.input, y, x, c));
+          const uint16_t half =
+              *reinterpret_cast<const uint16_t *>(tile_elem(spm, narrow.output, y, x, c));
+          ASSERT_EQ(half, f2h(in)) << y << "," << x << "," << c;
+          ASSERT_EQ(*reinterpret_cast<const float *>(tile_elem(spm, widen.output, y, x, c)),
+                    h2f(half))
+              << y << "," << x << "," << c;
+        }
+    // The halo: the pixel before the first and after the last of each row.
+    for (uint32_t y = 0; y < H; ++y) {
+      const uint8_t *before = tile_elem(spm, narrow.output, y, 0, 0) - 2;
+      const uint8_t *after = tile_elem(spm, narrow.output, y, W - 1, C - 1) + 2;
+      EXPECT_EQ(before[0], 0xa5) << y;
+      EXPECT_EQ(after[0], 0xa5) << y;
+      const uint8_t *wide_after = tile_elem(spm, widen.output, y, W - 1, C - 1) + 4;
+      EXPECT_EQ(wide_after[0], 0x3c) << y;
+    }
+  }
+}
+
 TEST(NativePad, ConstantBorderAndChannels) {
   for (uint32_t d : kAllTypes) {
     Spm spm;

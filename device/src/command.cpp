@@ -8,6 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "dma_rows.h"
 #include "fiber_locals.h"
 #include "manycl/device/device.h"
 #include "manycl/device/host_pool.h"
@@ -483,20 +484,8 @@ Result<DmaHandle> ClusterContext::dma(const DmaRequest &r) {
     s.src_plane_stride = s.dst_plane_stride = s.row_bytes;
     s.planes = 1;
   }
-  // Rows [first, end) of the transfer, counted over all planes, to `dst`; a single-row
-  // transfer may be cut by bytes instead.
+  // Rows are counted over all planes; a single-row transfer may be cut by bytes instead.
   const uint64_t total_rows = s.planes * s.rows;
-  auto copy_rows = [&](std::byte *dst, uint64_t first, uint64_t end) {
-    uint64_t p = first / s.rows, row = first % s.rows;
-    for (uint64_t i = first; i < end; ++i) {
-      std::memmove(dst + p * s.dst_plane_stride + row * s.dst_row_stride,
-                   src.value() + p * s.src_plane_stride + row * s.src_row_stride, s.row_bytes);
-      if (++row == s.rows) {
-        row = 0;
-        ++p;
-      }
-    }
-  };
   // The copy goes in blocks of about kBlockBytes, each block to every destination before the
   // next block: a multicast reads its source block from memory once and from the cache for
   // the other destinations. A large transfer (a multicast of weights above all) is copied by
@@ -527,7 +516,8 @@ Result<DmaHandle> ClusterContext::dma(const DmaRequest &r) {
       const uint64_t begin = s.row_bytes * block / cuts, end = s.row_bytes * (block + 1) / cuts;
       std::memmove(dst + begin, src.value() + begin, end - begin);
     } else {
-      copy_rows(dst, total_rows * block / cuts, total_rows * (block + 1) / cuts);
+      copy_dma_rows(dst, src.value(), s, total_rows * block / cuts,
+                    total_rows * (block + 1) / cuts);
     }
   };
   if (defers) {

@@ -9,6 +9,7 @@
 #include <utility>
 
 #include "fiber_locals.h"
+#include "manycl/device/adaptive_mutex.h"
 #include "manycl/device/host_placement.h"
 #include "manycl/env.h"
 #include "manycl/fiber_switch.h"
@@ -91,6 +92,7 @@ struct Fiber {
   const std::function<void(unsigned)> *member = nullptr; // run_team's member...
   unsigned member_index = 0;                             // ...with this index
   FiberTeam *team = nullptr;
+  std::condition_variable *done_signal = nullptr; // run_cooperative's caller waits on it
   HostPool *pool = nullptr;
   HostPool::Worker *worker = nullptr;
   State state = State::Ready; // under the pool's mutex
@@ -180,6 +182,7 @@ HostPool::HostPool(unsigned threads)
     : stats_(env::flag("MANYCL_HOST_POOL_STATS")),
       spin_(std::chrono::microseconds(
           std::max(0L, env::number("MANYCL_HOST_SPIN_US", kDefaultSpinUs)))) {
+  make_adaptive(mutex_);
   threads = std::max(threads, 1u);
   workers_.reserve(threads);
   for (unsigned i = 0; i < threads; ++i) {
@@ -341,8 +344,10 @@ void HostPool::run_cooperative(unsigned affinity, const std::function<void()> &j
     job(); // no memory for a stack: run it here, blocking as a thread would
     return;
   }
+  std::condition_variable done; // notified under mutex_, so it outlives the notification
+  fiber.done_signal = &done;
   queue_fresh_locked(fiber, *workers_[affinity % workers_.size()]);
-  fiber_done_.wait(lock, [&] { return fiber.done; });
+  done.wait(lock, [&] { return fiber.done; });
   idle_stacks_.push_back(fiber.stack);
 }
 
@@ -574,10 +579,11 @@ void HostPool::worker_loop(Worker &worker) {
 #endif
         fiber.done = true;
         // A team's caller waits for its last member (a calling fiber is made ready, a
-        // calling thread waits on the team's condition); run_cooperative's callers wait on
-        // fiber_done_.
+        // calling thread waits on the team's condition); run_cooperative's caller waits on a
+        // condition of its own: a shared one woke every cluster thread whose fiber still ran
+        // at each return (five clusters' threads at the end of every inference).
         if (!fiber.team) {
-          fiber_done_.notify_all();
+          fiber.done_signal->notify_one();
         } else if (--fiber.team->running == 0) {
           if (fiber.team->waiter)
             ready_locked(*fiber.team->waiter);
@@ -700,6 +706,10 @@ void CoopBarrier::arrive_and_drop() {
 
 // ---------------------------------------------------------------------------------------
 // CoopCondition
+
+CoopCondition::CoopCondition() {
+  make_adaptive(fibers_mutex_);
+}
 
 void CoopCondition::notify_all() {
   cv_.notify_all();

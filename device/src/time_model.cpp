@@ -8,6 +8,8 @@
 #include <string>
 #include <tuple>
 
+#include "manycl/device/adaptive_mutex.h"
+
 namespace manycl::device {
 
 namespace {
@@ -96,7 +98,9 @@ uint64_t DdrCalendar::reserve(uint64_t not_before, uint64_t cycles) {
 // Arbiter
 
 Arbiter::Arbiter(double ddr_bytes_per_cycle, unsigned device_clusters)
-    : ddr_bytes_per_cycle_(ddr_bytes_per_cycle), started_on_(device_clusters, 0) {}
+    : ddr_bytes_per_cycle_(ddr_bytes_per_cycle), started_on_(device_clusters, 0) {
+  make_adaptive(mutex_);
+}
 
 size_t Arbiter::ddr_intervals() const {
   std::lock_guard lock(mutex_);

@@ -1,6 +1,7 @@
 // RDMA transfers: data lands where host-computed expectations say, multicast reaches exactly
 // the listed clusters, and any range outside the SPM or DDR is rejected with nothing
 // written.
+#include <string>
 #include <vector>
 
 #include "device_test_util.h"
@@ -90,6 +91,71 @@ TEST_F(Rdma, ThreeDimensionalScatterIntoChannelSlices) {
         ASSERT_EQ(ddr(out)[p * 80 + y * 16 + x], expected);
       }
   EXPECT_EQ(rec->stats().ddr_bytes_written, planes * rows * row);
+}
+
+TEST_F(Rdma, ElementRowsChangeTheLayoutByteForByte) {
+  // NCHW -> NHWC: one element per row (the network inputs' layout change), for element sizes
+  // with a fixed-size path and for ones without; a multicast delivers every copy.
+  const uint64_t channels = 3, pixels = 150;
+  for (uint64_t element : {1, 2, 3, 4, 6, 8, 12, 16}) {
+    SCOPED_TRACE("element " + std::to_string(element));
+    const uint64_t bytes = channels * pixels * element;
+    uint64_t image = ddr_block(bytes, static_cast<unsigned>(element));
+    for (unsigned c = 0; c < 4; ++c)
+      std::memset(spm(c), 0xEE, bytes + 64);
+    auto rec = begin();
+    auto r = on_cluster0(rec, [&](ClusterContext &ctx) {
+      DmaShape shape{element, pixels, channels, element, pixels * element, channels * element,
+                     element};
+      DmaRequest req{DmaEndpoint::ddr(image), DmaEndpoint::spm(0, 16), shape};
+      req.multicast = {0, 2};
+      auto h = ctx.dma(req);
+      ASSERT_TRUE(h.ok()) << h.error().message;
+      ASSERT_TRUE(ctx.dma_wait(h.value()).ok());
+    });
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    for (unsigned c : {0u, 2u}) {
+      for (uint64_t ch = 0; ch < channels; ++ch)
+        for (uint64_t px = 0; px < pixels; ++px)
+          for (uint64_t b = 0; b < element; ++b)
+            ASSERT_EQ(spm(c)[16 + (px * channels + ch) * element + b],
+                      ddr(image)[(ch * pixels + px) * element + b])
+                << "cluster " << c << " channel " << ch << " pixel " << px;
+      EXPECT_EQ(spm(c)[15], 0xEE);
+      EXPECT_EQ(spm(c)[16 + bytes], 0xEE);
+    }
+    EXPECT_EQ(spm(1)[16], 0xEE);
+    rec.reset();
+    device->ddr().free(image);
+  }
+}
+
+TEST_F(Rdma, OverlappingElementRowsMoveInOrderAsMemmoveWould) {
+  // SPM to the same SPM, rows of one element that overlap each other and their own
+  // destination: each row is read whole before it is written, rows in order, as a memmove
+  // per row moves them.
+  for (uint64_t element : {4, 8, 5}) {
+    SCOPED_TRACE("element " + std::to_string(element));
+    const uint64_t rows = 64, stride = element - 1, shift = 2;
+    std::vector<uint8_t> expected(4096);
+    for (size_t i = 0; i < expected.size(); ++i)
+      expected[i] = static_cast<uint8_t>(i * 13 + element);
+    std::memcpy(spm(1), expected.data(), expected.size());
+    for (uint64_t row = 0; row < rows; ++row)
+      std::memmove(&expected[256 + row * stride + shift], &expected[256 + row * stride], element);
+    auto rec = begin();
+    auto r = rec->run([&](ClusterContext &ctx) {
+      if (ctx.group_index() != 1)
+        return;
+      auto h = ctx.dma({DmaEndpoint::spm(1, 256), DmaEndpoint::spm(1, 256 + shift),
+                        DmaShape::strided_2d(element, rows, stride, stride)});
+      ASSERT_TRUE(h.ok()) << h.error().message;
+      ASSERT_TRUE(ctx.dma_wait(h.value()).ok());
+    });
+    rec->end();
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(std::memcmp(spm(1), expected.data(), expected.size()), 0);
+  }
 }
 
 TEST_F(Rdma, SpmToSpmOfAnotherCluster) {

@@ -241,6 +241,65 @@ TEST(NativePool, MaxRowKernelsEveryIsa) {
   }
 }
 
+TEST(NativePool, Float32BitsAsTheWindowOrderDefines) {
+  // FP32 pooling over contiguous channels (register blocks of 16 and 4 channels, a scalar
+  // tail): per channel, max is std::max(acc, x) from -inf over the window in order (NaN
+  // inputs ignored, the first of -0 and +0 kept), average is the float sum in window order
+  // divided by the count; padded windows and windows with no input pixel included.
+  std::mt19937 rng(77);
+  for (int iter = 0; iter < 48; ++iter) {
+    Spm spm;
+    const uint32_t C = 1 + (uint32_t)(iter * 5) % 45, H = 6, W = 7;
+    mcl_pool_args a{};
+    a.kind = iter % 2 ? MCL_POOL_AVG : MCL_POOL_MAX;
+    a.kernel_h = 3, a.kernel_w = iter % 3 == 0 ? 2 : 3;
+    a.stride_h = a.stride_w = 2;
+    a.dilation_h = a.dilation_w = 1;
+    a.origin_y = a.origin_x = iter % 4 == 3 ? -3 : -1; // -3: corner windows see no pixel
+    a.input = place_tile(spm, H, W, C, MCL_DTYPE_F32, 1, iter % 5, 0);
+    const uint32_t OH = 4, OW = 4;
+    a.output = place_tile(spm, OH, OW, C, MCL_DTYPE_F32, 0, 0, 0xff);
+    fill_random(spm, a.input, rng);
+    for (uint32_t c = 0; c < C; c += 3) {
+      set(spm, a.input, 1, 1, c, NAN);
+      set(spm, a.input, 0, 0, c, -0.0);
+      set(spm, a.input, 0, 1, c, 0.0);
+    }
+    a.count_y0 = a.count_x0 = iter % 3 == 1 ? a.origin_y : 0;
+    a.count_y1 = (int32_t)H, a.count_x1 = (int32_t)W;
+    SCOPED_TRACE("fp32 pool iter " + std::to_string(iter));
+    spm.run(MCL_NATIVE_FN_POOL2D, a);
+    for (uint32_t oy = 0; oy < OH; ++oy)
+      for (uint32_t ox = 0; ox < OW; ++ox)
+        for (uint32_t c = 0; c < C; ++c) {
+          float mx = -INFINITY, sum = 0.0f;
+          uint32_t inside = 0, counted = 0;
+          for (int64_t ky = 0; ky < a.kernel_h; ++ky)
+            for (int64_t kx = 0; kx < a.kernel_w; ++kx) {
+              const int64_t iy = a.origin_y + 2 * (int64_t)oy + ky;
+              const int64_t ix = a.origin_x + 2 * (int64_t)ox + kx;
+              if (iy >= a.count_y0 && iy < a.count_y1 && ix >= a.count_x0 && ix < a.count_x1)
+                ++counted;
+              if (iy < 0 || ix < 0 || iy >= H || ix >= W)
+                continue;
+              ++inside;
+              const float v = (float)get(spm, a.input, (uint32_t)iy, (uint32_t)ix, c);
+              mx = std::max(mx, v);
+              sum += v;
+            }
+          float want = 0.0f;
+          if (inside)
+            want = a.kind == MCL_POOL_MAX ? mx : sum / (float)std::max(counted, 1u);
+          const float got = *reinterpret_cast<const float *>(tile_elem(spm, a.output, oy, ox, c));
+          uint32_t got_bits, want_bits;
+          std::memcpy(&got_bits, &got, 4);
+          std::memcpy(&want_bits, &want, 4);
+          ASSERT_EQ(got_bits, want_bits)
+              << oy << "," << ox << "," << c << ": " << got << " vs " << want;
+        }
+  }
+}
+
 TEST(NativePool, GlobalAverage) {
   Spm spm;
   std::mt19937 rng(2);
@@ -646,6 +705,52 @@ TEST(NativeCopy, Fp16ConversionIsExactAndRoundsToNearestEven) {
   spm.run(MCL_NATIVE_FN_COPY, b);
   for (uint32_t i = 0; i < 50000; ++i)
     ASSERT_EQ(spm.at<uint16_t>(b.output.offset)[i], f2h(spm.at<float>(b.input.offset)[i])) << i;
+}
+
+TEST(NativeCopy, Fp16ConversionOfDenseImageRowsEveryIsa) {
+  // A model's float input and output as binary16: three channels per pixel, pixels dense,
+  // rows with a halo around them (converted a row at a time): every element as f2h / h2f, the
+  // halo bytes untouched, on every ISA.
+  IsaGuard guard;
+  std::mt19937 rng(55);
+  for (const std::string &isa : available_isas()) {
+    ASSERT_EQ(mcl_native_set_isa(isa.c_str()), MCL_NATIVE_OK);
+    SCOPED_TRACE(isa);
+    Spm spm;
+    const uint32_t H = 7, W = 37, C = 3;
+    mcl_unary_args narrow{};
+    narrow.input = place_tile(spm, H, W, C, MCL_DTYPE_F32, 1, 0, 0x5a);
+    narrow.output = place_tile(spm, H, W, C, MCL_DTYPE_F16, 1, 0, 0xa5);
+    for (uint32_t y = 0; y < H; ++y)
+      for (uint32_t x = 0; x < W; ++x)
+        for (uint32_t c = 0; c < C; ++c)
+          set(spm, narrow.input, y, x, c, std::uniform_real_distribution<float>(-3.0f, 3.0f)(rng));
+    spm.run(MCL_NATIVE_FN_COPY, narrow);
+    mcl_unary_args widen{};
+    widen.input = narrow.output;
+    widen.output = place_tile(spm, H, W, C, MCL_DTYPE_F32, 1, 0, 0x3c);
+    spm.run(MCL_NATIVE_FN_COPY, widen);
+    for (uint32_t y = 0; y < H; ++y)
+      for (uint32_t x = 0; x < W; ++x)
+        for (uint32_t c = 0; c < C; ++c) {
+          const float in = *reinterpret_cast<const float *>(tile_elem(spm, narrow.input, y, x, c));
+          const uint16_t half =
+              *reinterpret_cast<const uint16_t *>(tile_elem(spm, narrow.output, y, x, c));
+          ASSERT_EQ(half, f2h(in)) << y << "," << x << "," << c;
+          ASSERT_EQ(*reinterpret_cast<const float *>(tile_elem(spm, widen.output, y, x, c)),
+                    h2f(half))
+              << y << "," << x << "," << c;
+        }
+    // The halo: the pixel before the first and after the last of each row.
+    for (uint32_t y = 0; y < H; ++y) {
+      const uint8_t *before = tile_elem(spm, narrow.output, y, 0, 0) - 2;
+      const uint8_t *after = tile_elem(spm, narrow.output, y, W - 1, C - 1) + 2;
+      EXPECT_EQ(before[0], 0xa5) << y;
+      EXPECT_EQ(after[0], 0xa5) << y;
+      const uint8_t *wide_after = tile_elem(spm, widen.output, y, W - 1, C - 1) + 4;
+      EXPECT_EQ(wide_after[0], 0x3c) << y;
+    }
+  }
 }
 
 TEST(NativePad, ConstantBorderAndChannels) {

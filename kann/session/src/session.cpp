@@ -2,6 +2,7 @@
 
 #include <CL/cl_ext_manycl.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 
@@ -152,16 +153,27 @@ manycl::Result<void> Session::write_input(cl_command_queue queue, size_t i, cons
     return manycl::make_error("input '" + t.name + "' takes " + std::to_string(t.elements()) + " values, got " +
                                   std::to_string(data.size()),
                               CL_INVALID_VALUE);
+  const size_t esize = element_size(t.dtype);
+  if (t.dtype == 1 && data.size() * esize == t.byte_size) {
+    // FP32: the values are the buffer's bytes (a blocking write reads them before returning).
+    cl_int err = clEnqueueWriteBuffer(queue, buffers_[t.arg_index], CL_TRUE, 0, t.byte_size,
+                                      data.data(), 0, nullptr, nullptr);
+    if (err != CL_SUCCESS)
+      return cl_error("clEnqueueWriteBuffer", err);
+    return {};
+  }
   std::vector<uint8_t> bytes(t.byte_size);
-  size_t esize = element_size(t.dtype);
-  for (size_t k = 0; k < data.size() && (k + 1) * esize <= bytes.size(); ++k) {
-    if (t.dtype == 1) {
-      std::memcpy(&bytes[k * 4], &data[k], 4);
-    } else if (t.dtype == 2) {
+  const size_t count = std::min(data.size(), bytes.size() / std::max<size_t>(esize, 1));
+  if (t.dtype == 1) {
+    std::memcpy(bytes.data(), data.data(), count * 4);
+  } else if (t.dtype == 2) {
+    for (size_t k = 0; k < count; ++k) {
       uint16_t h = float_to_half(data[k]);
       std::memcpy(&bytes[k * 2], &h, 2);
-    } else {
-      // Quantize as ONNX QuantizeLinear: round half to even, saturate.
+    }
+  } else {
+    // Quantize as ONNX QuantizeLinear: round half to even, saturate.
+    for (size_t k = 0; k < count; ++k) {
       float q = std::nearbyint(data[k] / t.scale) + static_cast<float>(t.zero_point);
       if (t.dtype == 3)
         bytes[k] = static_cast<uint8_t>(static_cast<int8_t>(std::fmax(-128.f, std::fmin(127.f, q))));
@@ -191,6 +203,16 @@ manycl::Result<std::vector<float>> Session::read_output(cl_command_queue queue, 
   if (i >= outputs_.size())
     return manycl::make_error("no output " + std::to_string(i), CL_INVALID_VALUE);
   const TensorInfo &t = outputs_[i];
+  if (t.dtype == 1 && t.elements() * 4 == t.byte_size) {
+    // FP32: the buffer's bytes are the values.
+    std::vector<float> values(t.elements());
+    cl_int err =
+        clEnqueueReadBuffer(queue, buffers_[t.arg_index], CL_TRUE, 0, t.byte_size, values.data(),
+                            after ? 1 : 0, after ? &after : nullptr, nullptr);
+    if (err != CL_SUCCESS)
+      return cl_error("clEnqueueReadBuffer", err);
+    return values;
+  }
   std::vector<uint8_t> bytes(t.byte_size);
   cl_int err = clEnqueueReadBuffer(queue, buffers_[t.arg_index], CL_TRUE, 0, bytes.size(), bytes.data(), after ? 1 : 0,
                                    after ? &after : nullptr, nullptr);

@@ -4,6 +4,7 @@
 #include "cost_model.h"
 #include "internal.h"
 
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -458,7 +459,32 @@ Status run_unary(const mcl_native_exec &exec, uint32_t fn, const mcl_unary_args 
               from_f(lut[(uint8_t)q], to_f(q, a.in_quant), a.out_quant);
           }
       }
+      // float <-> binary16 copies of dense rows (a model's float input and output, often of
+      // three channels): one conversion call per row, not per pixel.
+      constexpr bool kConversion = (std::is_same_v<TI, float> && std::is_same_v<TO, half_t>) ||
+                                   (std::is_same_v<TI, half_t> && std::is_same_v<TO, float>);
+      auto tile_end = [](const mcl_tile &t) {
+        return t.offset + (uint64_t)t.h * t.row_stride * dtype_size(t.dtype);
+      };
+      const bool apart =
+          tile_end(a.input) <= a.output.offset || tile_end(a.output) <= a.input.offset;
+      const bool dense_rows = kConversion && fn == MCL_NATIVE_FN_COPY && apart &&
+                              a.input.channel_stride == 1 && a.output.channel_stride == 1 &&
+                              a.input.pixel_stride == C && a.output.pixel_stride == C;
       parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
+        if (dense_rows) {
+          for (uint32_t y = y0; y < y1; ++y) {
+            const TI *p = elem<TI>(spm, a.input, y, 0);
+            TO *o = elem<TO>(spm, a.output, y, 0);
+            if constexpr (std::is_same_v<TI, float> && std::is_same_v<TO, half_t>)
+              isa.narrow_halves(reinterpret_cast<const float *>(p), a.output.w * C,
+                                reinterpret_cast<uint16_t *>(o));
+            else if constexpr (std::is_same_v<TI, half_t> && std::is_same_v<TO, float>)
+              isa.widen_halves(reinterpret_cast<const uint16_t *>(p), a.output.w * C,
+                               reinterpret_cast<float *>(o));
+          }
+          return;
+        }
         std::vector<float> row(use_lut ? 0 : C);
         for (uint32_t y = y0; y < y1; ++y)
           for (uint32_t x = 0; x < a.output.w; ++x) {

@@ -109,9 +109,8 @@ private:
   // thief's, or null.
   Fiber *steal_fresh_fiber_locked(Worker &thief);
 
-  std::mutex mutex_;
+  std::mutex mutex_;                    // adaptive (adaptive_mutex.h), as the arbiter's
   std::condition_variable batch_done_;  // a batch's last worker left it (non-fiber callers)
-  std::condition_variable fiber_done_;  // a cooperative job returned
   std::deque<Batch *> batches_;         // with tasks still to hand out, oldest first
   std::atomic<uint64_t> work_epoch_{0}; // bumped (under mutex_) whenever work is posted
   const bool stats_; // MANYCL_HOST_POOL_STATS: the workers time their fibers and tasks
@@ -125,6 +124,7 @@ private:
 // block the thread otherwise. Used with one std::mutex, like std::condition_variable.
 class CoopCondition {
 public:
+  CoopCondition();
   void notify_all();
 
   // Waits until pred() (checked with `lock` held) or `deadline`; returns pred().
@@ -150,7 +150,7 @@ private:
                      std::chrono::steady_clock::time_point deadline);
 
   std::condition_variable cv_;
-  std::mutex fibers_mutex_;
+  std::mutex fibers_mutex_;     // adaptive
   std::vector<Fiber *> fibers_; // fibers parked on this condition
 };
 

@@ -102,7 +102,7 @@ private:
   bool ddr_turn_locked(const ArbiterSlot &slot, uint64_t time) const;
 
   const double ddr_bytes_per_cycle_;
-  mutable std::mutex mutex_;
+  mutable std::mutex mutex_; // adaptive (adaptive_mutex.h)
   CoopCondition cv_;
   std::atomic<unsigned> clock_waiters_{0};
   DdrCalendar calendar_;

@@ -5,7 +5,6 @@
 #include <utility>
 
 #include "fiber_locals.h"
-#include "host_memory.h"
 #include "manycl/device/host_placement.h"
 
 namespace manycl::device {
@@ -20,14 +19,9 @@ void swap_cluster_locals(FiberLocals &saved) {
 
 Cluster::Cluster(unsigned id, unsigned cluster_count, unsigned pes, uint64_t spm_bytes)
     : id_(id), cluster_count_(cluster_count), pes_(pes), spm_bytes_(spm_bytes),
-      spm_(static_cast<std::byte *>(map_host_memory(spm_bytes)), SpmDelete{spm_bytes}) {
-  if (!spm_)
-    throw std::bad_alloc();
+      spm_(static_cast<std::byte *>(::operator new[](spm_bytes, kSpmAlignment))) {
+  std::memset(spm_.get(), 0, spm_bytes);
   control_ = std::thread([this] { control_loop(); });
-}
-
-void Cluster::SpmDelete::operator()(std::byte *p) const {
-  unmap_host_memory(p, bytes);
 }
 
 Cluster::~Cluster() {

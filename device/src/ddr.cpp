@@ -1,7 +1,5 @@
 #include "manycl/device/ddr.h"
 
-#include "host_memory.h"
-
 #include <sys/mman.h>
 
 #include <algorithm>
@@ -16,8 +14,9 @@ constexpr uint64_t kPage = 4096;
 } // namespace
 
 Ddr::Ddr(uint64_t capacity) : capacity_(capacity) {
-  void *p = map_host_memory(capacity, /*reserve_only=*/true);
-  if (!p) {
+  void *p = mmap(nullptr, capacity, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
     capacity_ = 0;
     return;
   }
@@ -26,7 +25,8 @@ Ddr::Ddr(uint64_t capacity) : capacity_(capacity) {
 }
 
 Ddr::~Ddr() {
-  unmap_host_memory(base_, capacity_);
+  if (base_)
+    munmap(base_, capacity_);
 }
 
 uint64_t Ddr::used() const {

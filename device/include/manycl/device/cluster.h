@@ -71,8 +71,7 @@ private:
   unsigned pes_;
   uint64_t spm_bytes_;
   struct SpmDelete {
-    uint64_t bytes = 0;
-    void operator()(std::byte *p) const; // host_memory.h's unmap
+    void operator()(std::byte *p) const { ::operator delete[](p, kSpmAlignment); }
   };
   std::unique_ptr<std::byte[], SpmDelete> spm_;
 

@@ -150,6 +150,30 @@ template <class T> bool int8_max_pool_raw(const mcl_native_exec &exec, const mcl
   return true;
 }
 
+namespace {
+// The window of output pixel (oy, ox): calls visit(iy, ix) for each of its pixels inside the
+// input tile, in window order, and returns how many of its pixels the count region holds
+// (the average's divisor).
+template <class Visit>
+uint32_t visit_window(const mcl_pool_args &a, uint32_t oy, uint32_t ox, Visit &&visit) {
+  const int64_t by = a.origin_y + (int64_t)oy * a.stride_h;
+  const int64_t bx = a.origin_x + (int64_t)ox * a.stride_w;
+  uint32_t counted = 0;
+  for (uint32_t ky = 0; ky < a.kernel_h; ++ky) {
+    const int64_t iy = by + (int64_t)ky * a.dilation_h;
+    for (uint32_t kx = 0; kx < a.kernel_w; ++kx) {
+      const int64_t ix = bx + (int64_t)kx * a.dilation_w;
+      if (iy >= a.count_y0 && iy < a.count_y1 && ix >= a.count_x0 && ix < a.count_x1)
+        ++counted;
+      if (iy < 0 || ix < 0 || iy >= a.input.h || ix >= a.input.w)
+        continue;
+      visit((uint32_t)iy, (uint32_t)ix);
+    }
+  }
+  return counted;
+}
+} // namespace
+
 Status run_pool(const mcl_native_exec &exec, const mcl_pool_args &a) {
   uint8_t *spm = exec.spm_base;
   const uint32_t C = a.output.c;
@@ -176,20 +200,10 @@ Status run_pool(const mcl_native_exec &exec, const mcl_pool_args &a) {
         const bool is_max = a.kind == MCL_POOL_MAX;
         for (uint32_t oy = y0; oy < y1; ++oy)
           for (uint32_t ox = 0; ox < a.output.w; ++ox) {
-            const int64_t by = a.origin_y + (int64_t)oy * a.stride_h;
-            const int64_t bx = a.origin_x + (int64_t)ox * a.stride_w;
-            uint32_t inside = 0, counted = 0;
-            for (uint32_t ky = 0; ky < a.kernel_h; ++ky) {
-              const int64_t iy = by + (int64_t)ky * a.dilation_h;
-              for (uint32_t kx = 0; kx < a.kernel_w; ++kx) {
-                const int64_t ix = bx + (int64_t)kx * a.dilation_w;
-                if (iy >= a.count_y0 && iy < a.count_y1 && ix >= a.count_x0 && ix < a.count_x1)
-                  ++counted;
-                if (iy < 0 || ix < 0 || iy >= a.input.h || ix >= a.input.w)
-                  continue;
-                pixels[inside++] = reinterpret_cast<const float *>(elem<T>(spm, a.input, iy, ix));
-              }
-            }
+            uint32_t inside = 0;
+            const uint32_t counted = visit_window(a, oy, ox, [&](uint32_t iy, uint32_t ix) {
+              pixels[inside++] = reinterpret_cast<const float *>(elem<T>(spm, a.input, iy, ix));
+            });
             float *o = reinterpret_cast<float *>(elem<T>(spm, a.output, oy, ox));
             if (is_max && inside == 0) // a window with no input pixel yields 0
               std::fill_n(o, C, 0.0f);
@@ -204,54 +218,44 @@ Status run_pool(const mcl_native_exec &exec, const mcl_pool_args &a) {
       std::vector<int32_t> acci(C);
       for (uint32_t oy = y0; oy < y1; ++oy)
         for (uint32_t ox = 0; ox < a.output.w; ++ox) {
-          const int64_t by = a.origin_y + (int64_t)oy * a.stride_h;
-          const int64_t bx = a.origin_x + (int64_t)ox * a.stride_w;
-          uint32_t inside = 0, counted = 0;
+          uint32_t inside = 0;
           const bool is_max = a.kind == MCL_POOL_MAX;
           std::fill(accf.begin(), accf.end(), is_max ? -INFINITY : 0.0f);
           std::fill(acci.begin(), acci.end(), 0);
-          for (uint32_t ky = 0; ky < a.kernel_h; ++ky) {
-            const int64_t iy = by + (int64_t)ky * a.dilation_h;
-            for (uint32_t kx = 0; kx < a.kernel_w; ++kx) {
-              const int64_t ix = bx + (int64_t)kx * a.dilation_w;
-              if (iy >= a.count_y0 && iy < a.count_y1 && ix >= a.count_x0 && ix < a.count_x1)
-                ++counted;
-              if (iy < 0 || ix < 0 || iy >= a.input.h || ix >= a.input.w)
-                continue;
-              ++inside;
-              const T *p = elem<T>(spm, a.input, iy, ix);
-              const uint32_t cs = a.input.channel_stride;
-              if (half_rows && is_max) {
-                isa.max_halves(reinterpret_cast<const uint16_t *>(p), C, accf.data());
-              } else if (half_rows) {
-                isa.widen_halves(reinterpret_cast<const uint16_t *>(p), C, row.data());
-                if (is_max)
-                  for (uint32_t c = 0; c < C; ++c)
-                    accf[c] = std::max(accf[c], row[c]);
-                else
-                  for (uint32_t c = 0; c < C; ++c)
-                    accf[c] += row[c];
-              } else if (std::is_same_v<T, float> && cs == 1) {
-                // Contiguous float channels: unit-stride loops the compiler vectorizes.
-                const float *pf = reinterpret_cast<const float *>(p);
-                if (is_max)
-                  for (uint32_t c = 0; c < C; ++c)
-                    accf[c] = std::max(accf[c], pf[c]);
-                else
-                  for (uint32_t c = 0; c < C; ++c)
-                    accf[c] += pf[c];
-              } else if (is_max) {
+          const uint32_t counted = visit_window(a, oy, ox, [&](uint32_t iy, uint32_t ix) {
+            ++inside;
+            const T *p = elem<T>(spm, a.input, iy, ix);
+            const uint32_t cs = a.input.channel_stride;
+            if (half_rows && is_max) {
+              isa.max_halves(reinterpret_cast<const uint16_t *>(p), C, accf.data());
+            } else if (half_rows) {
+              isa.widen_halves(reinterpret_cast<const uint16_t *>(p), C, row.data());
+              if (is_max)
                 for (uint32_t c = 0; c < C; ++c)
-                  accf[c] = std::max(accf[c], to_f(p[c * cs], a.in_quant));
-              } else if constexpr (kInt8) {
+                  accf[c] = std::max(accf[c], row[c]);
+              else
                 for (uint32_t c = 0; c < C; ++c)
-                  acci[c] += (int32_t)p[c * cs] - a.in_quant.zero_point;
-              } else {
+                  accf[c] += row[c];
+            } else if (std::is_same_v<T, float> && cs == 1) {
+              // Contiguous float channels: unit-stride loops the compiler vectorizes.
+              const float *pf = reinterpret_cast<const float *>(p);
+              if (is_max)
                 for (uint32_t c = 0; c < C; ++c)
-                  accf[c] += to_f(p[c * cs], a.in_quant);
-              }
+                  accf[c] = std::max(accf[c], pf[c]);
+              else
+                for (uint32_t c = 0; c < C; ++c)
+                  accf[c] += pf[c];
+            } else if (is_max) {
+              for (uint32_t c = 0; c < C; ++c)
+                accf[c] = std::max(accf[c], to_f(p[c * cs], a.in_quant));
+            } else if constexpr (kInt8) {
+              for (uint32_t c = 0; c < C; ++c)
+                acci[c] += (int32_t)p[c * cs] - a.in_quant.zero_point;
+            } else {
+              for (uint32_t c = 0; c < C; ++c)
+                accf[c] += to_f(p[c * cs], a.in_quant);
             }
-          }
+          });
           T *o = elem<T>(spm, a.output, oy, ox);
           if (half_rows) {
             const float divisor = (float)std::max<uint32_t>(counted, 1);

@@ -243,6 +243,32 @@ TEST(Specialization, ProgramReleasedWhileCompilingInTheBackground) {
   } // released with compiles running
 }
 
+// A process that exits with a program it never released, its specialization still compiling
+// in the background, exits cleanly (exit() waits for the compile; without that wait this test
+// still passed in 3 runs here: it guards the clean exit, it does not prove the race).
+TEST(Specialization, ProcessExitsWhileCompilingInTheBackground) {
+  if (std::getenv("MANYCL_SPECIALIZE"))
+    GTEST_SKIP() << "MANYCL_SPECIALIZE overrides the policy under test";
+  GTEST_FLAG_SET(death_test_style, "threadsafe");
+  EXPECT_EXIT(
+      {
+        auto p = buildLoad("kernel void k(global int *x) { x[get_global_id(0)] += "
+                           "(int)get_local_size(0); }");
+        if (!p)
+          std::exit(3);
+        static std::vector<int> x(4096, 1);
+        const std::vector<ArgValue> args = {ArgValue::pointer(x.data())};
+        NDRange r;
+        r.global[0] = 4096;
+        r.local[0] = 32;
+        if (!Launch::prepare(*p->kernel("k"), args, r).ok()) // starts the compile
+          std::exit(4);
+        new std::shared_ptr<Program>(p); // never released
+        std::exit(0);
+      },
+      ::testing::ExitedWithCode(0), "");
+}
+
 // The object code of a specialization goes to the kernel cache: a second load of the program
 // (another process, or here another Program) reuses it.
 TEST(Specialization, ObjectCodeIsCached) {

@@ -19,6 +19,7 @@
 #include <barrier>
 #include <bit>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <emmintrin.h>
 #include <future>
@@ -215,17 +216,53 @@ EntryPoints KernelImpl::forLocalSize(const uint64_t local[3], uint64_t groups,
   return s.entries.wg || s.entries.region ? s.entries : generic;
 }
 
+// Background compiles still running in the process. A program an application never
+// releases keeps its compile going while the process exits: exit() waits for them (an atexit
+// handler registered after these statics exist, so it runs before they and LLVM's go away).
+struct InFlightCompiles {
+  std::mutex mutex;
+  std::condition_variable done;
+  unsigned count = 0;
+};
+InFlightCompiles &inFlightCompiles() {
+  static InFlightCompiles compiles;
+  static const bool waitsAtExit = [] {
+    std::atexit([] {
+      InFlightCompiles &c = inFlightCompiles();
+      std::unique_lock<std::mutex> lock(c.mutex);
+      c.done.wait(lock, [&] { return c.count == 0; });
+    });
+    return true;
+  }();
+  (void)waitsAtExit;
+  return compiles;
+}
+
 void KernelImpl::specializeInBackground(Specialization &s) const {
   s.compiling = true;
+  InFlightCompiles &inFlight = inFlightCompiles();
+  {
+    std::lock_guard<std::mutex> lock(inFlight.mutex);
+    ++inFlight.count;
+  }
   try {
-    program->compiling.push_back(std::async(std::launch::async, [this, &s] {
+    program->compiling.push_back(std::async(std::launch::async, [this, &s, &inFlight] {
       const EntryPoints made = specialize(s.local);
-      std::lock_guard<std::mutex> lock(program->specializationMutex);
-      s.entries = made;
-      s.made = true;
-      s.compiling = false;
+      {
+        std::lock_guard<std::mutex> lock(program->specializationMutex);
+        s.entries = made;
+        s.made = true;
+        s.compiling = false;
+      }
+      std::lock_guard<std::mutex> lock(inFlight.mutex);
+      --inFlight.count;
+      inFlight.done.notify_all();
     }));
   } catch (const std::system_error &) { // no thread: compiled now
+    {
+      std::lock_guard<std::mutex> lock(inFlight.mutex);
+      --inFlight.count;
+    }
     s.entries = specialize(s.local);
     s.made = true;
     s.compiling = false;

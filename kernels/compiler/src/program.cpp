@@ -22,7 +22,6 @@
 #include <cstdlib>
 #include <cstring>
 #include <emmintrin.h>
-#include <future>
 #include <mutex>
 #include <optional>
 #include <sys/mman.h>
@@ -123,20 +122,12 @@ public:
   mutable std::mutex compileMutex;
   // Specializations compiling in the background (guarded by specializationMutex), waited for
   // before the JIT and the kernels go away.
-  mutable std::vector<std::future<void>> compiling;
+  mutable unsigned compilesRunning = 0;
+  mutable std::condition_variable compilesDone;
   ~ProgramImpl() override { waitForSpecializations(); }
   void waitForSpecializations() const override {
-    for (;;) {
-      std::vector<std::future<void>> pending;
-      {
-        std::lock_guard<std::mutex> lock(specializationMutex);
-        pending.swap(compiling);
-      }
-      if (pending.empty())
-        return;
-      for (auto &f : pending)
-        f.wait();
-    }
+    std::unique_lock<std::mutex> lock(specializationMutex);
+    compilesDone.wait(lock, [&] { return compilesRunning == 0; });
   }
   const std::vector<KernelInfo> &kernels() const override { return infos; }
   const Kernel *kernel(std::string_view name) const override {
@@ -239,26 +230,32 @@ InFlightCompiles &inFlightCompiles() {
 }
 
 void KernelImpl::specializeInBackground(Specialization &s) const {
-  s.compiling = true;
   InFlightCompiles &inFlight = inFlightCompiles();
   {
     std::lock_guard<std::mutex> lock(inFlight.mutex);
     ++inFlight.count;
   }
+  s.compiling = true;
+  ++program->compilesRunning;
   try {
-    program->compiling.push_back(std::async(std::launch::async, [this, &s, &inFlight] {
+    // Detached: a program never released must not leave a thread to join at exit.
+    std::thread([this, &s, &inFlight] {
       const EntryPoints made = specialize(s.local);
       {
         std::lock_guard<std::mutex> lock(program->specializationMutex);
         s.entries = made;
         s.made = true;
         s.compiling = false;
+        --program->compilesRunning;
+        // Under the mutex: once it is released the program may go away.
+        program->compilesDone.notify_all();
       }
       std::lock_guard<std::mutex> lock(inFlight.mutex);
       --inFlight.count;
       inFlight.done.notify_all();
-    }));
+    }).detach();
   } catch (const std::system_error &) { // no thread: compiled now
+    --program->compilesRunning;
     {
       std::lock_guard<std::mutex> lock(inFlight.mutex);
       --inFlight.count;

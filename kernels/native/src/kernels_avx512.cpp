@@ -39,25 +39,18 @@ struct Avx512Simd : Avx2Steps {
     const __mmask16 negative = _mm512_cmp_ps_mask(x, _mm512_setzero_ps(), _CMP_LT_OQ);
     return _mm512_mask_mul_ps(x, negative, x, alpha);
   }
-  static void store_out(float *out, VF x) { store_converted(out, x); }
-  static void store_out(uint16_t *out, VF x) { store_converted(out, x); }
   // (c + bias) + residual, then the clamp, 16 lanes at once (the order of PortableSteps).
   template <class T>
   static void bias_residual_clamp_store16(const float *c, const float *bias, const T *res, float lo,
                                           float hi, T *out) {
     VF x = _mm512_add_ps(_mm512_loadu_ps(c), _mm512_loadu_ps(bias));
     x = _mm512_add_ps(x, load(res));
-    store_converted(out, _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(lo)), _mm512_set1_ps(hi)));
+    store_out(out, clamp(x, _mm512_set1_ps(lo), _mm512_set1_ps(hi)));
   }
-  static void store_converted(float *out, VF x) { _mm512_storeu_ps(out, x); }
-  static void store_converted(uint16_t *out, VF x) {
+  static void store_out(float *out, VF x) { _mm512_storeu_ps(out, x); }
+  static void store_out(uint16_t *out, VF x) {
     _mm256_storeu_si256(reinterpret_cast<__m256i *>(out),
                         _mm512_cvtps_ph(x, _MM_FROUND_TO_NEAREST_INT));
-  }
-  static VF clamp(VF x, const float *bias, float lo, float hi) {
-    x = _mm512_add_ps(x, _mm512_loadu_ps(bias));
-    // max(NaN, lo) = lo, as the scalar code.
-    return _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(lo)), _mm512_set1_ps(hi));
   }
   // n binary16 values -> float, 16 per instruction (binary16 input tiles are widened whole).
   static void widen_halves(const uint16_t *p, uint32_t n, float *out) {

@@ -12,13 +12,15 @@ namespace {
 
 // One Winograd call (two channel chunks, three panels with a tail, padded borders) whose
 // packed parameters are read from host "DDR" slots through the operand hook, as the kbin
-// interpreter reads a deferred copy's source; the SPM copy of the block holds NaNs.
+// interpreter reads a deferred copy's source; the SPM copy of the block holds NaNs. The
+// default 40x40 output is 100 tiles of 4x4, three tile blocks: a call that uses the cache
+// (winograd.cpp, kCachedMinTileBlocks); 16x16 is one tile block, which transforms its own.
 class WinogradCall {
 public:
-  static constexpr uint32_t kCin = 40, kCout = 40, kSize = 16, kSlots = 2;
+  static constexpr uint32_t kCin = 40, kCout = 40, kSlots = 2;
 
-  explicit WinogradCall(uint32_t dtype = MCL_DTYPE_F32, uint32_t threads = 2)
-      : spm_(4u << 20, threads), dtype_(dtype) {
+  explicit WinogradCall(uint32_t dtype = MCL_DTYPE_F32, uint32_t threads = 2, uint32_t size = 40)
+      : kSize(size), spm_(4u << 20, threads), dtype_(dtype) {
     a_.input = place_tile(spm_, kSize, kSize, kCin, dtype, 1, 0, 0);
     a_.output = place_tile(spm_, kSize, kSize, kCout, dtype, 0, 0, 0xee);
     std::mt19937 rng(77);
@@ -92,6 +94,7 @@ private:
   }
   size_t output_bytes() const { return (size_t)kSize * kSize * kCout * esize(dtype_); }
 
+  const uint32_t kSize;
   Spm spm_;
   uint32_t dtype_;
   mcl_conv_args a_{};
@@ -138,6 +141,19 @@ TEST_F(WinogradCache, HitIsBitIdenticalToTheUncachedPath) {
     EXPECT_EQ(first, uncached);
     EXPECT_EQ(second, uncached);
   }
+}
+
+TEST_F(WinogradCache, CallsOfOneTileBlockTransformTheirOwnWeights) {
+  // Each weight is then used by one task's tiles only: reading the 3x3 weights and
+  // transforming them beats streaming 4x the bytes from the cache.
+  WinogradCall call(MCL_DTYPE_F32, 2, 16);
+  call.write_weights(0, 1);
+  const auto uncached = call.run(0, 0);
+  EXPECT_EQ(call.run(0, 5), uncached);
+  EXPECT_EQ(call.run(0, 5), uncached);
+  const mcl_native_cache_stats s = stats();
+  EXPECT_EQ(s.misses + s.hits, 0u);
+  EXPECT_EQ(s.entries, 0u);
 }
 
 TEST_F(WinogradCache, NewGenerationMissesAndFollowsTheNewWeights) {

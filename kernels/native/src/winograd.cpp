@@ -15,11 +15,19 @@ static_assert(kTaskTiles <= kWinogradMaxTaskTiles);
 // Input channels per pass: the chunk's transformed inputs (48 tiles: 36 x 48 x 32 floats) and
 // one panel's transformed weights (36 x 32 x 16) stay in L2 beside the products, which are
 // reloaded once per chunk (a sixteenth of the GEMM's work).
-constexpr uint32_t kChannelChunk = 32;
+constexpr uint32_t kChannelChunk = kWinogradMaxChunk;
 // A task's products (36 x 64 bytes per tile and panel) stay in L2 too: tasks take at most
 // this many tile-panels.
 constexpr uint32_t kTaskTilePanels = 128;
 constexpr uint32_t kMinRangePanels = 4;
+// When a call uses the cache of transformed weights: only when its tasks would transform the
+// same weights several times (one per tile block) and the transformed weights are small
+// enough to stay in the caches between tile blocks. A transform costs about a twentieth of a
+// tile block's products, but transformed weights are 4 times the bytes of the 3x3 ones (8
+// times FP16's): a call that streams them from DRAM (YOLOv3-tiny's 13x13 512>32: 2.4 MB per
+// call) runs 1.5-2x slower than one that reads the 3x3 weights and transforms them.
+constexpr uint32_t kCachedMinTileBlocks = 3;
+constexpr size_t kCachedMaxBytes = size_t(1) << 20;
 
 // The call's transformed weights from the cache (computed and kept on a miss), or null: the
 // weights are not in stable bytes, or there is no room (the tasks then transform their own).
@@ -67,11 +75,15 @@ Status run_winograd(const mcl_native_exec &exec, const mcl_conv_args &a, const C
   w.conv = &j;
   w.set_geometry(a, kWinogradOut);
   w.channel_chunk = std::min<uint32_t>(kChannelChunk, (j.cin_g + 15) / 16 * 16);
-  const WinogradWeightCache::Entry transformed = cached_weights(exec, w, isa);
 
   // Tasks of whole tile blocks and panel ranges: a range transforms its tiles' inputs once
   // for all its panels, and its products must stay in L2.
   const uint32_t tile_blocks = (w.tiles + kTaskTiles - 1) / kTaskTiles;
+  const bool worth_caching =
+      tile_blocks >= kCachedMinTileBlocks &&
+      winograd_panel_weight_floats(w) * j.nblocks * sizeof(float) <= kCachedMaxBytes;
+  const WinogradWeightCache::Entry transformed =
+      worth_caching ? cached_weights(exec, w, isa) : nullptr;
   const uint32_t task_tiles = (w.tiles + tile_blocks - 1) / tile_blocks; // even blocks
   uint32_t range_panels =
       std::clamp<uint32_t>(kTaskTilePanels / std::max(task_tiles, 1u), 1, j.nblocks);

@@ -16,6 +16,9 @@ struct WinogradJob : WinogradGeometry {
   uint32_t channel_chunk = 0;    // input channels per pass: a multiple of 16
 };
 
+// Input channels per pass at most (winograd.cpp picks the chunk).
+inline constexpr uint32_t kWinogradMaxChunk = 32;
+
 // Tiles of one task at most (winograd_impl.h keeps their patch origins on the stack).
 inline constexpr uint32_t kWinogradMaxTaskTiles = 64;
 

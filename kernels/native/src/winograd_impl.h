@@ -19,7 +19,7 @@ template <class S> struct WinogradTransforms {
   using VF = typename S::VF;
 
   // o = B^T d over six values (a column or a row of the input patch).
-  static inline void input(const VF *d, VF *o) {
+  [[gnu::always_inline]] static inline void input(const VF *d, VF *o) {
     const VF four = S::bcast(4.0f), five = S::bcast(5.0f), two = S::bcast(2.0f);
     const VF d4_minus_d2 = d[4] - d[2];
     o[0] = S::fma(four, d[0], d[4]) - five * d[2];
@@ -34,19 +34,26 @@ template <class S> struct WinogradTransforms {
   // (B^T: 6 -> 6, G: 3 -> 6, A^T: 6 -> 4): columns first, then rows. load(y, x) gives
   // element (y, x); store(i, j, v) takes result (i, j).
   template <int N, int M, class F, class Load, class Store>
-  static inline void separable(F &&f, Load &&load, Store &&store) {
+  [[gnu::always_inline]] static inline void separable(F &&f, Load &&load, Store &&store) {
+    // Fully unrolled, so that the tile lives in registers (as loops, GCC kept it on the stack:
+    // 5x the instructions of the weight transform).
     VF t[M][N];
+#pragma GCC unroll 8
     for (int x = 0; x < N; ++x) {
       VF col[N], o[M];
+#pragma GCC unroll 8
       for (int y = 0; y < N; ++y)
         col[y] = load(y, x);
       f(col, o);
+#pragma GCC unroll 8
       for (int i = 0; i < M; ++i)
         t[i][x] = o[i];
     }
+#pragma GCC unroll 8
     for (int i = 0; i < M; ++i) {
       VF o[M];
       f(t[i], o);
+#pragma GCC unroll 8
       for (int j = 0; j < M; ++j)
         store(i, j, o[j]);
     }
@@ -55,14 +62,15 @@ template <class S> struct WinogradTransforms {
   // B^T d B of one 6x6 patch, W channels: load(y, x) gives patch pixel (y, x); point (i, j)
   // is stored at dst + (6 i + j) * point_stride.
   template <class Load>
-  static inline void input_patch(Load &&load, float *dst, size_t point_stride) {
+  [[gnu::always_inline]] static inline void input_patch(Load &&load, float *dst,
+                                                        size_t point_stride) {
     separable<6, 6>(input, load, [&](int i, int j, VF v) {
       S::store(dst + (size_t)(i * 6 + j) * point_stride, v);
     });
   }
 
   // o = A^T m over six values: four outputs.
-  static inline void output(const VF *m, VF *o) {
+  [[gnu::always_inline]] static inline void output(const VF *m, VF *o) {
     const VF two = S::bcast(2.0f), four = S::bcast(4.0f), eight = S::bcast(8.0f);
     const VF sum12 = m[1] + m[2], diff12 = m[1] - m[2];
     const VF sum34 = m[3] + m[4], diff34 = m[3] - m[4];
@@ -73,7 +81,7 @@ template <class S> struct WinogradTransforms {
   }
 
   // o = G g over three values: six outputs.
-  static inline void weights(const VF *g, VF *o) {
+  [[gnu::always_inline]] static inline void weights(const VF *g, VF *o) {
     const VF quarter = S::bcast(0.25f), sixth = S::bcast(1.0f / 6.0f);
     const VF twelfth = S::bcast(1.0f / 12.0f), twentyfourth = S::bcast(1.0f / 24.0f);
     const VF outer = g[0] + g[2];
@@ -86,6 +94,9 @@ template <class S> struct WinogradTransforms {
     o[5] = g[2];
   }
 };
+
+// Zero elements for the patch pixels outside the input tile: a channel chunk's worth.
+template <class T> alignas(64) inline constexpr T kZeroChannels[kWinogradMaxChunk] = {};
 
 // C[MR][16] (+)= sum over c in [0, n) of A[i][c] * U[c][0..16), row i of A at a[i] (the
 // transformed input of one tile and point, channels contiguous), row i of C at c + i * stride:
@@ -212,6 +223,20 @@ static void winograd_impl(const WinogradJob &w, const WinogradRange &r) {
               },
               dst + c, vpoint);
         }
+        continue;
+      }
+      // A patch over the border, whole vectors: its pixels outside the input tile read a row
+      // of zeros (small maps are mostly border: 12 of 16 patches at 13x13).
+      if (cn % W == 0) {
+        const T *pixel[36];
+        for (int y = 0; y < 6; ++y)
+          for (int x = 0; x < 6; ++x)
+            pixel[y * 6 + x] = ((pt.rows_inside >> y) & (pt.cols_inside >> x) & 1)
+                                   ? pt.origin + y * w.in_row_stride + x * w.in_pixel_stride + c0
+                                   : kZeroChannels<T>;
+        for (uint32_t c = 0; c < cn; c += W)
+          X::input_patch([&](int y, int x) { return S::load(pixel[y * 6 + x] + c); }, dst + c,
+                         vpoint);
         continue;
       }
       for (uint32_t c = 0; c < cn; c += W) {

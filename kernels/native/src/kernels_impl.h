@@ -909,12 +909,18 @@ static void pool_floats(const float *const *pixels, uint32_t n, uint32_t C, bool
         const VF x = S::load(pixels[t] + c + v * S::W);
         acc[v] = is_max ? S::max(x, acc[v]) : S::add(acc[v], x);
       }
+    if (is_max) {
+#pragma GCC unroll 4
+      for (int v = 0; v < V; ++v)
+        S::store(out + c + v * S::W, acc[v]);
+      continue;
+    }
     alignas(64) float sums[kPanelWidth];
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v)
       S::store(sums + v * S::W, acc[v]);
     for (uint32_t k = 0; k < kPanelWidth; ++k)
-      out[c + k] = is_max ? sums[k] : sums[k] / divisor;
+      out[c + k] = sums[k] / divisor;
   }
   for (; c < C; ++c) {
     float acc = is_max ? -INFINITY : 0.0f;

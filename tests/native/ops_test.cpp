@@ -132,16 +132,18 @@ TEST(NativePool, MaxAndAverageAllTypesAllPaddings) {
 }
 
 TEST(NativePool, FloatPixelKernelsEveryIsa) {
-  // FP32 max and average pooling (the ISA's per-pixel kernel: 16 channels in registers,
-  // scalar tails): the max of the window's pixels with NaN inputs ignored and -0 kept before
-  // +0 as std::max does, the average as the scalar sum in pixel order over the counted
-  // window; exact on every ISA, global windows included.
+  // FP32 and FP16 max and average pooling (the ISA's per-pixel kernels: 16 channels in
+  // registers, scalar tails): the max of the window's pixels with NaN inputs ignored and -0
+  // kept before +0 as std::max does, the average as the float sum in pixel order over the
+  // counted window, FP16 rounded once to nearest even; exact on every ISA, global windows
+  // included.
   IsaGuard guard;
   std::mt19937 rng(4141);
   for (const std::string &isa : available_isas()) {
     ASSERT_EQ(mcl_native_set_isa(isa.c_str()), MCL_NATIVE_OK);
-    for (int iter = 0; iter < 24; ++iter) {
+    for (int iter = 0; iter < 48; ++iter) {
       Spm spm;
+      const uint32_t dtype = iter % 4 < 2 ? MCL_DTYPE_F32 : MCL_DTYPE_F16;
       const bool is_max = iter % 2 == 0, global = iter % 6 == 5;
       const uint32_t C = 1 + (iter * 7) % 41, H = global ? 13 : 5, W = global ? 11 : 6;
       const uint32_t OH = global ? 1 : 3, OW = global ? 1 : 3;
@@ -151,16 +153,17 @@ TEST(NativePool, FloatPixelKernelsEveryIsa) {
       a.stride_h = a.stride_w = global ? 1 : 2;
       a.dilation_h = a.dilation_w = 1;
       a.origin_y = a.origin_x = global ? 0 : -1;
-      a.input = place_tile(spm, H, W, C, MCL_DTYPE_F32, 1, 1, 0);
-      a.output = place_tile(spm, OH, OW, C, MCL_DTYPE_F32, 0, 0, 0);
+      a.input = place_tile(spm, H, W, C, dtype, 1, 1, 0);
+      a.output = place_tile(spm, OH, OW, C, dtype, 0, 0, 0);
       fill_random(spm, a.input, rng);
       if (is_max)
         for (uint32_t c = 0; c < C; c += 3) {
-          *reinterpret_cast<float *>(tile_elem(spm, a.input, 1, 1, c)) = NAN;
-          *reinterpret_cast<float *>(tile_elem(spm, a.input, 0, 0, c)) = -0.0f;
+          set(spm, a.input, 1, 1, c, NAN);
+          set(spm, a.input, 0, 0, c, -0.0);
         }
       a.count_y1 = (int32_t)H, a.count_x1 = (int32_t)W;
-      SCOPED_TRACE(isa + " float pool iter " + std::to_string(iter));
+      SCOPED_TRACE(isa + (dtype == MCL_DTYPE_F16 ? " f16" : " f32") + " pool iter " +
+                   std::to_string(iter));
       spm.run(MCL_NATIVE_FN_POOL2D, a);
       for (uint32_t oy = 0; oy < OH; ++oy)
         for (uint32_t ox = 0; ox < OW; ++ox)
@@ -174,15 +177,23 @@ TEST(NativePool, FloatPixelKernelsEveryIsa) {
                 if (iy < 0 || ix < 0 || iy >= H || ix >= W)
                   continue;
                 ++counted;
-                const float v = *reinterpret_cast<const float *>(
-                    tile_elem(spm, a.input, (uint32_t)iy, (uint32_t)ix, c));
+                const float v = (float)get(spm, a.input, (uint32_t)iy, (uint32_t)ix, c);
                 mx = std::max(mx, v);
                 sum += v;
               }
-            const float got = *reinterpret_cast<const float *>(tile_elem(spm, a.output, oy, ox, c));
             const float want = is_max ? mx : sum / (float)std::max(counted, 1u);
-            ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
-                << oy << "," << ox << "," << c << ": " << got << " vs " << want;
+            const uint8_t *out = tile_elem(spm, a.output, oy, ox, c);
+            if (dtype == MCL_DTYPE_F16) {
+              uint16_t got;
+              std::memcpy(&got, out, 2);
+              ASSERT_EQ(got, f2h(want)) << oy << "," << ox << "," << c << ": " << h2f(got)
+                                        << " vs " << want;
+            } else {
+              float got;
+              std::memcpy(&got, out, 4);
+              ASSERT_EQ(std::bit_cast<uint32_t>(got), std::bit_cast<uint32_t>(want))
+                  << oy << "," << ox << "," << c << ": " << got << " vs " << want;
+            }
           }
     }
   }

@@ -266,6 +266,9 @@ struct IsaKernels {
   // maximum, or the sum in pixel order divided by `divisor`.
   void (*pool_floats)(const float *const *pixels, uint32_t n, uint32_t C, bool is_max,
                       float divisor, float *out);
+  // The same over binary16 pixels: float arithmetic, the result rounded to nearest even.
+  void (*pool_halves)(const uint16_t *const *pixels, uint32_t n, uint32_t C, bool is_max,
+                      float divisor, uint16_t *out);
 };
 
 const IsaKernels &generic_kernels();

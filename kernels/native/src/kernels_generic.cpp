@@ -42,7 +42,8 @@ const IsaKernels kGeneric = {"generic",
                              GenericSimd::widen_halves,
                              GenericSimd::narrow_halves,
                              GenericSimd::max_halves,
-                             pool_floats<GenericSimd>};
+                             pool_floats<GenericSimd>,
+                             pool_halves<GenericSimd>};
 
 } // namespace
 

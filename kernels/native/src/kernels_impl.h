@@ -889,14 +889,27 @@ template <class S> static void depthwise(const ConvJob &j, const ConvRange &r) {
   }
 }
 
-// Float pooling of one output pixel (IsaKernels::pool_floats): 16 channels at a time in
-// registers over the window's pixels, in pixel order (the sums are the scalar loop's); the
-// maximum starts at -inf and keeps the accumulator on NaN inputs, as std::max(acc, x) does.
-template <class S>
-static void pool_floats(const float *const *pixels, uint32_t n, uint32_t C, bool is_max,
-                        float divisor, float *out) {
+// Pooling of one output pixel (IsaKernels::pool_floats, pool_halves): 16 channels at a time
+// in float registers over the window's pixels, in pixel order (the sums are the scalar loop's);
+// the maximum starts at -inf and keeps the accumulator on NaN inputs, as std::max(acc, x)
+// does. T: float, or binary16 widened at load and narrowed (round to nearest even) at store,
+// which gives the bits of the row-at-a-time binary16 path.
+template <class S, class T>
+static void pool_pixels(const T *const *pixels, uint32_t n, uint32_t C, bool is_max, float divisor,
+                        T *out) {
   constexpr int V = kPanelWidth / S::W;
   using VF = typename S::VF;
+  alignas(64) float sums[kPanelWidth];
+  // sums[0, count) to out[0, count): divided for an average, narrowed for binary16.
+  auto finish = [&](uint32_t count, T *o) {
+    if (!is_max)
+      for (uint32_t k = 0; k < count; ++k)
+        sums[k] /= divisor;
+    if constexpr (std::is_same_v<T, uint16_t>)
+      S::narrow_halves(sums, count, o);
+    else
+      std::memcpy(o, sums, count * sizeof(float));
+  };
   uint32_t c = 0;
   for (; c + kPanelWidth <= C; c += kPanelWidth) {
     VF acc[V];
@@ -909,25 +922,40 @@ static void pool_floats(const float *const *pixels, uint32_t n, uint32_t C, bool
         const VF x = S::load(pixels[t] + c + v * S::W);
         acc[v] = is_max ? S::max(x, acc[v]) : S::add(acc[v], x);
       }
-    if (is_max) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (is_max) { // straight from the registers
 #pragma GCC unroll 4
-      for (int v = 0; v < V; ++v)
-        S::store(out + c + v * S::W, acc[v]);
-      continue;
+        for (int v = 0; v < V; ++v)
+          S::store(out + c + v * S::W, acc[v]);
+        continue;
+      }
     }
-    alignas(64) float sums[kPanelWidth];
 #pragma GCC unroll 4
     for (int v = 0; v < V; ++v)
       S::store(sums + v * S::W, acc[v]);
-    for (uint32_t k = 0; k < kPanelWidth; ++k)
-      out[c + k] = sums[k] / divisor;
+    finish(kPanelWidth, out + c);
   }
-  for (; c < C; ++c) {
+  if (c == C)
+    return;
+  for (uint32_t k = 0; c + k < C; ++k) {
     float acc = is_max ? -INFINITY : 0.0f;
-    for (uint32_t t = 0; t < n; ++t)
-      acc = is_max ? std::max(acc, pixels[t][c]) : acc + pixels[t][c];
-    out[c] = is_max ? acc : acc / divisor;
+    for (uint32_t t = 0; t < n; ++t) {
+      const float x = to_float(pixels[t][c + k]);
+      acc = is_max ? std::max(acc, x) : acc + x;
+    }
+    sums[k] = acc;
   }
+  finish(C - c, out + c);
+}
+template <class S>
+static void pool_floats(const float *const *pixels, uint32_t n, uint32_t C, bool is_max,
+                        float divisor, float *out) {
+  pool_pixels<S, float>(pixels, n, C, is_max, divisor, out);
+}
+template <class S>
+static void pool_halves(const uint16_t *const *pixels, uint32_t n, uint32_t C, bool is_max,
+                        float divisor, uint16_t *out) {
+  pool_pixels<S, uint16_t>(pixels, n, C, is_max, divisor, out);
 }
 
 // Requantizing INT8 add, portable form (the compiler vectorizes what the baseline ISA can).

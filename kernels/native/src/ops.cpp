@@ -190,25 +190,30 @@ Status run_pool(const mcl_native_exec &exec, const mcl_pool_args &a) {
     }
     // Float tiles with contiguous channels: the ISA's pooling of one output pixel over the
     // window's pixels (pool_floats), the same sums in the same order.
+    // Binary16 the same way (pool_halves), widened at load and rounded once at the store.
     constexpr uint32_t kMaxWindow = 256;
-    const bool float_rows = std::is_same_v<T, float> && a.input.channel_stride == 1 &&
-                            a.output.channel_stride == 1 &&
-                            (uint64_t)a.kernel_h * a.kernel_w <= kMaxWindow;
-    if (float_rows) {
+    const bool pixel_kernel = (std::is_same_v<T, float> || kHalf) && a.input.channel_stride == 1 &&
+                              a.output.channel_stride == 1 &&
+                              (uint64_t)a.kernel_h * a.kernel_w <= kMaxWindow;
+    if (pixel_kernel) {
+      using E = std::conditional_t<kHalf, uint16_t, float>; // the elements' bits
       parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
-        const float *pixels[kMaxWindow];
+        const E *pixels[kMaxWindow];
         const bool is_max = a.kind == MCL_POOL_MAX;
         for (uint32_t oy = y0; oy < y1; ++oy)
           for (uint32_t ox = 0; ox < a.output.w; ++ox) {
             uint32_t inside = 0;
             const uint32_t counted = visit_window(a, oy, ox, [&](uint32_t iy, uint32_t ix) {
-              pixels[inside++] = reinterpret_cast<const float *>(elem<T>(spm, a.input, iy, ix));
+              pixels[inside++] = reinterpret_cast<const E *>(elem<T>(spm, a.input, iy, ix));
             });
-            float *o = reinterpret_cast<float *>(elem<T>(spm, a.output, oy, ox));
-            if (is_max && inside == 0) // a window with no input pixel yields 0
-              std::fill_n(o, C, 0.0f);
+            E *o = reinterpret_cast<E *>(elem<T>(spm, a.output, oy, ox));
+            const float divisor = (float)std::max<uint32_t>(counted, 1);
+            if (is_max && inside == 0) // a window with no input pixel yields 0 (+0 bits)
+              std::fill_n(o, C, E{});
+            else if constexpr (kHalf)
+              isa.pool_halves(pixels, inside, C, is_max, divisor, o);
             else
-              isa.pool_floats(pixels, inside, C, is_max, (float)std::max<uint32_t>(counted, 1), o);
+              isa.pool_floats(pixels, inside, C, is_max, divisor, o);
           }
       });
       return;

@@ -26,7 +26,9 @@ int32_t quant_ref(float v, mcl_quant q, uint32_t d) {
   const float r = v / q.scale;
   if (std::isnan(r))
     return lo_of(d);
-  return clampi((int64_t)std::nearbyint((double)r) + q.zero_point, lo_of(d), hi_of(d));
+  // Saturating: infinities and huge values clamp (an out-of-range cast would be undefined).
+  const double rounded = std::clamp(std::nearbyint((double)r), -1e9, 1e9);
+  return clampi((int64_t)rounded + q.zero_point, lo_of(d), hi_of(d));
 }
 float deq_ref(double q, mcl_quant p) {
   return (float)((int32_t)q - p.zero_point) * p.scale;
@@ -186,8 +188,8 @@ TEST(NativePool, FloatPixelKernelsEveryIsa) {
             if (dtype == MCL_DTYPE_F16) {
               uint16_t got;
               std::memcpy(&got, out, 2);
-              ASSERT_EQ(got, f2h(want)) << oy << "," << ox << "," << c << ": " << h2f(got)
-                                        << " vs " << want;
+              ASSERT_EQ(got, f2h(want))
+                  << oy << "," << ox << "," << c << ": " << h2f(got) << " vs " << want;
             } else {
               float got;
               std::memcpy(&got, out, 4);
@@ -684,6 +686,37 @@ TEST(NativeCopy, ConcatSliceAndConversions) {
               ASSERT_EQ(got, (float)real);
           }
     }
+}
+
+TEST(NativeCopy, QuantizeRoundsHalfToEvenFromPlanarFloats) {
+  // QuantizeLinear of a planar (NCHW) float input, as a quantized model's first copy: ties
+  // round to even (2.5 -> 2, -2.5 -> -2, 3.5 -> 4), values saturate, NaN takes the low end,
+  // for U8 and S8 and zero points that move the clamp.
+  for (uint32_t dtype : {MCL_DTYPE_U8, MCL_DTYPE_S8}) {
+    Spm spm;
+    constexpr uint32_t H = 3, W = 401, C = 3;
+    mcl_unary_args a{};
+    a.input.offset = spm.alloc((uint64_t)C * H * W * 4);
+    a.input.h = H, a.input.w = W, a.input.c = C;
+    a.input.row_stride = W, a.input.pixel_stride = 1, a.input.channel_stride = H * W;
+    a.input.dtype = MCL_DTYPE_F32;
+    a.output = place_tile(spm, H, W, C, dtype, 0, 0, 0);
+    a.in_quant = {1.0f, 0};
+    a.out_quant = {0.25f, dtype == MCL_DTYPE_U8 ? 100 : -3};
+    float *in = spm.at<float>(a.input.offset);
+    for (uint32_t i = 0; i < C * H * W; ++i)
+      in[i] = ((float)((int)i % 1203) - 601.0f) * 0.125f; // k * 0.5 steps of the scale: ties
+    in[5] = NAN, in[6] = INFINITY, in[7] = -INFINITY, in[8] = 3e38f, in[9] = -0.0f;
+    SCOPED_TRACE(dtype == MCL_DTYPE_U8 ? "u8" : "s8");
+    spm.run(MCL_NATIVE_FN_COPY, a);
+    for (uint32_t c = 0; c < C; ++c)
+      for (uint32_t y = 0; y < H; ++y)
+        for (uint32_t x = 0; x < W; ++x) {
+          const float v = in[(size_t)c * H * W + y * W + x];
+          ASSERT_EQ(get(spm, a.output, y, x, c), quant_ref(v, a.out_quant, dtype))
+              << y << "," << x << "," << c << ": " << v;
+        }
+  }
 }
 
 TEST(NativeCopy, Fp16ConversionIsExactAndRoundsToNearestEven) {

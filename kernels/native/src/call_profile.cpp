@@ -29,6 +29,22 @@ std::string call_key(uint32_t fn, const void *args) {
                   g > 1 ? (g == a.input.c ? "dw " : "grouped ") : "", a.input.c, a.output.c,
                   (a.flags & MCL_CONV_WINOGRAD) ? " winograd" : "",
                   (a.flags & MCL_CONV_RESIDUAL) ? " +residual" : "");
+  } else if (fn == MCL_NATIVE_FN_POOL2D) {
+    mcl_pool_args a;
+    std::memcpy(&a, args, sizeof a);
+    const bool requantized =
+        a.in_quant.scale != a.out_quant.scale || a.in_quant.zero_point != a.out_quant.zero_point;
+    std::snprintf(key, sizeof key, "%s %s %s k%ux%u s%u%s", mcl_native_fn_name(fn),
+                  a.kind == MCL_POOL_MAX ? "max" : "avg", mcl_native_dtype_name(a.input.dtype),
+                  a.kernel_h, a.kernel_w, a.stride_h,
+                  requantized && (a.input.dtype == MCL_DTYPE_U8 || a.input.dtype == MCL_DTYPE_S8)
+                      ? " requantized"
+                      : "");
+  } else if (fn == MCL_NATIVE_FN_COPY || fn == MCL_NATIVE_FN_ACTIVATION) {
+    mcl_unary_args a;
+    std::memcpy(&a, args, sizeof a);
+    std::snprintf(key, sizeof key, "%s %s>%s", mcl_native_fn_name(fn),
+                  mcl_native_dtype_name(a.input.dtype), mcl_native_dtype_name(a.output.dtype));
   } else {
     std::snprintf(key, sizeof key, "%s", mcl_native_fn_name(fn));
   }

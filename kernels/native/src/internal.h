@@ -106,6 +106,16 @@ static inline int32_t qmax(uint32_t dtype) {
   return dtype == MCL_DTYPE_U8 ? 255 : 127;
 }
 
+// std::nearbyint in the default rounding mode (to nearest, ties to even), without the libm
+// call that the baseline ISA makes of it (no SSE4.1 ROUNDSS): below 2^22, adding and
+// subtracting 1.5 * 2^23 rounds to an integer at unit precision, exactly.
+static inline float round_half_even(float r) {
+  constexpr float kShift = 12582912.0f; // 1.5 * 2^23
+  if (!(std::fabs(r) < 4194304.0f))     // large, infinite or NaN
+    return std::nearbyint(r);
+  return (r + kShift) - kShift;
+}
+
 // QuantizeLinear: saturate(round_half_even(v / scale) + zero_point). NaN maps to the low end
 // so garbage data never triggers undefined float->int conversions.
 static inline int32_t quantize(float v, const mcl_quant &q, uint32_t dtype) {
@@ -113,7 +123,7 @@ static inline int32_t quantize(float v, const mcl_quant &q, uint32_t dtype) {
   float lo = (float)(qmin(dtype) - q.zero_point), hi = (float)(qmax(dtype) - q.zero_point);
   r = r > lo ? r : lo;
   r = r < hi ? r : hi;
-  return (int32_t)std::nearbyint(r) + q.zero_point;
+  return (int32_t)round_half_even(r) + q.zero_point;
 }
 static inline float dequantize(int32_t q, const mcl_quant &p) {
   return (float)(q - p.zero_point) * p.scale;
@@ -240,7 +250,7 @@ static inline uint8_t int8_add_one(const Int8AddJob &j, uint32_t i) {
   float r = v / j.out_scale;
   r = r > j.q_lo ? r : j.q_lo;
   r = r < j.q_hi ? r : j.q_hi;
-  return (uint8_t)((int32_t)std::nearbyint(r) + j.out_zero);
+  return (uint8_t)((int32_t)round_half_even(r) + j.out_zero);
 }
 
 struct WinogradJob;   // winograd.h

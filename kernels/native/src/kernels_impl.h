@@ -485,7 +485,7 @@ static inline int32_t requantize(int32_t acc, float multiplier, float lo, float 
   float v = (float)acc * multiplier;
   v = v > lo ? v : lo;
   v = v < hi ? v : hi;
-  return (int32_t)std::nearbyint(v) + zp;
+  return (int32_t)round_half_even(v) + zp;
 }
 
 static inline int32_t wrap_add(int32_t a, int32_t b) {

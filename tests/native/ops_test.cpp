@@ -531,7 +531,9 @@ TEST(NativeActivation, EveryKindEveryType) {
                                             : 0.2f,
                kind == MCL_ACT_CLIP ? 0.6f : 0.5f};
       a.in_quant = {0.015f, is_q(d) ? 3 : 0};
-      a.out_quant = {0.01f, is_q(d) ? (d == MCL_DTYPE_U8 ? 100 : 0) : 0};
+      a.out_quant = {kind % 2 ? 0.015f : 0.01f, is_q(d) ? (d == MCL_DTYPE_U8 ? 100 : 0) : 0};
+      if (kind % 2 && is_q(d))
+        a.out_quant.zero_point = 3; // the input's quantization: also run in place below
       SCOPED_TRACE("kind " + std::to_string(kind) + " dtype " + std::to_string(d));
       spm.run(MCL_NATIVE_FN_ACTIVATION, a);
       for (uint32_t y = 0; y < 3; ++y)
@@ -541,6 +543,22 @@ TEST(NativeActivation, EveryKindEveryType) {
             expect_value(get(spm, a.output, y, x, c), act_ref(a.act, v), d, a.out_quant, 2e-6,
                          "act");
           }
+      // In place (the compiler's activation over its own input tile): the same values.
+      if (is_q(d) && a.in_quant.scale == a.out_quant.scale) {
+        mcl_unary_args b = a;
+        b.output = b.input;
+        std::vector<double> want;
+        for (uint32_t y = 0; y < 3; ++y)
+          for (uint32_t x = 0; x < 4; ++x)
+            for (uint32_t c = 0; c < 29; ++c)
+              want.push_back(get(spm, a.output, y, x, c));
+        spm.run(MCL_NATIVE_FN_ACTIVATION, b);
+        size_t i = 0;
+        for (uint32_t y = 0; y < 3; ++y)
+          for (uint32_t x = 0; x < 4; ++x)
+            for (uint32_t c = 0; c < 29; ++c)
+              ASSERT_EQ(get(spm, b.output, y, x, c), want[i++]) << "in place " << y << "," << x;
+      }
     }
 }
 

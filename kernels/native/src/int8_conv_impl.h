@@ -48,8 +48,17 @@ template <class K, class TI, class TO> void int8_conv_impl(const ConvJob &j, con
       const int32_t *tab = j.table + (size_t)m * j.taps;
       A *row = apack + (size_t)i * k_padded;
       A *dst = row;
-      for (uint32_t t = 0; t < j.taps; ++t, dst += kc)
-        K::pack_row(in + tab[t], kc, dst);
+      // Taps whose pixels follow each other in memory (a kernel row over a dense tile) are
+      // one run: the same bytes, one call (a 3-channel first layer: 3 calls a pixel, not 9).
+      for (uint32_t t = 0; t < j.taps;) {
+        uint32_t t_end = t + 1;
+        while (t_end < j.taps && tab[t_end] == tab[t_end - 1] + (int32_t)kc)
+          ++t_end;
+        const uint32_t n = (t_end - t) * kc;
+        K::pack_row(in + tab[t], n, dst);
+        dst += n;
+        t = t_end;
+      }
       for (uint32_t k = j.taps * kc; k < k_padded; ++k)
         row[k] = 0; // multiplies the zero weights of the last quad
       if (wzp) {

@@ -454,6 +454,15 @@ Status run_scale_shift(const mcl_native_exec &exec, const mcl_scale_shift_args &
     out[x * out_step] = (uint8_t)quantize(in[x * in_step], q, dtype);
 }
 
+// out[x * out_step] = table[in[x * in_step]] for x < n. Not restrict: an activation may run
+// in place (each byte is read before it is written); the local count and steps keep the
+// stores from reloading them.
+[[gnu::noinline]] static void lut_run(const uint8_t *in, uint64_t in_step, uint8_t *out,
+                                      uint64_t out_step, uint64_t n, const uint8_t *table) {
+  for (uint64_t x = 0; x < n; ++x)
+    out[x * out_step] = table[in[x * in_step]];
+}
+
 Status run_unary(const mcl_native_exec &exec, uint32_t fn, const mcl_unary_args &a) {
   uint8_t *spm = exec.spm_base;
   const uint32_t C = a.output.c;
@@ -503,9 +512,23 @@ Status run_unary(const mcl_native_exec &exec, uint32_t fn, const mcl_unary_args 
                               a.input.pixel_stride == C && a.output.pixel_stride == C;
       // float -> INT8 copies (QuantizeLinear: a quantized model's float input, often NCHW):
       // channel by channel along a row, in a helper whose locals cannot alias the byte stores.
+      const bool lut_rows = a.input.channel_stride == 1 && a.output.channel_stride == 1 &&
+                            a.input.pixel_stride == C && a.output.pixel_stride == C &&
+                            (apart || a.input.offset == a.output.offset);
       constexpr bool kQuantize = std::is_same_v<TI, float> && sizeof(TO) == 1;
       const bool quantize_rows = kQuantize && fn == MCL_NATIVE_FN_COPY && apart;
       parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {
+        if constexpr (kInt8Lut) {
+          // Dense INT8 rows in and out (an activation between two tiles of the same layout):
+          // one table run per row.
+          if (use_lut && lut_rows) {
+            for (uint32_t y = y0; y < y1; ++y)
+              lut_run(reinterpret_cast<const uint8_t *>(elem<TI>(spm, a.input, y, 0)), 1,
+                      reinterpret_cast<uint8_t *>(elem<TO>(spm, a.output, y, 0)), 1, a.output.w * C,
+                      reinterpret_cast<const uint8_t *>(lut));
+            return;
+          }
+        }
         if (quantize_rows) {
           for (uint32_t y = y0; y < y1; ++y)
             for (uint32_t c = 0; c < C; ++c)
@@ -551,8 +574,8 @@ Status run_unary(const mcl_native_exec &exec, uint32_t fn, const mcl_unary_args 
             } else if (use_lut) {
               if constexpr (kInt8Lut) {
                 const uint32_t ocs = fn == MCL_NATIVE_FN_COPY ? a.output.channel_stride : 1;
-                for (uint32_t c = 0; c < C; ++c)
-                  o[c * ocs] = lut[(uint8_t)p[c * cs]];
+                lut_run(reinterpret_cast<const uint8_t *>(p), cs, reinterpret_cast<uint8_t *>(o),
+                        ocs, C, reinterpret_cast<const uint8_t *>(lut));
               }
             } else if (fn == MCL_NATIVE_FN_SOFTMAX) {
               float mx = -INFINITY;

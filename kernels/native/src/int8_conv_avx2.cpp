@@ -12,6 +12,9 @@ namespace {
 struct Avx2Int8 : Avx2Steps {
   static constexpr int MR = 6; // 6 rows x 2 accumulators + 2 weight vectors + 1 broadcast
   using AElem = int16_t;
+  // Tails of 4 to 15 bytes take two overlapping loads and stores (the first and the last 8 or
+  // 4 bytes: the overlap is written twice with the same values), never reading past the row:
+  // a 3-channel stem's kernel rows are 9-byte runs.
   template <class TI> static void pack_row(const TI *src, uint32_t n, int16_t *dst) {
     const __m128i flip = _mm_set1_epi8(std::is_same_v<TI, int8_t> ? (char)0x80 : 0);
     uint32_t k = 0;
@@ -20,8 +23,28 @@ struct Avx2Int8 : Avx2Steps {
           _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i *>(src + k)), flip);
       _mm256_storeu_si256(reinterpret_cast<__m256i *>(dst + k), _mm256_cvtepu8_epi16(b));
     }
-    for (; k < n; ++k)
-      dst[k] = unsigned_byte(src[k]);
+    const uint32_t rest = n - k;
+    auto widen8 = [&](uint32_t at) { // bytes [at, at + 8) -> dst
+      const __m128i b =
+          _mm_xor_si128(_mm_loadl_epi64(reinterpret_cast<const __m128i *>(src + at)), flip);
+      _mm_storeu_si128(reinterpret_cast<__m128i *>(dst + at), _mm_cvtepu8_epi16(b));
+    };
+    auto widen4 = [&](uint32_t at) { // bytes [at, at + 4) -> dst
+      int32_t bytes;
+      std::memcpy(&bytes, src + at, 4);
+      const __m128i b = _mm_xor_si128(_mm_cvtsi32_si128(bytes), flip);
+      _mm_storel_epi64(reinterpret_cast<__m128i *>(dst + at), _mm_cvtepu8_epi16(b));
+    };
+    if (rest >= 8) {
+      widen8(k);
+      widen8(n - 8);
+    } else if (rest >= 4) {
+      widen4(k);
+      widen4(n - 4);
+    } else {
+      for (; k < n; ++k)
+        dst[k] = unsigned_byte(src[k]);
+    }
   }
   // Half a panel (8 channels) at a time. A quad of one row, broadcast as 64 bits (u0..u3),
   // against 4 channels' quads sign-extended to INT16: vpmaddwd gives per channel two partial

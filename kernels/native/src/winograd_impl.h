@@ -132,6 +132,23 @@ static inline void winograd_gemm_block(uint32_t n, const float *const *a, const 
       S::store(c + i * stride + v * S::W, acc[i][v]);
 }
 
+// The last register block of a task: `n` rows (1 <= n <= N < MR), rows `a_stride` floats
+// apart from `a0`, as a block of exactly n rows.
+template <class S, int N>
+static inline void winograd_gemm_tail(uint32_t n, uint32_t cn, const float *a0, size_t a_stride,
+                                      const float *u, bool accumulate, float *c, size_t stride) {
+  if constexpr (N >= 1) {
+    if (n == (uint32_t)N) {
+      const float *a[N];
+      for (int i = 0; i < N; ++i)
+        a[i] = a0 + (size_t)i * a_stride;
+      winograd_gemm_block<S, N>(cn, a, u, accumulate, c, stride);
+      return;
+    }
+    winograd_gemm_tail<S, N - 1>(n, cn, a0, a_stride, u, accumulate, c, stride);
+  }
+}
+
 // G g G^T of input channels [c0, c0 + cn) of panel `panel` (its 16 output channels, V vectors)
 // into ut, [point][channel - c0][16] with points winograd_weight_point_floats apart. The taps
 // of channel c + 8 are fetched ahead (nine lines far apart, read once per transform).
@@ -204,14 +221,9 @@ static void winograd_impl(const WinogradJob &w, const WinogradRange &r) {
   for (uint32_t c0 = 0; c0 < cin; c0 += chunk) {
     const uint32_t cn = std::min(chunk, cin - c0);
     const bool first = c0 == 0;
-    // Inputs of the chunk, W channels at a time; rows past the task's tiles are zero.
-    for (uint32_t row = 0; row < rows; ++row) {
+    // Inputs of the chunk, W channels at a time.
+    for (uint32_t row = 0; row < tiles; ++row) {
       float *dst = vt + row * vrow;
-      if (row >= tiles) {
-        if (first)
-          std::fill_n(dst, vrow, 0.0f);
-        continue;
-      }
       const Patch &pt = patches[row];
       // A patch inside the input tile and whole vectors of channels: plain loads.
       if (pt.rows_inside == 0x3f && pt.cols_inside == 0x3f && cn % W == 0) {
@@ -264,17 +276,25 @@ static void winograd_impl(const WinogradJob &w, const WinogradRange &r) {
                   (size_t)(c0 / chunk) * P * upoint;
       else
         winograd_weight_chunk<S, T>(w, r.nb_begin + p, c0, cn, ut);
-      // The 36 GEMMs of the chunk, register block by register block.
+      // The 36 GEMMs of the chunk, register block by register block; the last block has the
+      // tiles left (no products of padding rows: 13x13 maps are 16 tiles, 18 rows in blocks
+      // of 6).
       float *m_panel = mt + (size_t)p * rows * P * 16;
+      const uint32_t full_rows = tiles / MR * MR;
       for (uint32_t point = 0; point < P; ++point) {
         const float *u = u_chunk + (size_t)point * upoint;
-        for (uint32_t row = 0; row < rows; row += MR) {
+        float *m_point = m_panel + (size_t)point * 16;
+        for (uint32_t row = 0; row < full_rows; row += MR) {
           const float *a[MR];
           for (int i = 0; i < MR; ++i)
             a[i] = vt + (row + i) * vrow + point * vpoint;
-          winograd_gemm_block<S, MR>(cn, a, u, !first, m_panel + ((size_t)row * P + point) * 16,
+          winograd_gemm_block<S, MR>(cn, a, u, !first, m_point + (size_t)row * P * 16,
                                      (size_t)P * 16);
         }
+        if (full_rows < tiles)
+          winograd_gemm_tail<S, MR - 1>(tiles - full_rows, cn,
+                                        vt + full_rows * vrow + point * vpoint, vrow, u, !first,
+                                        m_point + (size_t)full_rows * P * 16, (size_t)P * 16);
       }
     }
   }

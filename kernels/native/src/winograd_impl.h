@@ -304,6 +304,44 @@ static void winograd_impl(const WinogradJob &w, const WinogradRange &r) {
     const float *m = mt + (size_t)p * rows * P * 16;
     const uint32_t n0 = (r.nb_begin + p) * kPanelWidth;
     const uint32_t nvalid = std::min<uint32_t>(kPanelWidth, j.cout_g - n0);
+    // A whole panel with a clamp or LeakyRelu epilogue: from the registers, in the order of
+    // epilogue_row ((x + bias) [+ residual], clamp, [LeakyRelu]), as the direct path's
+    // finish_block.
+    if constexpr (StoresFromRegisters<S, T>) {
+      if ((!ep.general || ep.leaky) && nvalid == kPanelWidth) {
+        VF bias_v[V];
+        for (int v = 0; v < V; ++v)
+          bias_v[v] = S::load(bias + n0 + v * W);
+        const VF lo = S::bcast(ep.lo), hi = S::bcast(ep.hi), alpha = S::bcast(j.act.alpha);
+        for (uint32_t row = 0; row < tiles; ++row) {
+          const uint32_t tile = r.tile_begin + row;
+          const uint32_t ty = tile / w.tiles_x, tx = tile % w.tiles_x;
+          const uint32_t ny = std::min<uint32_t>(kWinogradOut, w.out_h - ty * kWinogradOut);
+          const uint32_t nx = std::min<uint32_t>(kWinogradOut, w.out_w - tx * kWinogradOut);
+          for (int v = 0; v < V; ++v)
+            X::template separable<6, 4>(
+                X::output,
+                [&](int y, int x) {
+                  return S::load(m + ((size_t)row * P + y * 6 + x) * 16 + v * W);
+                },
+                [&](int y, int x, VF value) {
+                  if ((uint32_t)y >= ny || (uint32_t)x >= nx)
+                    return;
+                  const uint32_t oy = ty * kWinogradOut + y, ox = tx * kWinogradOut + x;
+                  VF o = S::add(value, bias_v[v]);
+                  if (residual)
+                    o = S::add(o, S::load(residual + oy * j.res_row_stride +
+                                          ox * j.res_pixel_stride + n0 + v * W));
+                  o = S::clamp(o, lo, hi);
+                  if (ep.leaky)
+                    o = S::leaky(o, alpha);
+                  S::store_out(out + oy * j.out_row_stride + ox * j.out_pixel_stride + n0 + v * W,
+                               o);
+                });
+        }
+        continue;
+      }
+    }
     for (uint32_t row = 0; row < tiles; ++row) {
       const uint32_t tile = r.tile_begin + row;
       const uint32_t ty = tile / w.tiles_x, tx = tile % w.tiles_x;

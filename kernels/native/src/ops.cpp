@@ -100,11 +100,6 @@ template <class F> void parallel_rows(const mcl_native_exec &exec, uint32_t rows
 
 } // namespace
 
-// INT8 max pooling with the same quantization in and out: dequantizing is increasing and
-// requantizing the maximum gives its byte back (|q - zp| <= 255, so the float round trip errs
-// by far less than half a step), so the maximum of the bytes is the result, without a float
-// step per element. Signed bytes are compared as unsigned with the sign bit flipped, which
-// keeps their order and lets the compiler use byte-wise vector maxima.
 // acc[c] = max(acc[c], p[c] ^ flip): restrict pointers and a local count, so that the byte
 // stores cannot alias the count and the loop vectorizes (as a lambda's captures, the count
 // was reloaded after every store: one byte per iteration, 3 ms of an INT8 SqueezeNet).
@@ -120,6 +115,11 @@ template <class F> void parallel_rows(const mcl_native_exec &exec, uint32_t rows
     out[c] = (uint8_t)(p[c] ^ flip);
 }
 
+// INT8 max pooling with the same quantization in and out: dequantizing is increasing and
+// requantizing the maximum gives its byte back (|q - zp| <= 255, so the float round trip errs
+// by far less than half a step), so the maximum of the bytes is the result, without a float
+// step per element. Signed bytes are compared as unsigned with the sign bit flipped, which
+// keeps their order and lets the compiler use byte-wise vector maxima.
 template <class T> bool int8_max_pool_raw(const mcl_native_exec &exec, const mcl_pool_args &a) {
   const float s = a.in_quant.scale;
   if (a.kind != MCL_POOL_MAX || a.input.channel_stride != 1 || a.output.channel_stride != 1 ||
@@ -510,11 +510,13 @@ Status run_unary(const mcl_native_exec &exec, uint32_t fn, const mcl_unary_args 
       const bool dense_rows = kConversion && fn == MCL_NATIVE_FN_COPY && apart &&
                               a.input.channel_stride == 1 && a.output.channel_stride == 1 &&
                               a.input.pixel_stride == C && a.output.pixel_stride == C;
-      // float -> INT8 copies (QuantizeLinear: a quantized model's float input, often NCHW):
-      // channel by channel along a row, in a helper whose locals cannot alias the byte stores.
+      // Dense INT8 rows in and out, apart or the same tile (an in-place activation).
       const bool lut_rows = a.input.channel_stride == 1 && a.output.channel_stride == 1 &&
                             a.input.pixel_stride == C && a.output.pixel_stride == C &&
-                            (apart || a.input.offset == a.output.offset);
+                            (apart || (a.input.offset == a.output.offset &&
+                                       a.input.row_stride == a.output.row_stride));
+      // float -> INT8 copies (QuantizeLinear: a quantized model's float input, often NCHW):
+      // channel by channel along a row, in a helper whose locals cannot alias the byte stores.
       constexpr bool kQuantize = std::is_same_v<TI, float> && sizeof(TO) == 1;
       const bool quantize_rows = kQuantize && fn == MCL_NATIVE_FN_COPY && apart;
       parallel_rows(exec, a.output.h, [&](uint32_t y0, uint32_t y1) {

@@ -12,20 +12,17 @@ namespace manycl::device {
 
 namespace dma_rows_detail {
 
-// Rows of exactly N bytes, each loaded whole before it is stored (so a row that overlaps its
-// own destination moves as memmove would move it).
-template <size_t N>
-void copy_fixed(std::byte *dst, const std::byte *src, const DmaShape &s, uint64_t first,
-                uint64_t end) {
+// Calls move(to, from) for rows [first, end) of `s`, counted over all planes.
+template <class Move>
+void for_each_row(std::byte *dst, const std::byte *src, const DmaShape &s, uint64_t first,
+                  uint64_t end, Move &&move) {
   uint64_t p = first / s.rows, row = first % s.rows;
   for (uint64_t i = first; i < end;) {
     const uint64_t run = std::min(end - i, s.rows - row);
     const std::byte *from = src + p * s.src_plane_stride + row * s.src_row_stride;
     std::byte *to = dst + p * s.dst_plane_stride + row * s.dst_row_stride;
     for (uint64_t k = 0; k < run; ++k) {
-      unsigned char bytes[N];
-      std::memcpy(bytes, from, N);
-      std::memcpy(to, bytes, N);
+      move(to, from);
       from += s.src_row_stride;
       to += s.dst_row_stride;
     }
@@ -33,6 +30,18 @@ void copy_fixed(std::byte *dst, const std::byte *src, const DmaShape &s, uint64_
     row = 0;
     ++p;
   }
+}
+
+// Rows of exactly N bytes, each loaded whole before it is stored (so a row that overlaps its
+// own destination moves as memmove would move it).
+template <size_t N>
+void copy_fixed(std::byte *dst, const std::byte *src, const DmaShape &s, uint64_t first,
+                uint64_t end) {
+  for_each_row(dst, src, s, first, end, [](std::byte *to, const std::byte *from) {
+    unsigned char bytes[N];
+    std::memcpy(bytes, from, N);
+    std::memcpy(to, bytes, N);
+  });
 }
 
 } // namespace dma_rows_detail
@@ -57,16 +66,9 @@ inline void copy_dma_rows(std::byte *dst, const std::byte *src, const DmaShape &
   case 16:
     return dma_rows_detail::copy_fixed<16>(dst, src, s, first, end);
   default:
-    break;
-  }
-  uint64_t p = first / s.rows, row = first % s.rows;
-  for (uint64_t i = first; i < end; ++i) {
-    std::memmove(dst + p * s.dst_plane_stride + row * s.dst_row_stride,
-                 src + p * s.src_plane_stride + row * s.src_row_stride, s.row_bytes);
-    if (++row == s.rows) {
-      row = 0;
-      ++p;
-    }
+    dma_rows_detail::for_each_row(
+        dst, src, s, first, end,
+        [&](std::byte *to, const std::byte *from) { std::memmove(to, from, s.row_bytes); });
   }
 }
 

@@ -80,8 +80,8 @@ const IsaKernels kAvx2 = {"avx2",
                           Avx2Simd::widen_halves,
                           Avx2Simd::narrow_halves,
                           Avx2Simd::max_halves,
-                          pool_floats<Avx2Simd>,
-                          pool_halves<Avx2Simd>};
+                          pool_pixels<Avx2Simd, float>,
+                          pool_pixels<Avx2Simd, uint16_t>};
 
 } // namespace
 

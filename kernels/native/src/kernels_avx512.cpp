@@ -111,8 +111,8 @@ const IsaKernels kAvx512 = {"avx512",
                             Avx512Simd::widen_halves,
                             Avx512Simd::narrow_halves,
                             Avx512Simd::max_halves,
-                            pool_floats<Avx512Simd>,
-                            pool_halves<Avx512Simd>};
+                            pool_pixels<Avx512Simd, float>,
+                            pool_pixels<Avx512Simd, uint16_t>};
 
 } // namespace
 

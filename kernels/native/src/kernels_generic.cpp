@@ -42,8 +42,8 @@ const IsaKernels kGeneric = {"generic",
                              GenericSimd::widen_halves,
                              GenericSimd::narrow_halves,
                              GenericSimd::max_halves,
-                             pool_floats<GenericSimd>,
-                             pool_halves<GenericSimd>};
+                             pool_pixels<GenericSimd, float>,
+                             pool_pixels<GenericSimd, uint16_t>};
 
 } // namespace
 

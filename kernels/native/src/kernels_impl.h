@@ -889,7 +889,7 @@ template <class S> static void depthwise(const ConvJob &j, const ConvRange &r) {
   }
 }
 
-// Pooling of one output pixel (IsaKernels::pool_floats, pool_halves): 16 channels at a time
+// Pooling of one output pixel (IsaKernels::pool_floats and pool_halves): 16 channels at a time
 // in float registers over the window's pixels, in pixel order (the sums are the scalar loop's);
 // the maximum starts at -inf and keeps the accumulator on NaN inputs, as std::max(acc, x)
 // does. T: float, or binary16 widened at load and narrowed (round to nearest even) at store,
@@ -946,16 +946,6 @@ static void pool_pixels(const T *const *pixels, uint32_t n, uint32_t C, bool is_
     sums[k] = acc;
   }
   finish(C - c, out + c);
-}
-template <class S>
-static void pool_floats(const float *const *pixels, uint32_t n, uint32_t C, bool is_max,
-                        float divisor, float *out) {
-  pool_pixels<S, float>(pixels, n, C, is_max, divisor, out);
-}
-template <class S>
-static void pool_halves(const uint16_t *const *pixels, uint32_t n, uint32_t C, bool is_max,
-                        float divisor, uint16_t *out) {
-  pool_pixels<S, uint16_t>(pixels, n, C, is_max, divisor, out);
 }
 
 // Requantizing INT8 add, portable form (the compiler vectorizes what the baseline ISA can).

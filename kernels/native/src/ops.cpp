@@ -507,14 +507,13 @@ Status run_unary(const mcl_native_exec &exec, uint32_t fn, const mcl_unary_args 
       };
       const bool apart =
           tile_end(a.input) <= a.output.offset || tile_end(a.output) <= a.input.offset;
-      const bool dense_rows = kConversion && fn == MCL_NATIVE_FN_COPY && apart &&
-                              a.input.channel_stride == 1 && a.output.channel_stride == 1 &&
-                              a.input.pixel_stride == C && a.output.pixel_stride == C;
+      // Rows whose pixels' channels follow each other, in and out: one run per row.
+      const bool dense = a.input.channel_stride == 1 && a.output.channel_stride == 1 &&
+                         a.input.pixel_stride == C && a.output.pixel_stride == C;
+      const bool dense_rows = kConversion && fn == MCL_NATIVE_FN_COPY && apart && dense;
       // Dense INT8 rows in and out, apart or the same tile (an in-place activation).
-      const bool lut_rows = a.input.channel_stride == 1 && a.output.channel_stride == 1 &&
-                            a.input.pixel_stride == C && a.output.pixel_stride == C &&
-                            (apart || (a.input.offset == a.output.offset &&
-                                       a.input.row_stride == a.output.row_stride));
+      const bool lut_rows = dense && (apart || (a.input.offset == a.output.offset &&
+                                                a.input.row_stride == a.output.row_stride));
       // float -> INT8 copies (QuantizeLinear: a quantized model's float input, often NCHW):
       // channel by channel along a row, in a helper whose locals cannot alias the byte stores.
       constexpr bool kQuantize = std::is_same_v<TI, float> && sizeof(TO) == 1;

@@ -304,40 +304,37 @@ static void winograd_impl(const WinogradJob &w, const WinogradRange &r) {
     const float *m = mt + (size_t)p * rows * P * 16;
     const uint32_t n0 = (r.nb_begin + p) * kPanelWidth;
     const uint32_t nvalid = std::min<uint32_t>(kPanelWidth, j.cout_g - n0);
-    // A whole panel with a clamp or LeakyRelu epilogue: from the registers, in the order of
-    // epilogue_row ((x + bias) [+ residual], clamp, [LeakyRelu]), as the direct path's
-    // finish_block.
+    // A whole panel with a clamp or LeakyRelu epilogue: each output row of a block leaves
+    // from the registers through the direct path's finish_block.
     if constexpr (StoresFromRegisters<S, T>) {
       if ((!ep.general || ep.leaky) && nvalid == kPanelWidth) {
-        VF bias_v[V];
-        for (int v = 0; v < V; ++v)
-          bias_v[v] = S::load(bias + n0 + v * W);
-        const VF lo = S::bcast(ep.lo), hi = S::bcast(ep.hi), alpha = S::bcast(j.act.alpha);
         for (uint32_t row = 0; row < tiles; ++row) {
           const uint32_t tile = r.tile_begin + row;
           const uint32_t ty = tile / w.tiles_x, tx = tile % w.tiles_x;
           const uint32_t ny = std::min<uint32_t>(kWinogradOut, w.out_h - ty * kWinogradOut);
           const uint32_t nx = std::min<uint32_t>(kWinogradOut, w.out_w - tx * kWinogradOut);
+          VF block[kWinogradOut][kWinogradOut][V];
           for (int v = 0; v < V; ++v)
             X::template separable<6, 4>(
                 X::output,
                 [&](int y, int x) {
                   return S::load(m + ((size_t)row * P + y * 6 + x) * 16 + v * W);
                 },
-                [&](int y, int x, VF value) {
-                  if ((uint32_t)y >= ny || (uint32_t)x >= nx)
-                    return;
-                  const uint32_t oy = ty * kWinogradOut + y, ox = tx * kWinogradOut + x;
-                  VF o = S::add(value, bias_v[v]);
-                  if (residual)
-                    o = S::add(o, S::load(residual + oy * j.res_row_stride +
-                                          ox * j.res_pixel_stride + n0 + v * W));
-                  o = S::clamp(o, lo, hi);
-                  if (ep.leaky)
-                    o = S::leaky(o, alpha);
-                  S::store_out(out + oy * j.out_row_stride + ox * j.out_pixel_stride + n0 + v * W,
-                               o);
-                });
+                [&](int y, int x, VF value) { block[y][x][v] = value; });
+          for (uint32_t y = 0; y < ny; ++y) {
+            const uint32_t oy = ty * kWinogradOut + y;
+            T *o[kWinogradOut];
+            const T *res[kWinogradOut];
+            for (uint32_t x = 0; x < kWinogradOut; ++x) {
+              const uint32_t ox = tx * kWinogradOut + std::min(x, nx - 1);
+              o[x] = out + oy * j.out_row_stride + ox * j.out_pixel_stride + n0;
+              res[x] = residual ? residual + oy * j.res_row_stride + ox * j.res_pixel_stride + n0
+                                : nullptr;
+            }
+            const DirectStore<T> direct{
+                o, residual ? res : nullptr, bias + n0, ep.lo, ep.hi, ep.leaky, j.act.alpha, nx};
+            finish_block<S, (int)kWinogradOut, V, T>(block[y], nullptr, &direct);
+          }
         }
         continue;
       }

@@ -2,13 +2,16 @@
 // of ResNet-50, MobileNetV2 and YOLOv3-416, FP32 and INT8, 1 and 2 threads. Prints a
 // Markdown table (medians, ratio ManyCL/oneDNN, geometric means).
 //
-//   manycl_native_conv_bench [--quick] [--cpu] [--winograd [--weight-cache]]
+//   manycl_native_conv_bench [--quick] [--cpu] [--cold] [--winograd [--weight-cache]]
 //                            [--net resnet50|mobilenetv2|yolov3|calls]
-//                            [--prec fp32|int8] [--threads N] [--reps N] [--layer SUBSTRING]
+//                            [--prec fp32|int8] [--threads N] [--pes N] [--reps N]
+//                            [--layer SUBSTRING]
 // --quick: every 4th layer (CI); --cpu: process CPU time instead of wall time; --winograd: the
 // FP32 3x3 stride-1 layers as Winograd F(4x4, 3x3); --weight-cache: their parameters in stable
 // bytes, as a loaded program's (the transformed weights are cached: the warm-up call fills the
-// cache, the timed calls hit it).
+// cache, the timed calls hit it); --cold: the caches evicted before each timed call (as in a
+// network); --pes: the PE count the calls are split for (default: the thread count; a cluster
+// of the mppa3 preset has 16, which is how the device splits them).
 //
 // The "SPM" here is a large host buffer holding whole layers: the point is the speed of the
 // compute functions, not tiling (tiles only divide the same loops).
@@ -131,10 +134,11 @@ std::vector<Layer> all_layers() {
   // The 3x3 stride-1 calls kann emits for these networks on 5 clusters of mppa3 (FP32, the
   // largest share of each network's 3x3 MACs; `kann inspect --records`): output bands and
   // output-channel slices, the shapes the per-call Winograd choice is made on.
-  auto call = [&](const char *net, uint32_t h, uint32_t w, uint32_t cin, uint32_t cout) {
+  auto call = [&](const char *net, uint32_t h, uint32_t w, uint32_t cin, uint32_t cout,
+                  uint32_t k = 3) {
     char name[64];
-    std::snprintf(name, sizeof name, "call %ux%u %u>%u k3 s1", h, w, cin, cout);
-    v.push_back({net, name, h, w, cin, cout, 3, 1, 1});
+    std::snprintf(name, sizeof name, "call %ux%u %u>%u k%u s1", h, w, cin, cout, k);
+    v.push_back({net, name, h, w, cin, cout, k, 1, 1});
   };
   call("calls", 13, 13, 512, 32);  // YOLOv3-416, 16 blocks of 4x4
   call("calls", 26, 26, 256, 32);  // YOLOv3-416, 49 blocks
@@ -148,6 +152,19 @@ std::vector<Layer> all_layers() {
   call("calls", 3, 14, 256, 128);  // ResNet-50, 4 blocks
   call("calls", 11, 56, 64, 64);   // ResNet-50, 42 blocks
   call("calls", 6, 28, 128, 64);   // ResNet-50, 14 blocks
+  call("calls", 3, 13, 64, 256);   // SqueezeNet 1.1, 4 blocks (a band of 13x13)
+  call("calls", 3, 13, 48, 192);   // SqueezeNet 1.1, 4 blocks
+  call("calls", 7, 7, 512, 32);    // ResNet-50, 4 blocks (a channel slice of 7x7)
+  // 1x1 calls of the same binaries: a cluster's band of a small map, or its slice of the
+  // output channels.
+  call("calls", 13, 13, 512, 208, 1); // SqueezeNet 1.1 classifier, a fifth of 1000 channels
+  call("calls", 3, 13, 64, 256, 1);   // SqueezeNet 1.1 expand1x1, a band
+  call("calls", 3, 14, 96, 576, 1);   // MobileNetV2, a band of 14x14
+  call("calls", 3, 14, 576, 96, 1);   // MobileNetV2
+  call("calls", 2, 5, 960, 320, 1);   // MobileNetV2, a 10-pixel band of 7x7
+  call("calls", 2, 5, 160, 960, 1);   // MobileNetV2
+  call("calls", 3, 14, 1024, 256, 1); // ResNet-50, a band of 14x14
+  call("calls", 2, 7, 2048, 512, 1);  // ResNet-50, a band of 7x7
   return v;
 }
 
@@ -179,11 +196,25 @@ struct Timing {
 
 // Times fn: one warm-up, then at least `reps` runs and at least 0.15 s. The median is the
 // figure of merit; the minimum shows the undisturbed speed on a shared, noisy host.
+// --cold: before each timed call a 64 MiB buffer is written, so that the call finds its
+// weights and activations in memory, not in the caches (as in a network, where the other
+// layers have run in between).
+bool g_cold = false;
+void evict_caches() {
+  static std::vector<uint64_t> junk(8u << 20);
+  static uint64_t stamp = 0;
+  ++stamp;
+  for (uint64_t &x : junk)
+    x = stamp;
+}
+
 template <class F> Timing time_ms(F &&fn, int reps) {
   fn();
   std::vector<double> t;
   double total = 0;
   while ((int)t.size() < reps || (total < 150.0 && t.size() < 50)) {
+    if (g_cold)
+      evict_caches();
     const double t0 = now_ms();
     fn();
     const double ms = now_ms() - t0;
@@ -199,7 +230,7 @@ struct ManyclConv {
   mcl_native_host_pool *pool = nullptr;
   mcl_native_exec exec{};
 
-  ManyclConv(const Layer &l, bool int8, uint32_t threads, std::mt19937 &rng) {
+  ManyclConv(const Layer &l, bool int8, uint32_t threads, uint32_t pes, std::mt19937 &rng) {
     const uint32_t oh = out_size(l, l.h), ow = out_size(l, l.w), pad = l.k / 2;
     const uint32_t dt = int8 ? MCL_DTYPE_U8 : MCL_DTYPE_F32, es = int8 ? 1 : 4;
     uint64_t top = 0;
@@ -251,6 +282,8 @@ struct ManyclConv {
                          nullptr, int8 ? &q : nullptr, &spm[args.params_offset], psize);
     pool = mcl_native_host_pool_create(threads);
     mcl_native_host_exec_init(&exec, pool, spm.data(), spm.size());
+    if (pes)
+      exec.pe_count = pes;
     if (g_weight_cache) {
       exec.stable_base = spm.data() + args.params_offset;
       exec.stable_size = psize;
@@ -336,6 +369,7 @@ int main(int argc, char **argv) {
   std::string only_net, only_prec, only_layer;
   int reps = 5;
   std::vector<uint32_t> thread_counts = {1, 2};
+  uint32_t pes = 0; // the thread count
   for (int i = 1; i < argc; ++i) {
     std::string a = argv[i];
     auto next = [&]() { return i + 1 < argc ? std::string(argv[++i]) : std::string(); };
@@ -343,6 +377,8 @@ int main(int argc, char **argv) {
       quick = true;
     else if (a == "--cpu")
       g_cpu_clock = true;
+    else if (a == "--cold")
+      g_cold = true;
     else if (a == "--winograd")
       g_winograd = true;
     else if (a == "--weight-cache")
@@ -357,8 +393,10 @@ int main(int argc, char **argv) {
       reps = std::max(1, std::atoi(next().c_str()));
     else if (a == "--threads")
       thread_counts = {(uint32_t)std::max(1, std::atoi(next().c_str()))};
+    else if (a == "--pes")
+      pes = (uint32_t)std::max(1, std::atoi(next().c_str()));
     else {
-      std::fprintf(stderr, "usage: %s [--quick] [--cpu] [--winograd [--weight-cache]] [--net N] [--prec fp32|int8] [--threads N] [--reps N] [--layer S]\n", argv[0]);
+      std::fprintf(stderr, "usage: %s [--quick] [--cpu] [--cold] [--winograd [--weight-cache]] [--net N] [--prec fp32|int8] [--threads N] [--pes N] [--reps N] [--layer S]\n", argv[0]);
       return 2;
     }
   }
@@ -384,7 +422,7 @@ int main(int argc, char **argv) {
           continue;
         if (quick && li % 4 != 0)
           continue;
-        ManyclConv ours(l, int8, threads, rng);
+        ManyclConv ours(l, int8, threads, pes, rng);
         if (!ours.run())
           return 1;
         const Timing t_ours = time_ms([&] { ours.run(); }, reps);

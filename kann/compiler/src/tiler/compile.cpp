@@ -152,6 +152,8 @@ Result<CompileOutput> compile_layer(const Graph &graph, const CompileOptions &op
       // (A Compiler keeps a reference to `policy`: it is edited in place and restored.)
       const std::set<int> spilled = policy.spilled;
       for (auto t = spilled.rbegin(); t != spilled.rend(); ++t) {
+        if (policy.streamed.count(*t))
+          continue;
         const Policy kept = policy;
         policy.spilled.erase(*t);
         auto trial = std::make_unique<Compiler>(graph, options, clusters, policy);
@@ -215,6 +217,7 @@ Result<std::optional<CompileOutput>> compile_pipeline(const Graph &graph,
       c->step_compute = compute;
       c->spm_headroom = headroom;
       c->exchange_splits = exchange_splits;
+      c->early_exchanges = true;
       c->channel_granule = granule;
       c->tile_splits = tile_splits;
       auto fits = c->layout();
@@ -468,6 +471,83 @@ Result<std::optional<CompileOutput>> compile_groups(const Graph &graph,
   return best;
 }
 
+// The network inputs streamed (software pipelining of the prologue): an input left in DDR
+// and the first operators reading it (its conversion and the convolution after it, or the
+// convolution alone) as a layer group, so that each cluster loads its rows band by band while
+// the previous band computes, instead of every cluster waiting for the whole input in the
+// prologue (the DDR serves the clusters' loads one after the other). With the pipeline
+// schedule's parameter pieces when those are faster. Nothing when no such group plans.
+Result<std::optional<CompileOutput>> compile_input_stream(const Graph &graph,
+                                                          const CompileOptions &options,
+                                                          unsigned clusters, const Policy &layer) {
+  // `layer`: the base policy (the layer schedule's, or the group schedule's with its groups).
+  Compiler probe(graph, options, clusters, layer);
+  if (!probe.plan() || probe.ops.empty())
+    return std::optional<CompileOutput>();
+  Policy p = layer;
+  for (int t : graph.inputs) {
+    const int a = probe.act_of.at(t);
+    std::vector<size_t> readers;
+    for (size_t s = 0; s < probe.ops.size(); ++s)
+      if (std::count(probe.ops[s].ins.begin(), probe.ops[s].ins.end(), a))
+        readers.push_back(s);
+    if (readers.size() != 1 || !probe.group_member_ok(probe.ops[readers[0]]))
+      continue;
+    size_t last = readers[0];
+    // A conversion's only reader joins it: the converted input never needs a whole buffer.
+    if (probe.ops[last].kind == Lowering::Convert && last + 1 < probe.ops.size()) {
+      const int y = probe.ops[last].out;
+      size_t uses = 0;
+      for (const PlannedOp &op : probe.ops)
+        uses += size_t(std::count(op.ins.begin(), op.ins.end(), y));
+      const PlannedOp &next = probe.ops[last + 1];
+      if (uses == 1 && std::count(next.ins.begin(), next.ins.end(), y) &&
+          probe.group_member_ok(next))
+        ++last;
+    }
+    std::vector<int> nodes;
+    for (size_t s = readers[0]; s <= last; ++s)
+      nodes.push_back(probe.ops[s].node);
+    bool taken = false; // by a group of the base policy
+    for (const auto &group : layer.groups)
+      for (int node : nodes)
+        taken = taken || std::count(group.begin(), group.end(), node) > 0;
+    if (taken)
+      continue;
+    p.spilled.insert(t);
+    p.streamed.insert(t);
+    p.groups.push_back(nodes);
+    p.group_why.push_back("the network input '" + graph.tensors[size_t(t)].name +
+                          "' streams from DDR band by band while the first operators compute");
+  }
+  if (p.groups.size() == layer.groups.size())
+    return std::optional<CompileOutput>();
+  const size_t added = layer.groups.size(); // the input groups follow the base's
+  std::optional<CompileOutput> best;
+  for (int bands : {4, 8}) {
+    Policy q = p;
+    for (size_t i = added; i < q.groups.size(); ++i) {
+      for (int node : q.groups[i]) {
+        q.chunks.erase(node);
+        q.wslices.erase(node);
+      }
+      q.chunks[q.groups[i].back()] = bands;
+    }
+    auto built = compile_layer(graph, options, clusters, q);
+    if (!built)
+      continue; // the bands do not fit: not a candidate
+    auto piped = compile_pipeline(graph, options, clusters, q, built.value());
+    if (!piped)
+      return piped.error();
+    CompileOutput *o = &built.value();
+    if (piped.value() && piped.value()->total_cycles < o->total_cycles)
+      o = &*piped.value();
+    if (!best || o->total_cycles < best->total_cycles)
+      best = std::move(*o);
+  }
+  return best;
+}
+
 // One image: the schedule asked for, or with "auto" the one predicted fastest among layer,
 // pipeline and (when the layer schedule spills) group; the layer schedule on a tie or when
 // the others' buffers do not fit.
@@ -496,8 +576,8 @@ Result<CompileOutput> compile_image(const Graph &graph, const CompileOptions &op
     piped = std::move(r.value());
   }
   bool group_pipelined = false;
+  Policy group_policy; // the grouped candidate's, when there is one
   if (want == "group" || (want == "auto" && !l.spilled.empty())) {
-    Policy group_policy;
     auto r = compile_groups(graph, options, clusters, policy, want == "group", group_policy);
     if (!r)
       return r.error();
@@ -514,6 +594,18 @@ Result<CompileOutput> compile_image(const Graph &graph, const CompileOptions &op
       }
     }
   }
+  // The input streamed by a group of the first operators (with or without other groups).
+  bool input_streamed = false;
+  if (want == "group" || want == "auto") {
+    auto r = compile_input_stream(graph, options, clusters, grouped ? group_policy : policy);
+    if (!r)
+      return r.error();
+    if (r.value() && (!grouped || r.value()->total_cycles < grouped->total_cycles)) {
+      grouped = std::move(r.value());
+      input_streamed = true;
+      group_pipelined = false;
+    }
+  }
   ScheduleReport figures = l.schedule_choice;
   std::string text = std::to_string(l.total_cycles) + " layer";
   if (piped) {
@@ -523,7 +615,9 @@ Result<CompileOutput> compile_image(const Graph &graph, const CompileOptions &op
   if (grouped) {
     figures.group_cycles = grouped->total_cycles;
     text += ", " + std::to_string(grouped->total_cycles) + " group" +
-            (group_pipelined ? " (parameters pipelined)" : "");
+            (input_streamed    ? " (the input streamed)"
+             : group_pipelined ? " (parameters pipelined)"
+                               : "");
   }
   CompileOutput *chosen = &l;
   std::string why;
@@ -560,6 +654,7 @@ using namespace kann::tiler;
 Result<CompileOutput> compile_graph(const Graph &graph, const CompileOptions &options) {
   if (auto r = options.device.validate(); !r)
     return r.error();
+  const PackCache::Scope packed_once; // for the schedule candidates of this graph
   const unsigned clusters = options.clusters ? options.clusters : options.device.clusters;
   if (clusters == 0 || clusters > options.device.clusters || clusters > KBIN_MAX_CLUSTERS)
     return make_error("--clusters " + std::to_string(clusters) + " out of range 1.." +

@@ -119,7 +119,7 @@ void Compiler::emit_slice_load(size_t s, size_t j, uint64_t spm, bool notify,
   const PlannedOp &op = ops[s];
   const ParamBlock &pb = op.params;
   auto load = [&](unsigned from, const ParamSlice &ps, uint32_t mask) {
-    const uint64_t lo = piece_bound(ps.bytes.size(), f0), hi = piece_bound(ps.bytes.size(), f1);
+    const uint64_t lo = piece_bound(ps.size, f0), hi = piece_bound(ps.size, f1);
     if (hi <= lo)
       return;
     kbin_dma_args d = dma(mask ? KBIN_DMA_MULTICAST : KBIN_DMA_LOAD);
@@ -203,6 +203,7 @@ Result<void> Compiler::emit() {
   prog.streams.assign(K, {});
   weight_signals.assign(K, 0);
   slice_free_signals.assign(K, 0);
+  exchanged_early.assign(K, false);
   describe_arguments();
   uint64_t input_bytes = 0;
   uint64_t clock = emit_prologue(input_bytes);
@@ -388,7 +389,18 @@ Result<void> Compiler::emit_compute(size_t s, StepTraffic &traffic, OpReport &re
         kbin_wait_signal_args w{kWeightSignal, 0, arrival[j][c]};
         prog.streams[c].push_back(format::Record::make(KBIN_FN_WAIT_SIGNAL, w));
       }
-      for (Box ob : chunk_boxes(op, c)) {
+      size_t exported = 0;
+      std::vector<Box> boxes;
+      if (early_exchanges && nslices == 1)
+        boxes = exported_rows_first(op, c, op.params.buffer >= 0 ? slice_spm(op, 0) : 0, exported);
+      if (boxes.empty())
+        boxes = chunk_boxes(op, c);
+      for (size_t k = 0; k < boxes.size(); ++k) {
+        if (exported > 0 && k == exported) { // the rows others read are done: send them
+          emit_exchanges_from(op, c, traffic, rep);
+          exchanged_early[c] = true;
+        }
+        Box ob = boxes[k];
         ob.c0 = parts[j].c0, ob.c1 = parts[j].c1;
         auto call = make_call(op, c, ob, op.params.buffer >= 0 ? slice_spm(op, j) : 0);
         if (!call)
@@ -435,23 +447,95 @@ Result<void> Compiler::emit_compute(size_t s, StepTraffic &traffic, OpReport &re
   return {};
 }
 
-// Exchanges: every other cluster's needed part of what each cluster produced.
+// Exchanges: every other cluster's needed part of what each cluster produced (but for the
+// clusters that sent theirs during the compute, exported_rows_first).
 void Compiler::emit_exchanges(const PlannedOp &op, StepTraffic &traffic, OpReport &rep) {
+  for (unsigned from = 0; from < K; ++from)
+    if (from >= exchanged_early.size() || !exchanged_early[from])
+      emit_exchanges_from(op, from, traffic, rep);
+  exchanged_early.assign(K, false);
+}
+
+void Compiler::emit_exchanges_from(const PlannedOp &op, unsigned from, StepTraffic &traffic,
+                                   OpReport &rep) {
   const Act &y = acts[op.out];
   if (y.in_ddr)
     return;
-  for (unsigned from = 0; from < K; ++from)
-    for (unsigned to = 0; to < K; ++to) {
-      if (from == to)
-        continue;
-      Box box = intersect(y.need[to], stored(op, op.out_box[from]));
-      if (box.empty())
-        continue;
-      kbin_dma_args d = exchange(y, from, to, box);
-      push(from, d);
-      traffic.noc[from] += bytes_of(d);
-      rep.exchange_bytes += bytes_of(d);
-    }
+  for (unsigned to = 0; to < K; ++to) {
+    if (from == to)
+      continue;
+    Box box = intersect(y.need[to], stored(op, op.out_box[from]));
+    if (box.empty())
+      continue;
+    kbin_dma_args d = exchange(y, from, to, box);
+    push(from, d);
+    traffic.noc[from] += bytes_of(d);
+    rep.exchange_bytes += bytes_of(d);
+  }
+}
+
+// Software pipelining of the exchanges: cluster c's output box in the order rows others read
+// (at its top and bottom edge: the halos of a row split) first, then the rest, which
+// computes while the DMA engine sends those rows (`exported`: how many boxes come first).
+// Empty when that order does not apply: a box computed in chunks, an output in DDR, rows
+// read inside the box rather than at its edges, or too few rows left to hide the sends
+// behind. The destination rows are outside what the receiving cluster writes in this step,
+// so they may land while it computes, as they do when sent after the compute.
+std::vector<Box> Compiler::exported_rows_first(const PlannedOp &op, unsigned c, uint64_t params_spm,
+                                               size_t &exported) const {
+  exported = 0;
+  const Act &y = acts[op.out];
+  const Box &b = op.out_box[c];
+  if (y.in_ddr || b.empty() || chunk_boxes(op, c).size() != 1)
+    return {};
+  for (int i : op.ins)
+    if (acts[size_t(i)].in_ddr) // streamed operands: staged per box
+      return {};
+  int64_t top = b.y0, bottom = b.y1; // rows [y0, top) and [bottom, y1) are read elsewhere
+  bool any = false;
+  for (unsigned to = 0; to < K; ++to) {
+    if (to == c)
+      continue;
+    const Box read = intersect(y.need[to], stored(op, b));
+    if (read.empty())
+      continue;
+    any = true;
+    if (read.y0 == b.y0 && read.y1 < b.y1)
+      top = std::max(top, read.y1);
+    else if (read.y1 == b.y1 && read.y0 > b.y0)
+      bottom = std::min(bottom, read.y0);
+    else
+      return {}; // the whole box, or rows inside it
+  }
+  if (!any || top >= bottom)
+    return {};
+  std::vector<Box> boxes;
+  if (top > b.y0)
+    boxes.push_back({b.y0, top, b.c0, b.c1});
+  if (bottom < b.y1)
+    boxes.push_back({bottom, b.y1, b.c0, b.c1});
+  const size_t edges = boxes.size();
+  boxes.push_back({top, bottom, b.c0, b.c1});
+  // Worth it when what the middle hides of the sends (the engine sends them one after the
+  // other) exceeds what the extra calls cost (each call has its own fixed cost).
+  auto cost = [&](const Box &ob) -> uint64_t {
+    auto call = make_call(op, c, ob, params_spm);
+    return call ? call.value().cost : UINT64_MAX / 4;
+  };
+  uint64_t split = 0;
+  for (const Box &ob : boxes)
+    split += cost(ob);
+  const uint64_t whole = cost(b);
+  uint64_t sends = 0;
+  for (unsigned to = 0; to < K; ++to)
+    if (to != c)
+      if (const Box read = intersect(y.need[to], stored(op, b)); !read.empty())
+        sends += dma_cycles(bytes_of(exchange(y, c, to, read)), false);
+  const uint64_t hidden = std::min(sends, cost(boxes.back()));
+  if (hidden <= split - std::min(split, whole))
+    return {};
+  exported = edges;
+  return boxes;
 }
 
 // Stores of SPM-homed network outputs produced by `op`.

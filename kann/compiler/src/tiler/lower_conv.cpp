@@ -139,6 +139,13 @@ Result<std::vector<uint8_t>> Compiler::pack_conv_slice(const PlannedOp &op, cons
   Box ob = chunk_boxes(op, c)[0];
   ob.c0 = part.c0, ob.c1 = part.c1;
   mcl_conv_args a = conv_args_shape(op, need_for(op, 0, ob), ob);
+  // The schedule candidates of one compile pack the same slices again and again: the bytes
+  // depend on the node's weights, the slice and the fields the native packer reads.
+  const std::vector<int64_t> key = {op.node,    ob.c0,      ob.c1,      op.conv_fn(),
+                                    a.flags,    a.groups,   a.input.c,  a.input.dtype,
+                                    a.output.c, a.kernel_h, a.kernel_w, a.input_zero_point};
+  if (const std::vector<uint8_t> *hit = PackCache::find(key))
+    return *hit;
   std::vector<uint8_t> packed(mcl_native_conv_params_size(op.conv_fn(), &a));
   const float *wslice = w.data.data() + size_t(ob.c0) * per_out;
   std::vector<float> transposed_slice;
@@ -177,6 +184,7 @@ Result<std::vector<uint8_t>> Compiler::pack_conv_slice(const PlannedOp &op, cons
   if (mcl_native_pack_conv(op.conv_fn(), &a, weights, bias_ptr, quant, packed.data(),
                            packed.size()) != MCL_NATIVE_OK)
     return make_error(where(n) + ": packing the weights failed");
+  PackCache::keep(key, packed);
   return packed;
 }
 

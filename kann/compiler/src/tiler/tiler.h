@@ -116,8 +116,9 @@ struct Act {
 // Packed parameters of a range of output channels (the operator's own numbering).
 struct ParamSlice {
   Box box;
-  std::vector<uint8_t> bytes;
+  std::vector<uint8_t> bytes; // until they are in the blob (pack_params)
   uint64_t blob_offset = 0;
+  uint64_t size = 0; // the bytes' count, kept after they moved to the blob
 };
 
 // An operator's parameters: per slot (one shared slot, multicast to every cluster with work,
@@ -187,6 +188,7 @@ struct PlannedOp {
 // What the tiler may change between attempts when the SPM is too small.
 struct Policy {
   std::set<int> spilled;      // tensors (storage owners) homed in DDR
+  std::set<int> streamed;     // of those, the ones kept in DDR by choice (streamed in bands)
   std::map<int, int> chunks;  // node -> intra-cluster tiles
   std::map<int, int> wslices; // node -> output-channel slices of its parameters
   std::set<int> no_prefetch;  // nodes whose parameters load in their own step
@@ -205,6 +207,43 @@ struct GroupPlan {
   std::vector<int> inner;      // intermediate activations
   std::map<int, int> producer; // intermediate activation -> operator index
   std::string why;             // Policy::group_why
+};
+
+// Packed parameter slices of one compile (kann::compile_graph opens the scope): the schedule
+// candidates pack the same slices of the same weights; each is packed once. Per thread, empty
+// outside a compile, so no slice outlives the graph it was packed from.
+class PackCache {
+public:
+  struct Scope {
+    Scope() {
+      if (depth()++ == 0)
+        entries().clear();
+    }
+    ~Scope() {
+      if (--depth() == 0)
+        entries().clear();
+    }
+    Scope(const Scope &) = delete;
+    Scope &operator=(const Scope &) = delete;
+  };
+  static const std::vector<uint8_t> *find(const std::vector<int64_t> &key) {
+    auto it = entries().find(key);
+    return it == entries().end() ? nullptr : &it->second;
+  }
+  static void keep(const std::vector<int64_t> &key, const std::vector<uint8_t> &bytes) {
+    if (depth() > 0)
+      entries().emplace(key, bytes);
+  }
+  static int &depth() {
+    thread_local int open = 0;
+    return open;
+  }
+
+private:
+  static std::map<std::vector<int64_t>, std::vector<uint8_t>> &entries() {
+    thread_local std::map<std::vector<int64_t>, std::vector<uint8_t>> cache;
+    return cache;
+  }
 };
 
 // Why an allocation failed: the buffer that did not fit and what it competed with.
@@ -305,7 +344,11 @@ struct Compiler {
   double spm_headroom = 0.85;
   std::vector<std::vector<ParamPiece>> pieces_at;
   bool exchange_splits = false; // convolutions split by channel_split_pays (pipeline.cpp)
-  bool tile_splits = false;     // and by rows and channels at once when faster (split_tiles.cpp)
+  // The pipeline schedule: the rows of an output box that other clusters read are computed
+  // first and sent while the rest of the box computes (emit.cpp, exported_rows_first).
+  bool early_exchanges = false;
+  std::vector<bool> exchanged_early; // per cluster, during a step: its exchanges are out
+  bool tile_splits = false; // and by rows and channels at once when faster (split_tiles.cpp)
   // Channel splits of convolutions start on multiples of this many channels (the packed
   // panel width by default: no slice packs padding channels).
   int64_t channel_granule = kPanel;
@@ -447,6 +490,9 @@ struct Compiler {
   Result<void> emit_step(size_t s, uint64_t &clock, uint64_t input_bytes);
   Result<void> emit_compute(size_t s, StepTraffic &traffic, OpReport &rep);
   void emit_exchanges(const PlannedOp &op, StepTraffic &traffic, OpReport &rep);
+  void emit_exchanges_from(const PlannedOp &op, unsigned from, StepTraffic &traffic, OpReport &rep);
+  std::vector<Box> exported_rows_first(const PlannedOp &op, unsigned c, uint64_t params_spm,
+                                       size_t &exported) const;
   void emit_output_stores(const PlannedOp &op, StepTraffic &traffic);
   Result<void> replay_timing(uint64_t estimated_cycles);
   mcl_tile tile_of(const Act &a, unsigned c, const Box &box, int stage = -1) const;

@@ -422,6 +422,11 @@ Result<DmaHandle> ClusterContext::dma(const DmaRequest &r) {
     return reject("DMA: notify signal " + std::to_string(r.notify_signal) + " out of range");
   if (r.notify_signal != kNoSignal && targets.empty())
     return reject("DMA: a notify signal needs an SPM destination");
+  if (r.notify_signal != kNoSignal &&
+      static_cast<unsigned>(r.notify_signal) >= kFirstPrivateSignal &&
+      (targets.size() != 1 || targets[0] != group_index_))
+    return reject("DMA: private signal " + std::to_string(r.notify_signal) +
+                  " counts the issuing cluster's transfers into its own SPM only");
 
   const uint64_t spm = config.spm_bytes;
   Ddr &ddr = command_.device_.ddr();
@@ -725,6 +730,9 @@ Result<void> ClusterContext::signal_post(unsigned target, unsigned signal, uint6
     return fail("signal post: cluster " + std::to_string(target) + " is not in the command");
   if (signal >= kSignalsPerCluster)
     return fail("signal post: signal " + std::to_string(signal) + " out of range");
+  if (signal >= kFirstPrivateSignal)
+    return fail("signal post: signal " + std::to_string(signal) +
+                " is private (notified by the cluster's own transfers only)");
   if (count == 0)
     return {};
   command_.context(target).receive_signal(signal, count,
@@ -747,9 +755,26 @@ Result<void> ClusterContext::signal_wait(unsigned signal, uint64_t value) {
   CommandRecorder &c = command_;
   Arbiter &a = arbiter();
   Signal &s = signals()[signal];
+  const uint64_t from = now();
+  if (signal >= kFirstPrivateSignal) {
+    // Private: every increment came from this cluster's own earlier transfers, posted when
+    // they were issued, in the engine's order; the value-th one is final as it is.
+    if (s.value.load() < value)
+      return fail("signal wait: private signal " + std::to_string(signal) + " is at " +
+                  std::to_string(s.value.load()) + ", below " + std::to_string(value) +
+                  ", and only this cluster's own transfers could raise it");
+    uint64_t stamp;
+    {
+      std::lock_guard lock(a.mutex());
+      stamp = std::max(from, signal_release_locked(signal, value));
+    }
+    advance_to(stamp, "signal wait",
+               "{\"signal\":" + std::to_string(signal) + ",\"value\":" + std::to_string(value) +
+                   "}");
+    return {};
+  }
   auto reached = [&] { return s.value.load() >= value || c.failed(); };
   spin_briefly(reached);
-  const uint64_t from = now();
   uint64_t stamp = 0;
   {
     // The release is the modeled time of the value-th increment of all that will ever be

@@ -18,6 +18,7 @@
 using namespace manycl::device;
 
 static_assert(MCL_SIGNALS_PER_CLUSTER == kSignalsPerCluster);
+static_assert(MCL_FIRST_PRIVATE_SIGNAL == kFirstPrivateSignal);
 
 namespace {
 

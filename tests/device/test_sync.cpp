@@ -3,6 +3,7 @@
 // that must wake blocked clusters instead of hanging them.
 #include <atomic>
 #include <chrono>
+#include <cstring>
 #include <thread>
 
 #include "device_test_util.h"
@@ -194,4 +195,68 @@ TEST_F(Sync, BadSignalArgumentsAreErrors) {
     EXPECT_EQ(ctx.now(), 50u);
   });
   EXPECT_TRUE(r.ok());
+}
+
+// Private signals (kFirstPrivateSignal and up) count the cluster's own transfers into its
+// own SPM. A wait on one is released at the value-th transfer's completion, as a shared
+// signal's would be, without waiting for the other clusters' clocks: cluster 1 here never
+// advances until cluster 0 is done, which a shared signal's finality would wait for.
+TEST_F(Sync, PrivateSignalsCountOwnTransfersWithoutWaitingForOthers) {
+  constexpr unsigned kOwn = kFirstPrivateSignal;
+  std::atomic<bool> zero_done{false};
+  uint64_t released[2] = {0, 0};
+  auto rec = begin({0, 1});
+  auto r = rec->run([&](ClusterContext &ctx) {
+    if (ctx.group_index() == 1) {
+      while (!zero_done.load()) // its clock stays at 0 on the host until then
+        std::this_thread::yield();
+      return;
+    }
+    auto *spm = reinterpret_cast<uint8_t *>(ctx.spm_base());
+    std::memset(spm, 7, 4096);
+    for (int i = 0; i < 2; ++i) {
+      DmaRequest req{DmaEndpoint::spm(0, 0), DmaEndpoint::spm(0, 8192 + 4096 * i),
+                     DmaShape::linear(4096)};
+      req.notify_signal = kOwn;
+      ASSERT_TRUE(ctx.dma(req).ok());
+    }
+    ASSERT_TRUE(ctx.signal_wait(kOwn, 1).ok());
+    released[0] = ctx.now();
+    ASSERT_TRUE(ctx.signal_wait(kOwn, 2).ok());
+    released[1] = ctx.now();
+    EXPECT_EQ(spm[8192 + 4096 + 4095], 7);
+    zero_done = true;
+  });
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  // The engine serves the two transfers one after the other.
+  EXPECT_GT(released[0], 0u);
+  EXPECT_GT(released[1], released[0]);
+}
+
+TEST_F(Sync, PrivateSignalsAreNotPostedOrNotifiedAcrossClusters) {
+  constexpr unsigned kOwn = kFirstPrivateSignal + 3;
+  auto rec = begin({0, 1});
+  auto r = rec->run([&](ClusterContext &ctx) {
+    if (ctx.group_index() != 0)
+      return;
+    EXPECT_FALSE(ctx.signal_post(1, kOwn).ok());
+  });
+  EXPECT_FALSE(r.ok());
+  auto rec2 = begin({0, 1});
+  r = rec2->run([&](ClusterContext &ctx) {
+    if (ctx.group_index() != 0)
+      return;
+    DmaRequest req{DmaEndpoint::spm(0, 0), DmaEndpoint::spm(1, 4096), DmaShape::linear(64)};
+    req.notify_signal = kOwn;
+    auto h = ctx.dma(req);
+    EXPECT_FALSE(h.ok());
+    if (!h.ok())
+      EXPECT_NE(h.error().message.find("private signal"), std::string::npos) << h.error().message;
+  });
+  EXPECT_FALSE(r.ok());
+  // A wait on a private signal that no earlier transfer of the cluster raises fails at once
+  // (nothing else could raise it) instead of hanging until MANYCL_SYNC_TIMEOUT_S.
+  auto rec3 = begin({0});
+  r = rec3->run([&](ClusterContext &ctx) { EXPECT_FALSE(ctx.signal_wait(kOwn, 1).ok()); });
+  EXPECT_FALSE(r.ok());
 }

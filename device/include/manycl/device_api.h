@@ -34,8 +34,13 @@ extern "C" {
 #endif
 
 #define MCL_DEVICE_API_VERSION 1
-/* Signal counters per cluster and command: ids 0 .. MCL_SIGNALS_PER_CLUSTER-1. */
+/* Signal counters per cluster and command: ids 0 .. MCL_SIGNALS_PER_CLUSTER-1. Ids from
+   MCL_FIRST_PRIVATE_SIGNAL up count only the cluster's own DMA transfers into its own SPM
+   (notify_signal of a load or SPM copy it issues); posting one to another cluster, or
+   notifying it from a transfer to another SPM, is an error. A wait on one costs no
+   synchronization with the other clusters. */
 #define MCL_SIGNALS_PER_CLUSTER 64
+#define MCL_FIRST_PRIVATE_SIGNAL 48
 #define MCL_NO_SIGNAL (-1)
 
 typedef enum mcl_status {

@@ -49,6 +49,12 @@ std::string CompileOutput::report_text() const {
       o << " " << t;
     o << "\n";
   }
+  if (!streamed.empty()) {
+    o << "streamed from DDR in bands (network inputs):";
+    for (const std::string &t : streamed)
+      o << " " << t;
+    o << "\n";
+  }
   if (batch.images > 1) {
     o << "batch " << batch.images << ": " << batch.chosen << " (" << batch.why << ")\n";
     for (const BatchReport::Group &g : batch.groups) {
@@ -74,6 +80,7 @@ std::string CompileOutput::report_json() const {
   j["params_bytes"] = params_bytes;
   j["modeled_cycles"] = total_cycles;
   j["spilled"] = spilled;
+  j["streamed"] = streamed;
   j["time"] = {{"compute", time.compute},
                {"dma_wait", time.dma_wait},
                {"barrier_wait", time.barrier_wait},

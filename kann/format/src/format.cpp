@@ -208,6 +208,10 @@ Result<void> check_dma(const Checker &c, uint32_t cluster, const kbin_dma_args &
   default:
     return make_error(where + ": unknown DMA kind " + std::to_string(d.kind));
   }
+  if (d.notify_signal >= 0 && static_cast<uint32_t>(d.notify_signal) >= KBIN_FIRST_PRIVATE_SIGNAL &&
+      (destinations.size() != 1 || destinations[0] != cluster))
+    return make_error(where + ": private signal " + std::to_string(d.notify_signal) +
+                      " notified by a transfer into another cluster's SPM");
   if (d.notify_signal >= 0)
     for (uint32_t t : destinations)
       sync.posts[{t, static_cast<uint32_t>(d.notify_signal)}] += 1;
@@ -249,6 +253,9 @@ Result<void> check_record(const Checker &c, uint32_t cluster, size_t index, cons
         s.count > (1ull << 40))
       return make_error(where + ": signal to cluster " + std::to_string(s.cluster) + " signal " +
                         std::to_string(s.signal) + " out of range");
+    if (s.signal >= KBIN_FIRST_PRIVATE_SIGNAL)
+      return make_error(where + ": signal " + std::to_string(s.signal) +
+                        " is private (notified by the cluster's own transfers only)");
     sync.posts[{s.cluster, s.signal}] += s.count;
     return {};
   }

@@ -38,8 +38,12 @@ class Device;
 class Cluster;
 class CommandRecorder;
 
-// Signal counters each cluster owns per command (ids 0 .. kSignalsPerCluster-1).
+// Signal counters each cluster owns per command (ids 0 .. kSignalsPerCluster-1). Ids from
+// kFirstPrivateSignal up are private: only the cluster's own transfers to its own SPM notify
+// them, so their increments arrive in the order of its DMA engine and a wait on one needs
+// no look at the other clusters' clocks (docs/device-model.md, "Signals").
 inline constexpr unsigned kSignalsPerCluster = 64;
+inline constexpr unsigned kFirstPrivateSignal = 48;
 
 enum class ElementType { Int8, Int16, Fp16, Fp32 };
 

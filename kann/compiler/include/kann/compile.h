@@ -149,8 +149,9 @@ struct CompileOutput {
   TimeBreakdown time;            // of total_cycles, from the replay
   ScheduleReport schedule_choice;
   uint64_t params_bytes = 0;
-  std::vector<std::string> spilled; // activations homed in DDR (SPM too small)
-  std::vector<GroupReport> groups;  // layer groups of the schedule built (none: one step per op)
+  std::vector<std::string> spilled;  // activations homed in DDR (SPM too small)
+  std::vector<std::string> streamed; // network inputs left in DDR by choice, loaded in bands
+  std::vector<GroupReport> groups;   // layer groups of the schedule built (none: one step per op)
   // With CompileOptions::dump_schedule: the schedule of one image as text (steps, per-step
   // operator, lowering and split, per-cluster boxes, SPM buffers and offsets, every record).
   std::string schedule;

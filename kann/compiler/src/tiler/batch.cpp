@@ -28,9 +28,10 @@ namespace kann::tiler {
 
 namespace {
 
-// Signal counting a group's barriers (the emitter uses only kWeightSignal).
-constexpr uint32_t kGroupBarrierSignal = KBIN_MAX_SIGNALS - 1;
-static_assert(kGroupBarrierSignal != kWeightSignal);
+// Signal counting a group's barriers: the last shared one (the emitter uses kWeightSignal,
+// kSliceFreeSignal and the private kInputSignal).
+constexpr uint32_t kGroupBarrierSignal = KBIN_FIRST_PRIVATE_SIGNAL - 1;
+static_assert(kGroupBarrierSignal != kWeightSignal && kGroupBarrierSignal != kSliceFreeSignal);
 
 using Group = BatchReport::Group;
 

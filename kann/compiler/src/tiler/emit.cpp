@@ -203,6 +203,7 @@ Result<void> Compiler::emit() {
   prog.streams.assign(K, {});
   weight_signals.assign(K, 0);
   slice_free_signals.assign(K, 0);
+  input_signals.assign(K, 0);
   exchanged_early.assign(K, false);
   describe_arguments();
   uint64_t input_bytes = 0;
@@ -624,7 +625,8 @@ Result<CompileOutput> Compiler::finish() {
   }
   for (const Act &a : acts)
     if (a.in_ddr)
-      out.spilled.push_back(g.tensors[a.tensor].name);
+      (policy.streamed.count(a.tensor) ? out.streamed : out.spilled)
+          .push_back(g.tensors[a.tensor].name);
   if (opt.dump_schedule)
     out.schedule = schedule_text();
   out.program = std::move(prog);

@@ -86,7 +86,9 @@ void Compiler::plan_groups() {
     for (int nd : nodes)
       if (op_of_node.count(nd))
         members.push_back(op_of_node[nd]);
-    if (members.size() < 2 || members.size() != nodes.size())
+    // One operator is a group too when it streams a network input (compile_input_stream):
+    // its bands then load ahead of its compute.
+    if (members.empty() || members.size() != nodes.size())
       continue;
     std::sort(members.begin(), members.end());
     GroupPlan gp;
@@ -158,6 +160,28 @@ void Compiler::group_lifetimes() {
   }
 }
 
+// A group whose DDR-homed inputs are network inputs streamed by choice (Policy::streamed) and
+// whose output stays in the SPM loads every band at once, each band's arrival counted by
+// kInputSignal: the clusters' loads are then all issued at the start (the DDR serves them
+// band after band, cluster after cluster) and band j computes as soon as its rows are in,
+// with no cluster waiting for another's compute to issue its next load. The staging buffer
+// holds every band.
+bool Compiler::loads_upfront(const GroupPlan &gp) const {
+  if (acts[ops[gp.last].out].in_ddr)
+    return false;
+  bool any = false;
+  for (size_t s = gp.first; s <= gp.last; ++s)
+    for (int i : ops[s].ins) {
+      const Act &x = acts[size_t(i)];
+      if (!x.in_ddr)
+        continue;
+      if (!policy.streamed.count(x.tensor))
+        return false;
+      any = true;
+    }
+  return any;
+}
+
 // After plan_params(): the band buffers of the intermediates, staging halves for DDR-homed
 // inputs and output sized by the largest band, and the parameters of every operator of a
 // group alive until the group's step. Every such buffer names the group's last operator, so
@@ -200,6 +224,11 @@ void Compiler::plan_group_buffers() {
         out_bytes =
             std::max<uint64_t>(out_bytes, uint64_t(band.rows() * y.W * band.chans()) * y.es);
       }
+    // Two staging halves (band j + 1 loads while band j computes), or one slot per band.
+    uint64_t slots = 2;
+    if (loads_upfront(gp))
+      for (unsigned c = 0; c < K; ++c)
+        slots = std::max<uint64_t>(slots, chunk_boxes(last, c).size());
     for (size_t s = gp.first; s <= gp.last; ++s) {
       PlannedOp &op = ops[s];
       const size_t k = s - gp.first;
@@ -214,7 +243,7 @@ void Compiler::plan_group_buffers() {
         b.first = b.last = step;
         b.op = int(gp.last);
         for (unsigned c = 0; c < K; ++c)
-          b.bytes[c] = last.out_box[c].empty() ? 0 : 2 * align_up(stage_bytes[k][i]);
+          b.bytes[c] = last.out_box[c].empty() ? 0 : slots * align_up(stage_bytes[k][i]);
       }
       if (op.stage_out >= 0) {
         SpmBuffer &b = buffers[op.stage_out];
@@ -259,15 +288,25 @@ Result<void> Compiler::emit_group_member_step(size_t s, uint64_t &clock) {
 }
 
 // The compute of a group (step last + 1), per cluster, band by band: the DDR-homed inputs
-// of band j + 1 load while band j computes (two staging halves), every operator of the
-// group computes its rows of band j, and band j's DDR-homed output is stored after the wait
-// that ends band j, so it leaves while band j + 1 computes.
+// of band j + 1 load while band j computes (two staging halves; or every band's at the start,
+// loads_upfront), every operator of the group computes its rows of band j, and band j's
+// DDR-homed output is stored after the wait that ends band j, so it leaves while band j + 1
+// computes.
 Result<void> Compiler::emit_group_compute(size_t s, StepTraffic &traffic, OpReport &rep) {
   const GroupPlan &gp = groups[size_t(group_of_op[s])];
   const PlannedOp &last = ops[gp.last];
   const Act &y = acts[last.out];
   band_origin.assign(acts.size(), std::vector<Box>(K));
   auto half = [&](int stage) { return buffers[size_t(stage)].size() / 2; };
+  const bool upfront = loads_upfront(gp);
+  uint64_t nslots = 2;
+  if (upfront)
+    for (unsigned c = 0; c < K; ++c)
+      nslots = std::max<uint64_t>(nslots, chunk_boxes(last, c).size());
+  // Where band j's staged rows go: its half, or its own slot.
+  auto slot = [&](int stage, size_t j) -> uint64_t {
+    return upfront ? j * (buffers[size_t(stage)].size() / nslots) : (j % 2) * half(stage);
+  };
   bool streams_in = false;
   for (size_t t = gp.first; t <= gp.last; ++t)
     for (int st : ops[t].stage_in)
@@ -289,6 +328,7 @@ Result<void> Compiler::emit_group_compute(size_t s, StepTraffic &traffic, OpRepo
       return todo;
     };
     auto load = [&](size_t j) {
+      uint64_t pushed = 0;
       for (size_t t = gp.first; t <= gp.last; ++t) {
         const PlannedOp &op = ops[t];
         const Box todo = todo_of(j, t - gp.first);
@@ -299,20 +339,36 @@ Result<void> Compiler::emit_group_compute(size_t s, StepTraffic &traffic, OpRepo
             continue;
           const int st = op.stage_in[i];
           kbin_dma_args d =
-              ddr_transfer(x, x.home, x.onnx_layout, ib,
-                           buffers[size_t(st)].offset + (j % 2) * half(st), ib.chans(), true);
+              ddr_transfer(x, x.home, x.onnx_layout, ib, buffers[size_t(st)].offset + slot(st, j),
+                           ib.chans(), true);
+          if (upfront)
+            d.notify_signal = kInputSignal;
           push(c, d);
           traffic.stream_ddr[c] += bytes_of(d);
+          ++pushed;
         }
       }
+      return pushed;
     };
+    std::vector<uint64_t> arrivals; // upfront: kInputSignal's count once band j is in
     if (streams_in && !bands.empty()) {
-      load(0);
-      wait(c);
+      if (upfront) {
+        for (size_t j = 0; j < bands.size(); ++j) {
+          input_signals[c] += load(j);
+          arrivals.push_back(input_signals[c]);
+        }
+      } else {
+        load(0);
+        wait(c);
+      }
     }
     for (size_t j = 0; j < bands.size(); ++j) {
-      if (streams_in && j + 1 < bands.size())
+      if (upfront && streams_in) {
+        kbin_wait_signal_args w{kInputSignal, 0, arrivals[j]};
+        prog.streams[c].push_back(format::Record::make(KBIN_FN_WAIT_SIGNAL, w));
+      } else if (streams_in && j + 1 < bands.size()) {
         load(j + 1);
+      }
       for (size_t t = gp.first; t <= gp.last; ++t) {
         const PlannedOp &op = ops[t];
         const Box &ob = req[j][t - gp.first];
@@ -320,7 +376,7 @@ Result<void> Compiler::emit_group_compute(size_t s, StepTraffic &traffic, OpRepo
           continue;
         for (int st : op.stage_in)
           if (st >= 0)
-            stage_shift[st] = (j % 2) * half(st);
+            stage_shift[st] = slot(st, j);
         if (op.stage_out >= 0)
           stage_shift[op.stage_out] = (j % 2) * half(op.stage_out);
         const Box todo = todo_of(j, t - gp.first);
@@ -362,7 +418,7 @@ Result<void> Compiler::emit_group_compute(size_t s, StepTraffic &traffic, OpRepo
         rep.macs += call.value().lanes.macs;
         rep.padded_macs += call.value().lanes.padded_macs;
       }
-      if (streams_in || y.in_ddr)
+      if ((streams_in && !upfront) || y.in_ddr)
         wait(c); // band j + 1's inputs are in, band j - 1's output has left its half
       if (y.in_ddr) {
         const Box &ob = bands[j];

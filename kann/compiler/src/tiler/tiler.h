@@ -46,6 +46,9 @@ constexpr uint32_t kWeightSignal = 0; // counts parameter slices arrived in a cl
 // Counts, on the cluster that multicasts an operator's parameter slices, the other clusters
 // done with a slice, so that it may multicast the slice after next into that slice's buffer.
 constexpr uint32_t kSliceFreeSignal = 1;
+// Counts the bands of a streamed network input arrived in a cluster's SPM (group.cpp): a
+// private signal, notified by the cluster's own loads only.
+constexpr uint32_t kInputSignal = KBIN_FIRST_PRIVATE_SIGNAL;
 constexpr int64_t kPanel = 16; // output channels per packed weight panel (the native format)
 inline uint64_t align_up(uint64_t v, uint64_t a = kAlign) {
   return (v + a - 1) / a * a;
@@ -331,6 +334,7 @@ struct Compiler {
   std::map<int, uint32_t> input_arg, output_arg; // tensor -> kernel argument
   std::vector<uint64_t> weight_signals;          // per cluster: notifications sent so far
   std::vector<uint64_t> slice_free_signals;      // per cluster: kSliceFreeSignal posts so far
+  std::vector<uint64_t> input_signals;           // per cluster: kInputSignal posts so far
   // Per step (0: the prologue, s + 1: op s), per cluster: the stream's length after it.
   std::vector<std::vector<size_t>> step_ends;
   // Concat elimination: a concat input written straight into the concat output's storage
@@ -419,6 +423,7 @@ struct Compiler {
   void plan_groups();
   bool group_member_ok(const PlannedOp &op) const;
   std::vector<Box> group_band(const GroupPlan &gp, const Box &last_box) const;
+  bool loads_upfront(const GroupPlan &gp) const;
   void group_lifetimes();
   void plan_group_buffers();
   Result<void> emit_group_member_step(size_t s, uint64_t &clock);

@@ -24,6 +24,9 @@ extern "C" {
 #define KBIN_VERSION_MINOR 1u /* readers accept any minor version of their major */
 #define KBIN_MAX_CLUSTERS 32u /* multicast destinations are a 32-bit mask */
 #define KBIN_MAX_SIGNALS 64u  /* = MCL_SIGNALS_PER_CLUSTER of the device API */
+/* = MCL_FIRST_PRIVATE_SIGNAL: ids from here up are notified only by the cluster's own
+   transfers into its own SPM (a wait on one needs no other cluster's progress) */
+#define KBIN_FIRST_PRIVATE_SIGNAL 48u
 #define KBIN_MAX_RANK 6u
 #define KBIN_RECORD_ALIGN 8u /* record lengths are multiples of this */
 

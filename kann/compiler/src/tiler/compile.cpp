@@ -473,10 +473,11 @@ Result<std::optional<CompileOutput>> compile_groups(const Graph &graph,
 
 // The network inputs streamed (software pipelining of the prologue): an input left in DDR
 // and the first operators reading it (its conversion and the convolution after it, or the
-// convolution alone) as a layer group, so that each cluster loads its rows band by band while
-// the previous band computes, instead of every cluster waiting for the whole input in the
-// prologue (the DDR serves the clusters' loads one after the other). With the pipeline
-// schedule's parameter pieces when those are faster. Nothing when no such group plans.
+// convolution alone) as a layer group, so that each cluster computes its first band as soon
+// as that band's rows are in (all bands' loads are issued at the start: loads_upfront in
+// group.cpp), instead of every cluster waiting for its whole input in the prologue (the DDR
+// serves the clusters' loads one after the other). With the pipeline schedule's parameter
+// pieces when those are faster. Nothing when no such group plans.
 Result<std::optional<CompileOutput>> compile_input_stream(const Graph &graph,
                                                           const CompileOptions &options,
                                                           unsigned clusters, const Policy &layer) {

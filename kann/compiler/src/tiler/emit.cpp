@@ -204,7 +204,6 @@ Result<void> Compiler::emit() {
   weight_signals.assign(K, 0);
   slice_free_signals.assign(K, 0);
   input_signals.assign(K, 0);
-  exchanged_early.assign(K, false);
   describe_arguments();
   uint64_t input_bytes = 0;
   uint64_t clock = emit_prologue(input_bytes);
@@ -399,7 +398,7 @@ Result<void> Compiler::emit_compute(size_t s, StepTraffic &traffic, OpReport &re
       for (size_t k = 0; k < boxes.size(); ++k) {
         if (exported > 0 && k == exported) { // the rows others read are done: send them
           emit_exchanges_from(op, c, traffic, rep);
-          exchanged_early[c] = true;
+          traffic.exchanged[c] = true;
         }
         Box ob = boxes[k];
         ob.c0 = parts[j].c0, ob.c1 = parts[j].c1;
@@ -452,9 +451,8 @@ Result<void> Compiler::emit_compute(size_t s, StepTraffic &traffic, OpReport &re
 // clusters that sent theirs during the compute, exported_rows_first).
 void Compiler::emit_exchanges(const PlannedOp &op, StepTraffic &traffic, OpReport &rep) {
   for (unsigned from = 0; from < K; ++from)
-    if (from >= exchanged_early.size() || !exchanged_early[from])
+    if (!traffic.exchanged[from])
       emit_exchanges_from(op, from, traffic, rep);
-  exchanged_early.assign(K, false);
 }
 
 void Compiler::emit_exchanges_from(const PlannedOp &op, unsigned from, StepTraffic &traffic,
@@ -493,22 +491,22 @@ std::vector<Box> Compiler::exported_rows_first(const PlannedOp &op, unsigned c, 
     if (acts[size_t(i)].in_ddr) // streamed operands: staged per box
       return {};
   int64_t top = b.y0, bottom = b.y1; // rows [y0, top) and [bottom, y1) are read elsewhere
-  bool any = false;
+  uint64_t sends = 0;                // their NoC time (the engine sends them one by one)
   for (unsigned to = 0; to < K; ++to) {
     if (to == c)
       continue;
     const Box read = intersect(y.need[to], stored(op, b));
     if (read.empty())
       continue;
-    any = true;
     if (read.y0 == b.y0 && read.y1 < b.y1)
       top = std::max(top, read.y1);
     else if (read.y1 == b.y1 && read.y0 > b.y0)
       bottom = std::min(bottom, read.y0);
     else
       return {}; // the whole box, or rows inside it
+    sends += dma_cycles(bytes_of(exchange(y, c, to, read)), false);
   }
-  if (!any || top >= bottom)
+  if (sends == 0 || top >= bottom)
     return {};
   std::vector<Box> boxes;
   if (top > b.y0)
@@ -517,23 +515,17 @@ std::vector<Box> Compiler::exported_rows_first(const PlannedOp &op, unsigned c, 
     boxes.push_back({bottom, b.y1, b.c0, b.c1});
   const size_t edges = boxes.size();
   boxes.push_back({top, bottom, b.c0, b.c1});
-  // Worth it when what the middle hides of the sends (the engine sends them one after the
-  // other) exceeds what the extra calls cost (each call has its own fixed cost).
+  // Worth it when what the middle hides of the sends exceeds what the extra calls cost
+  // (each call has its own fixed cost).
   auto cost = [&](const Box &ob) -> uint64_t {
     auto call = make_call(op, c, ob, params_spm);
     return call ? call.value().cost : UINT64_MAX / 4;
   };
-  uint64_t split = 0;
+  uint64_t split = 0, middle = 0;
   for (const Box &ob : boxes)
-    split += cost(ob);
+    split += (middle = cost(ob)); // the middle box is the last
   const uint64_t whole = cost(b);
-  uint64_t sends = 0;
-  for (unsigned to = 0; to < K; ++to)
-    if (to != c)
-      if (const Box read = intersect(y.need[to], stored(op, b)); !read.empty())
-        sends += dma_cycles(bytes_of(exchange(y, c, to, read)), false);
-  const uint64_t hidden = std::min(sends, cost(boxes.back()));
-  if (hidden <= split - std::min(split, whole))
+  if (std::min(sends, middle) <= split - std::min(split, whole))
     return {};
   exported = edges;
   return boxes;

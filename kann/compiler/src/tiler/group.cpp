@@ -182,6 +182,16 @@ bool Compiler::loads_upfront(const GroupPlan &gp) const {
   return any;
 }
 
+// Band slots of a group's staging buffers: two halves (band j + 1 loads while band j
+// computes), or one per band when every band loads at the start (loads_upfront).
+uint64_t Compiler::staging_slots(const GroupPlan &gp) const {
+  uint64_t slots = 2;
+  if (loads_upfront(gp))
+    for (unsigned c = 0; c < K; ++c)
+      slots = std::max<uint64_t>(slots, chunk_boxes(ops[gp.last], c).size());
+  return slots;
+}
+
 // After plan_params(): the band buffers of the intermediates, staging halves for DDR-homed
 // inputs and output sized by the largest band, and the parameters of every operator of a
 // group alive until the group's step. Every such buffer names the group's last operator, so
@@ -224,11 +234,7 @@ void Compiler::plan_group_buffers() {
         out_bytes =
             std::max<uint64_t>(out_bytes, uint64_t(band.rows() * y.W * band.chans()) * y.es);
       }
-    // Two staging halves (band j + 1 loads while band j computes), or one slot per band.
-    uint64_t slots = 2;
-    if (loads_upfront(gp))
-      for (unsigned c = 0; c < K; ++c)
-        slots = std::max<uint64_t>(slots, chunk_boxes(last, c).size());
+    const uint64_t slots = staging_slots(gp);
     for (size_t s = gp.first; s <= gp.last; ++s) {
       PlannedOp &op = ops[s];
       const size_t k = s - gp.first;
@@ -299,10 +305,7 @@ Result<void> Compiler::emit_group_compute(size_t s, StepTraffic &traffic, OpRepo
   band_origin.assign(acts.size(), std::vector<Box>(K));
   auto half = [&](int stage) { return buffers[size_t(stage)].size() / 2; };
   const bool upfront = loads_upfront(gp);
-  uint64_t nslots = 2;
-  if (upfront)
-    for (unsigned c = 0; c < K; ++c)
-      nslots = std::max<uint64_t>(nslots, chunk_boxes(last, c).size());
+  const uint64_t nslots = staging_slots(gp);
   // Where band j's staged rows go: its half, or its own slot.
   auto slot = [&](int stage, size_t j) -> uint64_t {
     return upfront ? j * (buffers[size_t(stage)].size() / nslots) : (j % 2) * half(stage);

@@ -303,9 +303,11 @@ struct StepTraffic {
   std::vector<uint64_t> stream_ddr; // streamed operands and outputs, network outputs
   std::vector<uint64_t> compute;    // cycles of the native calls (cost model)
   std::vector<uint64_t> noc;        // SPM->SPM exchange bytes sent
+  std::vector<bool> exchanged;      // the cluster sent its exchanges during the compute
   mcl_native_cost_breakdown lanes{};
   explicit StepTraffic(unsigned clusters)
-      : params_ddr(clusters, 0), stream_ddr(clusters, 0), compute(clusters, 0), noc(clusters, 0) {}
+      : params_ddr(clusters, 0), stream_ddr(clusters, 0), compute(clusters, 0), noc(clusters, 0),
+        exchanged(clusters, false) {}
   // A compute call on `cluster`: its modeled cycles and the lanes they keep busy.
   void add_call(unsigned cluster, const Call &call) {
     compute[cluster] += call.cost;
@@ -351,7 +353,6 @@ struct Compiler {
   // The pipeline schedule: the rows of an output box that other clusters read are computed
   // first and sent while the rest of the box computes (emit.cpp, exported_rows_first).
   bool early_exchanges = false;
-  std::vector<bool> exchanged_early; // per cluster, during a step: its exchanges are out
   bool tile_splits = false; // and by rows and channels at once when faster (split_tiles.cpp)
   // Channel splits of convolutions start on multiples of this many channels (the packed
   // panel width by default: no slice packs padding channels).
@@ -424,6 +425,7 @@ struct Compiler {
   bool group_member_ok(const PlannedOp &op) const;
   std::vector<Box> group_band(const GroupPlan &gp, const Box &last_box) const;
   bool loads_upfront(const GroupPlan &gp) const;
+  uint64_t staging_slots(const GroupPlan &gp) const;
   void group_lifetimes();
   void plan_group_buffers();
   Result<void> emit_group_member_step(size_t s, uint64_t &clock);

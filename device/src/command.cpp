@@ -407,8 +407,8 @@ Result<DmaHandle> ClusterContext::dma(const DmaRequest &r) {
 
   std::vector<unsigned> targets;
   if (!r.multicast.empty()) {
-    if (r.src.space != DmaSpace::Ddr || r.dst.space != DmaSpace::Spm)
-      return reject("DMA: multicast goes from DDR to SPMs");
+    if (r.dst.space != DmaSpace::Spm)
+      return reject("DMA: multicast goes to SPMs");
     targets = r.multicast;
     auto sorted = targets;
     std::sort(sorted.begin(), sorted.end());

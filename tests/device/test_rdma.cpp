@@ -200,6 +200,36 @@ TEST_F(Rdma, MulticastDeliversOneReadToTheListedClustersOnly) {
   EXPECT_EQ(s.multicast_saved_bytes, 2 * size);
 }
 
+TEST_F(Rdma, SpmMulticastDeliversTheSourceToTheListedClustersOnly) {
+  for (int i = 0; i < 1024; ++i)
+    spm(1)[i] = static_cast<uint8_t>(i * 13 + 5);
+  for (unsigned c = 0; c < 4; ++c)
+    std::memset(spm(c) + 4096, 0x5A, 1024);
+  auto rec = begin();
+  auto r = rec->run([&](ClusterContext &ctx) {
+    if (ctx.group_index() != 1)
+      return;
+    // Rows of 64 bytes at a 128-byte stride on the source, packed on the destinations.
+    DmaRequest req{DmaEndpoint::spm(1, 0), DmaEndpoint::spm(0, 4096),
+                   DmaShape::strided_2d(64, 8, 128, 64)};
+    req.multicast = {0, 3};
+    auto h = ctx.dma(req);
+    ASSERT_TRUE(h.ok()) << h.error().message;
+    ASSERT_TRUE(ctx.dma_wait_all().ok());
+  });
+  rec->end();
+  ASSERT_TRUE(r.ok());
+  for (unsigned c : {0u, 3u})
+    for (int row = 0; row < 8; ++row)
+      EXPECT_EQ(std::memcmp(spm(c) + 4096 + row * 64, spm(1) + row * 128, 64), 0)
+          << "cluster " << c << " row " << row;
+  EXPECT_EQ(spm(2)[4096], 0x5A);
+  EXPECT_EQ(spm(0)[4096 + 512], 0x5A); // past the 8 rows
+  const CommandStats &s = rec->stats();
+  EXPECT_EQ(s.ddr_bytes_read + s.ddr_bytes_written, 0u);
+  EXPECT_EQ(s.noc_bytes, 2 * 512u);
+}
+
 // Every rejected transfer: error returned, command failed, SPMs and DDR unchanged.
 TEST_F(Rdma, OutOfRangeTransfersAreRejectedAndWriteNothing) {
   const uint64_t spm_size = device->config().spm_bytes;
@@ -332,17 +362,17 @@ TEST_F(Rdma, DeferredCopiesReadAsTheirSourceAndMaterializeExactly) {
               reinterpret_cast<const std::byte *>(ddr(params)) + 100);
     // An eager transfer overwriting the middle of cluster 1's copy: the rest stays deferred
     // and reads as before.
-    ASSERT_TRUE(ctx.dma({DmaEndpoint::ddr(out), DmaEndpoint::spm(1, 8192 + 1000),
-                         DmaShape::linear(500)})
-                    .ok());
+    ASSERT_TRUE(
+        ctx.dma({DmaEndpoint::ddr(out), DmaEndpoint::spm(1, 8192 + 1000), DmaShape::linear(500)})
+            .ok());
     EXPECT_EQ(c1.deferred_view(8192, 1000), reinterpret_cast<const std::byte *>(ddr(params)));
     EXPECT_EQ(c1.deferred_view(8192 + 1500, size - 1500),
               reinterpret_cast<const std::byte *>(ddr(params)) + 1500);
     // A store of cluster 0's block, a strided gather into cluster 1 and a view across the
     // overwritten bytes all need the SPM bytes: materialized, then no longer deferred.
-    ASSERT_TRUE(ctx.dma({DmaEndpoint::spm(0, 8192), DmaEndpoint::ddr(out + size),
-                         DmaShape::linear(size)})
-                    .ok());
+    ASSERT_TRUE(
+        ctx.dma({DmaEndpoint::spm(0, 8192), DmaEndpoint::ddr(out + size), DmaShape::linear(size)})
+            .ok());
     ASSERT_TRUE(ctx.dma({DmaEndpoint::ddr(out), DmaEndpoint::spm(1, 8192 + 2000),
                          DmaShape::strided_2d(16, 4, 16, 64)})
                     .ok());

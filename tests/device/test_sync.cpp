@@ -250,8 +250,9 @@ TEST_F(Sync, PrivateSignalsAreNotPostedOrNotifiedAcrossClusters) {
     req.notify_signal = kOwn;
     auto h = ctx.dma(req);
     EXPECT_FALSE(h.ok());
-    if (!h.ok())
+    if (!h.ok()) {
       EXPECT_NE(h.error().message.find("private signal"), std::string::npos) << h.error().message;
+    }
   });
   EXPECT_FALSE(r.ok());
   // A wait on a private signal that no earlier transfer of the cluster raises fails at once

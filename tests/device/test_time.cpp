@@ -184,6 +184,53 @@ TEST_F(ModeledTime, MulticastReadsDdrOnceUnicastPaysPerCluster) {
   EXPECT_EQ(u.multicast_saved_bytes, 0u);
 }
 
+// An exchange to several clusters (an all-gather after a channel split): the engine sends the
+// SPM bytes once (latency + NoC time, no DDR), every destination gets them and its notify
+// signal at that time; three unicasts of the same bytes take three times as long.
+TEST_F(ModeledTime, SpmMulticastSendsOnceUnicastsPayPerDestination) {
+  constexpr uint64_t kNocSend = 100 + 512; // latency + 8 KiB at 16 B/cycle
+  auto multicast = begin();
+  ASSERT_TRUE(multicast
+                  ->run([&](ClusterContext &ctx) {
+                    if (ctx.group_index() == 0) {
+                      for (uint64_t i = 0; i < kBytes; ++i)
+                        spm(ctx.device_cluster())[i] = static_cast<uint8_t>(i * 7 + 1);
+                      DmaRequest req{DmaEndpoint::spm(0, 0), DmaEndpoint::spm(0, 16384),
+                                     DmaShape::linear(kBytes)};
+                      req.multicast = {1, 2, 3};
+                      req.notify_signal = 6;
+                      ASSERT_TRUE(ctx.dma(req).ok());
+                      ASSERT_TRUE(ctx.dma_wait_all().ok());
+                      EXPECT_EQ(ctx.now(), kNocSend);
+                      return;
+                    }
+                    ASSERT_TRUE(ctx.signal_wait(6, 1).ok());
+                    EXPECT_EQ(ctx.now(), kNocSend);
+                  })
+                  .ok());
+  const auto &m = multicast->end();
+  EXPECT_EQ(m.cycles(), kNocSend);
+  EXPECT_EQ(m.ddr_bytes_read, 0u);
+  EXPECT_EQ(m.noc_bytes, 3 * kBytes);
+  for (unsigned c = 1; c < 4; ++c)
+    EXPECT_EQ(std::memcmp(spm(c) + 16384, spm(0), kBytes), 0) << "cluster " << c;
+
+  auto unicast = begin();
+  const uint64_t start = unicast->start_cycle();
+  ASSERT_TRUE(unicast
+                  ->run([&](ClusterContext &ctx) {
+                    if (ctx.group_index() != 0)
+                      return;
+                    for (unsigned c = 1; c < 4; ++c)
+                      ASSERT_TRUE(ctx.dma({DmaEndpoint::spm(0, 0), DmaEndpoint::spm(c, 32768),
+                                           DmaShape::linear(kBytes)})
+                                      .ok());
+                    ASSERT_TRUE(ctx.dma_wait_all().ok());
+                  })
+                  .ok());
+  EXPECT_EQ(unicast->end().cycles(), 3 * kNocSend) << "started at " << start;
+}
+
 TEST_F(ModeledTime, BarrierMergesTimelinesAtTheLatestArrival) {
   auto rec = begin();
   ASSERT_TRUE(rec->run([&](ClusterContext &ctx) {

@@ -1015,8 +1015,9 @@ TEST(EndToEndBatch, ClusterGroupsStayApart) {
       kbin_dma_args d;
       kbin_signal_args s;
       if (r.function_id == KBIN_FN_DMA && r.decode(d)) {
-        if (d.kind == KBIN_DMA_EXCHANGE) {
+        if (d.kind == KBIN_DMA_EXCHANGE || d.kind == KBIN_DMA_EXCHANGE_MULTICAST)
           ++exchanges;
+        if (d.kind == KBIN_DMA_EXCHANGE) {
           EXPECT_EQ(group_of[d.dst_cluster], group_of[cl]);
         }
         for (uint32_t t = 0; t < p.cluster_count; ++t) {

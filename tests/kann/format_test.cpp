@@ -116,8 +116,8 @@ TEST(Format, Crc32cCpuInstructionAndTablesAgree) {
                 format::crc32c_update_portable(start, data.data() + offset, size))
           << "offset " << offset << ", " << size << " bytes";
     }
-  std::printf("crc32c: %s\n", format::crc32c_uses_cpu_instruction() ? "CPU instruction (SSE 4.2)"
-                                                                       : "tables");
+  std::printf("crc32c: %s\n",
+              format::crc32c_uses_cpu_instruction() ? "CPU instruction (SSE 4.2)" : "tables");
 }
 
 // Every single-bit flip anywhere is refused by the checksum (CRC-32C detects all of them);
@@ -164,6 +164,18 @@ format::Program handmade() {
   return test::make_handmade().program;
 }
 
+// Cluster 0's first transfer (a parameter multicast) turned into an SPM -> SPMs exchange to
+// the clusters of `mask`.
+format::Record exchange_multicast(const format::Program &p, uint32_t mask) {
+  kbin_dma_args d;
+  p.streams[0][0].decode(d);
+  d.kind = KBIN_DMA_EXCHANGE_MULTICAST;
+  d.ddr = {};
+  d.cluster_mask = mask;
+  d.spm_dst_offset = d.spm_offset;
+  return format::Record::make(KBIN_FN_DMA, d);
+}
+
 TEST(Format, SemanticCorruptionsAreRejectedWithReasons) {
   struct Case {
     const char *expect;
@@ -199,6 +211,12 @@ TEST(Format, SemanticCorruptionsAreRejectedWithReasons) {
          d.cluster_mask = 0x7;
          p.streams[0][0] = format::Record::make(KBIN_FN_DMA, d);
        }},
+      {"exchange multicast to fewer than two clusters",
+       [](format::Program &p) { p.streams[0][0] = exchange_multicast(p, 0x2); }},
+      {"exchange multicast to its own cluster",
+       [](format::Program &p) { p.streams[0][0] = exchange_multicast(p, 0x3); }},
+      {"names clusters beyond",
+       [](format::Program &p) { p.streams[0][0] = exchange_multicast(p, 0x6); }},
       {"deadlock",
        [](format::Program &p) {
          p.streams[1].pop_back(), p.streams[1].erase(p.streams[1].begin() + 3);
@@ -238,20 +256,20 @@ TEST(Format, BadMagicAndVersion) {
   EXPECT_NE(rejection(copy).find("magic"), std::string::npos);
   copy = bytes;
   copy[10] = 0; // the older versions had minor version 0
-  copy[8] = 1; // major version 1: before checksums
+  copy[8] = 1;  // major version 1: before checksums
   format::reseal_kbin(copy.data(), copy.size());
   EXPECT_NE(rejection(copy).find("version 1.0 not supported"), std::string::npos)
       << rejection(copy);
   EXPECT_NE(rejection(copy).find("compile the model again"), std::string::npos);
   copy = bytes;
   copy[10] = 0; // the older versions had minor version 0
-  copy[8] = 2; // major version 2: INT8 weights as INT16 pairs
+  copy[8] = 2;  // major version 2: INT8 weights as INT16 pairs
   format::reseal_kbin(copy.data(), copy.size());
   EXPECT_NE(rejection(copy).find("version 2.0 not supported"), std::string::npos)
       << rejection(copy);
   copy = bytes;
   copy[10] = 0; // the older versions had minor version 0
-  copy[8] = 3; // major version 3: convolution blocks without the residual tile
+  copy[8] = 3;  // major version 3: convolution blocks without the residual tile
   format::reseal_kbin(copy.data(), copy.size());
   EXPECT_NE(rejection(copy).find("version 3.0 not supported"), std::string::npos)
       << rejection(copy);

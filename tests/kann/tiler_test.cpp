@@ -531,9 +531,9 @@ TEST(Tiler, ReportsShowLayerGroupsAndWhyTheScheduleWasChosen) {
 // a large input (768 KiB, whose load the DDR serves cluster after cluster) the group
 // schedule streams the network input from DDR in bands into a group of its first operator
 // (every band's load issued at the start, each band waited for by a private signal), next to
-// the group its largest activation seeds (the 1x1 convolution's 2 MiB output and its reader). Both only
-// reorder the same per-element arithmetic: bit-identical to the layer schedule, and the
-// input is reported as streamed, not as spilled.
+// the group its largest activation seeds (the 1x1 convolution's 2 MiB output and its reader). Both
+// only reorder the same per-element arithmetic: bit-identical to the layer schedule, and the input
+// is reported as streamed, not as spilled.
 TEST(Tiler, ExchangesAndTheInputStreamOverlapTheComputeBitIdentically) {
   test::OnnxBuilder b;
   b.input("x", {1, 3, 256, 256});
@@ -587,7 +587,8 @@ TEST(Tiler, ExchangesAndTheInputStreamOverlapTheComputeBitIdentically) {
       if (rec.function_id == KBIN_FN_DMA) {
         kbin_dma_args d;
         rec.decode(d);
-        exchanged = exchanged || d.kind == KBIN_DMA_EXCHANGE;
+        exchanged =
+            exchanged || d.kind == KBIN_DMA_EXCHANGE || d.kind == KBIN_DMA_EXCHANGE_MULTICAST;
       } else if (rec.function_id == KBIN_FN_BARRIER) {
         exchanged = false;
       } else if (rec.function_id < 0x1000 && exchanged) {
@@ -618,6 +619,61 @@ TEST(Tiler, ExchangesAndTheInputStreamOverlapTheComputeBitIdentically) {
       ref = got;
     EXPECT_EQ(std::memcmp(got.data(), ref.data(), got.size() * sizeof(float)), 0)
         << "differs from the first schedule's output";
+    for (size_t i = 0; i < got.size(); ++i)
+      ASSERT_NEAR(got[i], want.v[i], 1e-4f * (1.0f + std::fabs(want.v[i]))) << i;
+    EXPECT_EQ(run.value().stats.end_cycle - run.value().stats.start_cycle, out.total_cycles);
+  }
+}
+
+// A 7x7 map with many channels splits by channels on 5 clusters; the next 1x1 convolution
+// reads every channel on every cluster, so each cluster's slice goes to the four others as
+// one SPM multicast (the engine sends it once), under every schedule, with the same bits.
+TEST(Tiler, AllGathersAfterChannelSplitsAreSpmMulticasts) {
+  test::OnnxBuilder b;
+  b.input("x", {1, 64, 7, 7});
+  auto wa = b.weight("wa", {320, 64, 1, 1}, 0.1f);
+  auto wb = b.weight("wb", {640, 320, 1, 1}, 0.05f);
+  b.node("Conv", {"x", "wa"}, {"a0"});
+  b.node("Relu", {"a0"}, {"a"});
+  b.node("Conv", {"a", "wb"}, {"y"});
+  b.output("y");
+  test::ref::T x = test::ref::make(64, 7, 7);
+  for (size_t i = 0; i < x.v.size(); ++i)
+    x.v[i] = std::sin(0.037f * float(i)) + 0.25f * std::cos(0.11f * float(i));
+  const auto a = test::ref::relu(test::ref::conv(x, wa, {}, 320, 1, 1, 0));
+  const auto want = test::ref::conv(a, wb, {}, 640, 1, 1, 0);
+
+  auto g = import_onnx_bytes(b.bytes());
+  ASSERT_TRUE(g.ok()) << g.error().message;
+  ASSERT_TRUE(passes::optimize(g.value()).ok());
+  CompileOptions o;
+  o.device = manycl::device::preset("mppa3").value();
+  o.clusters = 5;
+  std::vector<float> ref;
+  for (const char *schedule : {"layer", "auto"}) {
+    SCOPED_TRACE(schedule);
+    o.schedule = schedule;
+    auto r = compile_graph(g.value(), o);
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    const CompileOutput &out = r.value();
+    unsigned multicasts = 0;
+    for (uint32_t c = 0; c < out.program.streams.size(); ++c)
+      for (const auto &rec : out.program.streams[c]) {
+        kbin_dma_args d;
+        if (rec.function_id != KBIN_FN_DMA || !rec.decode(d) ||
+            d.kind != KBIN_DMA_EXCHANGE_MULTICAST)
+          continue;
+        ++multicasts;
+        EXPECT_EQ(d.cluster_mask, 0x1Fu & ~(1u << c)) << "cluster " << c;
+      }
+    EXPECT_GE(multicasts, 5u) << out.report_text();
+    auto run = run_on("mppa3", out.program, x.v);
+    ASSERT_TRUE(run.ok()) << run.error().message;
+    auto got = test::as_floats(run.value().outputs[1]);
+    ASSERT_EQ(got.size(), want.v.size());
+    if (ref.empty())
+      ref = got;
+    EXPECT_EQ(std::memcmp(got.data(), ref.data(), got.size() * sizeof(float)), 0);
     for (size_t i = 0; i < got.size(); ++i)
       ASSERT_NEAR(got[i], want.v[i], 1e-4f * (1.0f + std::fabs(want.v[i]))) << i;
     EXPECT_EQ(run.value().stats.end_cycle - run.value().stats.start_cycle, out.total_cycles);

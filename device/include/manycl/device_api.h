@@ -97,7 +97,7 @@ typedef struct mcl_dma_desc {
   mcl_dma_endpoint src;
   mcl_dma_endpoint dst;
   mcl_dma_shape shape;
-  const uint32_t *multicast; /* DDR -> SPM of each listed cluster (group indices), or NULL */
+  const uint32_t *multicast; /* src -> SPM of each listed cluster (group indices), or NULL */
   uint32_t multicast_count;
   int32_t notify_signal; /* MCL_NO_SIGNAL, or a signal of each destination cluster */
   const char *label;     /* shown in traces, may be NULL */

@@ -21,7 +21,7 @@ struct Cluster {
   size_t pc = 0;
   uint64_t now = 0;
   uint64_t engine_free = 0;
-  uint64_t last_done = 0;   // latest completion of the transfers issued so far
+  uint64_t last_done = 0;    // latest completion of the transfers issued so far
   uint64_t reservations = 0; // DDR reservations so far: the arbiter's second key
   uint32_t wait_signal = 0;
   uint64_t wait_value = 0;
@@ -140,9 +140,10 @@ manycl::Result<ProgramTiming> predict_timing(const format::Program &program,
       if (b > 0) {
         const uint64_t data_start = start + device.dma_latency_cycles;
         done = data_start + manycl::device::transfer_cycles(b, device.noc_bytes_per_cycle);
-        if (d.kind != KBIN_DMA_EXCHANGE) {
-          done = std::max(done, ddr.reserve(data_start, manycl::device::transfer_cycles(
-                                                            b, ddr_bytes_per_cycle)));
+        if (d.kind != KBIN_DMA_EXCHANGE && d.kind != KBIN_DMA_EXCHANGE_MULTICAST) {
+          done =
+              std::max(done, ddr.reserve(data_start,
+                                         manycl::device::transfer_cycles(b, ddr_bytes_per_cycle)));
           ++x.reservations;
         }
       }
@@ -150,7 +151,7 @@ manycl::Result<ProgramTiming> predict_timing(const format::Program &program,
       x.last_done = std::max(x.last_done, done);
       if (d.notify_signal >= 0) {
         std::vector<unsigned> targets;
-        if (d.kind == KBIN_DMA_MULTICAST) {
+        if (d.kind == KBIN_DMA_MULTICAST || d.kind == KBIN_DMA_EXCHANGE_MULTICAST) {
           for (unsigned t = 0; t < K && t < 32; ++t)
             if (d.cluster_mask & (1u << t))
               targets.push_back(t);

@@ -5,6 +5,7 @@
 #include "kann/crc32c.h"
 
 #include <algorithm>
+#include <bit>
 #include <cstddef>
 #include <cstdio>
 #include <cstring>
@@ -204,6 +205,24 @@ Result<void> check_dma(const Checker &c, uint32_t cluster, const kbin_dma_args &
     if (auto r = check_spm(c, d.spm_dst_offset, dst_extent, where); !r)
       return r;
     destinations.push_back(d.dst_cluster);
+    break;
+  case KBIN_DMA_EXCHANGE_MULTICAST:
+    if (std::popcount(d.cluster_mask) < 2)
+      return make_error(where + ": exchange multicast to fewer than two clusters");
+    if (c.p.cluster_count < 32 && (d.cluster_mask >> c.p.cluster_count) != 0)
+      return make_error(where + ": exchange multicast mask " + hex(d.cluster_mask) +
+                        " names clusters beyond " + std::to_string(c.p.cluster_count));
+    if (d.cluster_mask >> cluster & 1u)
+      return make_error(where + ": exchange multicast to its own cluster");
+    if (d.dst_cluster != 0 || d.ddr.space != 0 || d.ddr.arg_index != 0 || d.ddr.offset != 0)
+      return make_error(where + ": exchange multicast with DDR/exchange fields set");
+    if (auto r = check_spm(c, d.spm_offset, src_extent, where); !r)
+      return r;
+    if (auto r = check_spm(c, d.spm_dst_offset, dst_extent, where); !r)
+      return r;
+    for (uint32_t i = 0; i < c.p.cluster_count; ++i)
+      if (d.cluster_mask & (1u << i))
+        destinations.push_back(i);
     break;
   default:
     return make_error(where + ": unknown DMA kind " + std::to_string(d.kind));
@@ -701,6 +720,10 @@ std::string describe_record(const Record &rec) {
       case KBIN_DMA_EXCHANGE:
         o << " exchange spm " << hex(d.spm_offset) << " -> cluster " << d.dst_cluster << " spm "
           << hex(d.spm_dst_offset);
+        break;
+      case KBIN_DMA_EXCHANGE_MULTICAST:
+        o << " exchange spm " << hex(d.spm_offset) << " -> spm " << hex(d.spm_dst_offset)
+          << " of clusters " << hex(d.cluster_mask);
         break;
       default:
         o << " kind " << d.kind;

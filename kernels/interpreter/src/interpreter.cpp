@@ -77,13 +77,21 @@ int run_dma(const mcl_kbin_cluster_run *run, const kbin_dma_args &d, std::string
     desc.label = "kbin store";
     break;
   case KBIN_DMA_EXCHANGE:
+  case KBIN_DMA_EXCHANGE_MULTICAST:
     desc.src.space = MCL_DMA_SPM;
     desc.src.cluster = self;
     desc.src.offset = d.spm_offset;
     desc.dst.space = MCL_DMA_SPM;
     desc.dst.cluster = d.dst_cluster;
     desc.dst.offset = d.spm_dst_offset;
-    desc.label = "kbin exchange";
+    if (d.kind == KBIN_DMA_EXCHANGE_MULTICAST) {
+      for (uint32_t i = 0; i < KBIN_MAX_CLUSTERS; ++i)
+        if (d.cluster_mask & (1u << i))
+          targets[target_count++] = i;
+      desc.multicast = targets;
+      desc.multicast_count = target_count;
+    }
+    desc.label = d.kind == KBIN_DMA_EXCHANGE ? "kbin exchange" : "kbin exchange multicast";
     break;
   default:
     error = "unknown DMA kind " + std::to_string(d.kind);

@@ -78,9 +78,9 @@ struct DmaRequest {
   DmaEndpoint src;
   DmaEndpoint dst;
   DmaShape shape;
-  // Multicast: when non-empty, the source (which must be DDR) is read once and delivered to
-  // dst.offset in the SPM of every cluster listed (group indices, no duplicates); dst.cluster
-  // is ignored.
+  // Multicast: when non-empty, the source (DDR, or an SPM: an exchange to several clusters) is
+  // read once and delivered to dst.offset in the SPM of every cluster listed (group indices,
+  // no duplicates); dst.cluster is ignored.
   std::vector<unsigned> multicast;
   // When >= 0, completion adds 1 to this signal counter of every destination cluster, at the
   // modeled completion time (see ClusterContext::signal_wait).

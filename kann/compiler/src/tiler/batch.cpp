@@ -49,7 +49,7 @@ std::map<std::pair<uint32_t, uint32_t>, uint64_t> posts_per_image(const format::
           posts[{c, sig}] += 1;
         else if (d.kind == KBIN_DMA_EXCHANGE)
           posts[{d.dst_cluster, sig}] += 1;
-        else if (d.kind == KBIN_DMA_MULTICAST)
+        else if (d.kind == KBIN_DMA_MULTICAST || d.kind == KBIN_DMA_EXCHANGE_MULTICAST)
           for (uint32_t t = 0; t < 32; ++t)
             if (d.cluster_mask >> t & 1u)
               posts[{t, sig}] += 1;

@@ -63,13 +63,7 @@ bool relax(const Compiler &c, Policy &policy) {
       int64_t rows = 0;
       for (const Box &x : op.out_box)
         rows = std::max(rows, x.rows());
-      const bool row_split = op.kind == Lowering::Conv || op.kind == Lowering::Pool ||
-                             op.kind == Lowering::Concat || op.kind == Lowering::Resize ||
-                             ((op.kind == Lowering::Eltwise || op.kind == Lowering::ScaleShift ||
-                               op.kind == Lowering::Activation || op.kind == Lowering::Math ||
-                               op.kind == Lowering::Softmax || op.kind == Lowering::Convert) &&
-                              op.split == "rows");
-      if (row_split && op.chunks < rows) {
+      if (c.computes_in_bands(op) && op.chunks < rows) {
         policy.chunks[op.node] = int(std::min<int64_t>(rows, op.chunks * 2));
         return true;
       }

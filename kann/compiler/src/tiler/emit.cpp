@@ -4,7 +4,9 @@
 
 #include "kann/passes.h"
 #include "kann/timing.h"
+#include <algorithm>
 #include <bit>
+#include <cstring>
 #include <numeric>
 
 namespace kann::tiler {
@@ -389,15 +391,14 @@ Result<void> Compiler::emit_compute(size_t s, StepTraffic &traffic, OpReport &re
         kbin_wait_signal_args w{kWeightSignal, 0, arrival[j][c]};
         prog.streams[c].push_back(format::Record::make(KBIN_FN_WAIT_SIGNAL, w));
       }
-      size_t exported = 0;
-      std::vector<Box> boxes;
+      std::vector<Box> boxes, sends; // sends[k]: the rows sent once boxes[k] is computed
       if (early_exchanges && nslices == 1)
-        boxes = exported_rows_first(op, c, op.params.buffer >= 0 ? slice_spm(op, 0) : 0, exported);
+        boxes = exported_rows_first(op, c, op.params.buffer >= 0 ? slice_spm(op, 0) : 0, sends);
       if (boxes.empty())
         boxes = chunk_boxes(op, c);
       for (size_t k = 0; k < boxes.size(); ++k) {
-        if (exported > 0 && k == exported) { // the rows others read are done: send them
-          emit_exchanges_from(op, c, traffic, rep);
+        if (k > 0 && k - 1 < sends.size() && !sends[k - 1].empty()) {
+          emit_exchanges_from(op, c, traffic, rep, sends[k - 1]); // others' rows are done
           traffic.exchanged[c] = true;
         }
         Box ob = boxes[k];
@@ -434,6 +435,10 @@ Result<void> Compiler::emit_compute(size_t s, StepTraffic &traffic, OpReport &re
           traffic.stream_ddr[c] += bytes_of(d);
         }
       }
+      if (sends.size() == boxes.size() && !sends.back().empty()) {
+        emit_exchanges_from(op, c, traffic, rep, sends.back());
+        traffic.exchanged[c] = true;
+      }
     }
     if (j + 2 < nslices)
       for (const auto &[mask, from] : multicast)
@@ -456,79 +461,143 @@ void Compiler::emit_exchanges(const PlannedOp &op, StepTraffic &traffic, OpRepor
 }
 
 void Compiler::emit_exchanges_from(const PlannedOp &op, unsigned from, StepTraffic &traffic,
-                                   OpReport &rep) {
+                                   OpReport &rep, const Box &part) {
   const Act &y = acts[op.out];
   if (y.in_ddr)
     return;
-  for (unsigned to = 0; to < K; ++to) {
-    if (from == to)
-      continue;
-    Box box = intersect(y.need[to], stored(op, op.out_box[from]));
-    if (box.empty())
-      continue;
-    kbin_dma_args d = exchange(y, from, to, box);
+  for (const kbin_dma_args &d : exchanges_of(op, from, part)) {
     push(from, d);
-    traffic.noc[from] += bytes_of(d);
-    rep.exchange_bytes += bytes_of(d);
+    traffic.noc[from] += bytes_of(d); // the engine sends a multicast once
+    rep.exchange_bytes += bytes_of(d) * uint64_t(std::max(1, std::popcount(d.cluster_mask)));
   }
 }
 
-// Software pipelining of the exchanges: cluster c's output box in the order rows others read
-// (at its top and bottom edge: the halos of a row split) first, then the rest, which
-// computes while the DMA engine sends those rows (`exported`: how many boxes come first).
-// Empty when that order does not apply: a box computed in chunks, an output in DDR, rows
-// read inside the box rather than at its edges, or too few rows left to hide the sends
-// behind. The destination rows are outside what the receiving cluster writes in this step,
-// so they may land while it computes, as they do when sent after the compute.
+// The transfers that send what other clusters read of `from`'s output within `part`: one per
+// destination, but one multicast for the destinations that receive the same rows and channels
+// at the same SPM place (an all-gather after a channel split: the engine reads and sends the
+// data once, the NoC delivers it to each).
+std::vector<kbin_dma_args> Compiler::exchanges_of(const PlannedOp &op, unsigned from,
+                                                  const Box &part) const {
+  const Act &y = acts[op.out];
+  const Box sent = part.empty() ? op.out_box[from] : intersect(part, op.out_box[from]);
+  std::vector<kbin_dma_args> out;
+  for (unsigned to = 0; to < K; ++to) {
+    if (from == to)
+      continue;
+    const Box box = intersect(y.need[to], stored(op, sent));
+    if (box.empty())
+      continue;
+    const kbin_dma_args d = exchange(y, from, to, box);
+    auto same_place = [&](const kbin_dma_args &o) {
+      return (o.kind == KBIN_DMA_EXCHANGE || o.kind == KBIN_DMA_EXCHANGE_MULTICAST) &&
+             o.spm_offset == d.spm_offset && o.spm_dst_offset == d.spm_dst_offset &&
+             std::memcmp(&o.shape, &d.shape, sizeof d.shape) == 0;
+    };
+    auto it = std::find_if(out.begin(), out.end(), same_place);
+    if (it == out.end()) {
+      out.push_back(d);
+    } else if (it->kind == KBIN_DMA_EXCHANGE) {
+      it->kind = KBIN_DMA_EXCHANGE_MULTICAST;
+      it->cluster_mask = (1u << it->dst_cluster) | (1u << to);
+      it->dst_cluster = 0;
+    } else {
+      it->cluster_mask |= 1u << to;
+    }
+  }
+  return out;
+}
+
+// Software pipelining of the exchanges: cluster c's output box in an order that lets its DMA
+// engine send what other clusters read while the rest of the box computes. Two cases:
+//  * others read rows at the box's top and bottom edges (the halos of a row split): those
+//    rows first, sent together, then the middle;
+//  * otherwise (others read every row of the box, as after a channel split, or rows inside
+//    it): the box in 2-4 bands of rows, what others read of each band sent once it is
+//    computed, so only the last band's sends follow the compute.
+// `sends[k]` is the part sent once boxes[k] is computed (empty: none). Empty result when no
+// order applies: a box computed in chunks, an output in DDR, rows read inside the box, or too
+// little compute left to hide the sends behind (each extra call has its own fixed cost). The
+// destination rows are outside what the receiving cluster writes in this step, so they may
+// land while it computes, as they do when sent after the compute.
 std::vector<Box> Compiler::exported_rows_first(const PlannedOp &op, unsigned c, uint64_t params_spm,
-                                               size_t &exported) const {
-  exported = 0;
+                                               std::vector<Box> &sends) const {
+  sends.clear();
   const Act &y = acts[op.out];
   const Box &b = op.out_box[c];
-  if (y.in_ddr || b.empty() || chunk_boxes(op, c).size() != 1)
+  if (y.in_ddr || b.empty() || !computes_in_bands(op) || chunk_boxes(op, c).size() != 1)
     return {};
   for (int i : op.ins)
     if (acts[size_t(i)].in_ddr) // streamed operands: staged per box
       return {};
   int64_t top = b.y0, bottom = b.y1; // rows [y0, top) and [bottom, y1) are read elsewhere
-  uint64_t sends = 0;                // their NoC time (the engine sends them one by one)
+  bool inside = false;               // some cluster reads rows away from the box's edges
+  std::vector<Box> reads;
   for (unsigned to = 0; to < K; ++to) {
     if (to == c)
       continue;
     const Box read = intersect(y.need[to], stored(op, b));
     if (read.empty())
       continue;
+    reads.push_back(read);
     if (read.y0 == b.y0 && read.y1 < b.y1)
       top = std::max(top, read.y1);
     else if (read.y1 == b.y1 && read.y0 > b.y0)
       bottom = std::min(bottom, read.y0);
     else
-      return {}; // the whole box, or rows inside it
-    sends += dma_cycles(bytes_of(exchange(y, c, to, read)), false);
+      inside = true;
   }
-  if (sends == 0 || top >= bottom)
+  if (reads.empty())
     return {};
-  std::vector<Box> boxes;
-  if (top > b.y0)
-    boxes.push_back({b.y0, top, b.c0, b.c1});
-  if (bottom < b.y1)
-    boxes.push_back({bottom, b.y1, b.c0, b.c1});
-  const size_t edges = boxes.size();
-  boxes.push_back({top, bottom, b.c0, b.c1});
-  // Worth it when what the middle hides of the sends exceeds what the extra calls cost
-  // (each call has its own fixed cost).
   auto cost = [&](const Box &ob) -> uint64_t {
     auto call = make_call(op, c, ob, params_spm);
     return call ? call.value().cost : UINT64_MAX / 4;
   };
-  uint64_t split = 0, middle = 0;
-  for (const Box &ob : boxes)
-    split += (middle = cost(ob)); // the middle box is the last
-  const uint64_t whole = cost(b);
-  if (std::min(sends, middle) <= split - std::min(split, whole))
-    return {};
-  exported = edges;
-  return boxes;
+  // The NoC time of what others read of `part` (the engine sends it transfer by transfer).
+  auto sends_of = [&](const Box &part) {
+    uint64_t t = 0;
+    for (const kbin_dma_args &d : exchanges_of(op, c, part))
+      t += dma_cycles(bytes_of(d), false);
+    return t;
+  };
+  // When the last send of this order ends, the compute and the engine each working in order.
+  auto finish = [&](const std::vector<Box> &parts, const std::vector<Box> &sent) {
+    uint64_t computed = 0, engine = 0;
+    for (size_t k = 0; k < parts.size(); ++k) {
+      computed += cost(parts[k]);
+      if (!sent[k].empty())
+        engine = std::max(engine, computed) + sends_of(sent[k]);
+    }
+    return std::max(computed, engine);
+  };
+  const uint64_t after = cost(b) + sends_of(b); // every send after the compute
+  std::vector<Box> best_parts, best_sends;
+  uint64_t best = after;
+  if (!inside && top < bottom) {
+    std::vector<Box> parts, sent;
+    if (top > b.y0)
+      parts.push_back({b.y0, top, b.c0, b.c1}), sent.push_back({});
+    if (bottom < b.y1)
+      parts.push_back({bottom, b.y1, b.c0, b.c1}), sent.push_back({});
+    sent.back() = b; // the edges hold everything others read
+    parts.push_back({top, bottom, b.c0, b.c1}), sent.push_back({});
+    if (const uint64_t t = finish(parts, sent); t < best)
+      best = t, best_parts = parts, best_sends = sent;
+  } else {
+    // Bands of rows, the earlier ones no smaller: band k's sends hide behind the later ones.
+    for (int64_t n = 2; n <= std::min<int64_t>(4, b.rows()); ++n) {
+      std::vector<Box> parts;
+      int64_t y = b.y0;
+      for (int64_t k = 0; k < n; ++k) {
+        const int64_t left = b.y1 - y, rows = (left + (n - k) - 1) / (n - k);
+        parts.push_back({y, y + rows, b.c0, b.c1});
+        y += rows;
+      }
+      if (const uint64_t t = finish(parts, parts); t < best)
+        best = t, best_parts = parts, best_sends = parts;
+    }
+  }
+  sends = best_sends;
+  return best_parts;
 }
 
 // Stores of SPM-homed network outputs produced by `op`.

@@ -162,6 +162,25 @@ std::vector<Box> Compiler::weight_slices(const PlannedOp &op, const Box &b) cons
   return v;
 }
 
+bool Compiler::computes_in_bands(const PlannedOp &op) const {
+  switch (op.kind) {
+  case Lowering::Conv:
+  case Lowering::Pool:
+  case Lowering::Concat:
+  case Lowering::Resize:
+    return true;
+  case Lowering::Eltwise:
+  case Lowering::ScaleShift:
+  case Lowering::Activation:
+  case Lowering::Math:
+  case Lowering::Softmax:
+  case Lowering::Convert:
+    return op.split == "rows"; // not a single cluster's whole tensor (strided, custom whole)
+  default:
+    return false;
+  }
+}
+
 // Output rows of cluster c split into op.chunks bands.
 std::vector<Box> Compiler::chunk_boxes(const PlannedOp &op, unsigned c) const {
   const Box &b = op.out_box[c];
@@ -378,6 +397,9 @@ bool Compiler::choose_channel_split(const PlannedOp &op) const {
   // large part of the SPM.
   if (x.bytes() > opt.device.spm_bytes / 4)
     return false;
+  if (tile_splits) // the native cost model's cycles and the exchanges (split_tiles.cpp)
+    return split_cycles(op, split_channels(y.H, yc, channel_granule)) <
+           split_cycles(op, split_rows(y.H, yc));
   if (exchange_splits) // a pipeline candidate: count the exchanges each split causes
     return channel_split_pays(op);
   const auto &d = opt.device;

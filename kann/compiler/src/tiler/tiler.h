@@ -398,6 +398,9 @@ struct Compiler {
   std::vector<Box> split_channels(int64_t H, int64_t C, int64_t granule = 1) const;
   std::vector<Box> weight_slices(const PlannedOp &op, const Box &b) const;
   std::vector<Box> chunk_boxes(const PlannedOp &op, unsigned c) const;
+  // Whether any band of a cluster's output rows is one more call of the same operator (what
+  // chunk_boxes and the early exchanges cut): not for a single cluster's whole tensor.
+  bool computes_in_bands(const PlannedOp &op) const;
   bool choose_channel_split(const PlannedOp &op) const;
   // ---- rows x channels splits (split_tiles.cpp) ----
   bool choose_tile_split(PlannedOp &op) const;
@@ -497,9 +500,13 @@ struct Compiler {
   Result<void> emit_step(size_t s, uint64_t &clock, uint64_t input_bytes);
   Result<void> emit_compute(size_t s, StepTraffic &traffic, OpReport &rep);
   void emit_exchanges(const PlannedOp &op, StepTraffic &traffic, OpReport &rep);
-  void emit_exchanges_from(const PlannedOp &op, unsigned from, StepTraffic &traffic, OpReport &rep);
+  // The exchanges of what `from` computed of `part` (empty: its whole output box).
+  void emit_exchanges_from(const PlannedOp &op, unsigned from, StepTraffic &traffic, OpReport &rep,
+                           const Box &part = {});
+  std::vector<kbin_dma_args> exchanges_of(const PlannedOp &op, unsigned from,
+                                          const Box &part = {}) const;
   std::vector<Box> exported_rows_first(const PlannedOp &op, unsigned c, uint64_t params_spm,
-                                       size_t &exported) const;
+                                       std::vector<Box> &sends) const;
   void emit_output_stores(const PlannedOp &op, StepTraffic &traffic);
   Result<void> replay_timing(uint64_t estimated_cycles);
   mcl_tile tile_of(const Act &a, unsigned c, const Box &box, int stage = -1) const;

@@ -21,7 +21,7 @@ extern "C" {
 /* Readers reject another major version (2: checksum; 3: INT8 weights stored as bytes;
  * 4: convolution argument blocks end with a residual tile, 32 bytes longer). */
 #define KBIN_VERSION_MAJOR 4u
-#define KBIN_VERSION_MINOR 1u /* readers accept any minor version of their major */
+#define KBIN_VERSION_MINOR 2u /* readers accept any minor version of their major */
 #define KBIN_MAX_CLUSTERS 32u /* multicast destinations are a 32-bit mask */
 #define KBIN_MAX_SIGNALS 64u  /* = MCL_SIGNALS_PER_CLUSTER of the device API */
 /* = MCL_FIRST_PRIVATE_SIGNAL: ids from here up are notified only by the cluster's own
@@ -118,10 +118,12 @@ typedef struct kbin_ddr_ref {
 } kbin_ddr_ref;
 
 enum kbin_dma_kind {
-  KBIN_DMA_LOAD = 1,      /* DDR -> own SPM */
-  KBIN_DMA_STORE = 2,     /* own SPM -> DDR */
-  KBIN_DMA_MULTICAST = 3, /* DDR -> the same SPM offset of every cluster in cluster_mask */
-  KBIN_DMA_EXCHANGE = 4   /* own SPM -> SPM of dst_cluster */
+  KBIN_DMA_LOAD = 1,              /* DDR -> own SPM */
+  KBIN_DMA_STORE = 2,             /* own SPM -> DDR */
+  KBIN_DMA_MULTICAST = 3,         /* DDR -> the same SPM offset of every cluster in cluster_mask */
+  KBIN_DMA_EXCHANGE = 4,          /* own SPM -> SPM of dst_cluster */
+  KBIN_DMA_EXCHANGE_MULTICAST = 5 /* own SPM -> spm_dst_offset of every cluster in cluster_mask
+                                     (minor version 2) */
 };
 
 /* planes × rows × row_bytes, strides in bytes on each side (mcl_dma_shape). */
@@ -134,11 +136,11 @@ typedef struct kbin_dma_shape {
 typedef struct kbin_dma_args {
   uint32_t kind;           /* kbin_dma_kind */
   uint32_t dst_cluster;    /* EXCHANGE: destination cluster, else 0 */
-  uint32_t cluster_mask;   /* MULTICAST: bit i = cluster i receives, else 0 */
+  uint32_t cluster_mask;   /* MULTICAST, EXCHANGE_MULTICAST: bit i = cluster i receives, else 0 */
   int32_t notify_signal;   /* -1, or a signal added 1 on every destination cluster on arrival */
   kbin_ddr_ref ddr;        /* LOAD: source; STORE: destination; MULTICAST: source */
-  uint64_t spm_offset;     /* LOAD, MULTICAST: destination; STORE, EXCHANGE: source */
-  uint64_t spm_dst_offset; /* EXCHANGE: destination offset in dst_cluster's SPM, else 0 */
+  uint64_t spm_offset;     /* LOAD, MULTICAST: destination; STORE, EXCHANGE(_MULTICAST): source */
+  uint64_t spm_dst_offset; /* EXCHANGE(_MULTICAST): destination offset in the SPM(s), else 0 */
   kbin_dma_shape shape;
 } kbin_dma_args;
 

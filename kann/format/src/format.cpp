@@ -143,6 +143,18 @@ struct SyncCounts {
   std::map<std::pair<uint32_t, uint32_t>, uint64_t> max_wait; // (cluster, signal) -> value
 };
 
+// The clusters of a multicast mask, all of them in the program.
+Result<void> mask_destinations(const Checker &c, uint32_t mask, const std::string &what,
+                               std::vector<uint32_t> &destinations) {
+  if (c.p.cluster_count < 32 && (mask >> c.p.cluster_count) != 0)
+    return make_error(what + " mask " + hex(mask) + " names clusters beyond " +
+                      std::to_string(c.p.cluster_count));
+  for (uint32_t i = 0; i < c.p.cluster_count; ++i)
+    if (mask & (1u << i))
+      destinations.push_back(i);
+  return {};
+}
+
 Result<void> check_dma(const Checker &c, uint32_t cluster, const kbin_dma_args &d, SyncCounts &sync,
                        const std::string &where) {
   const kbin_dma_shape &s = d.shape;
@@ -181,18 +193,14 @@ Result<void> check_dma(const Checker &c, uint32_t cluster, const kbin_dma_args &
   case KBIN_DMA_MULTICAST:
     if (d.cluster_mask == 0)
       return make_error(where + ": multicast without destinations");
-    if (c.p.cluster_count < 32 && (d.cluster_mask >> c.p.cluster_count) != 0)
-      return make_error(where + ": multicast mask " + hex(d.cluster_mask) +
-                        " names clusters beyond " + std::to_string(c.p.cluster_count));
+    if (auto r = mask_destinations(c, d.cluster_mask, where + ": multicast", destinations); !r)
+      return r;
     if (d.dst_cluster != 0 || d.spm_dst_offset != 0)
       return make_error(where + ": multicast with exchange fields set");
     if (auto r = check_ddr(c, d.ddr, src_extent, false, where); !r)
       return r;
     if (auto r = check_spm(c, d.spm_offset, dst_extent, where); !r)
       return r;
-    for (uint32_t i = 0; i < c.p.cluster_count; ++i)
-      if (d.cluster_mask & (1u << i))
-        destinations.push_back(i);
     break;
   case KBIN_DMA_EXCHANGE:
     if (d.dst_cluster >= c.p.cluster_count)
@@ -209,20 +217,17 @@ Result<void> check_dma(const Checker &c, uint32_t cluster, const kbin_dma_args &
   case KBIN_DMA_EXCHANGE_MULTICAST:
     if (std::popcount(d.cluster_mask) < 2)
       return make_error(where + ": exchange multicast to fewer than two clusters");
-    if (c.p.cluster_count < 32 && (d.cluster_mask >> c.p.cluster_count) != 0)
-      return make_error(where + ": exchange multicast mask " + hex(d.cluster_mask) +
-                        " names clusters beyond " + std::to_string(c.p.cluster_count));
     if (d.cluster_mask >> cluster & 1u)
       return make_error(where + ": exchange multicast to its own cluster");
+    if (auto r = mask_destinations(c, d.cluster_mask, where + ": exchange multicast", destinations);
+        !r)
+      return r;
     if (d.dst_cluster != 0 || d.ddr.space != 0 || d.ddr.arg_index != 0 || d.ddr.offset != 0)
       return make_error(where + ": exchange multicast with DDR/exchange fields set");
     if (auto r = check_spm(c, d.spm_offset, src_extent, where); !r)
       return r;
     if (auto r = check_spm(c, d.spm_dst_offset, dst_extent, where); !r)
       return r;
-    for (uint32_t i = 0; i < c.p.cluster_count; ++i)
-      if (d.cluster_mask & (1u << i))
-        destinations.push_back(i);
     break;
   default:
     return make_error(where + ": unknown DMA kind " + std::to_string(d.kind));

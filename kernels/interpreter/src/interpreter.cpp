@@ -48,6 +48,13 @@ int run_dma(const mcl_kbin_cluster_run *run, const kbin_dma_args &d, std::string
   uint32_t targets[KBIN_MAX_CLUSTERS];
   uint32_t target_count = 0;
   const uint32_t self = mcl_cluster_id();
+  auto multicast = [&] { // the destinations of a MULTICAST or an EXCHANGE_MULTICAST
+    for (uint32_t i = 0; i < KBIN_MAX_CLUSTERS; ++i)
+      if (d.cluster_mask & (1u << i))
+        targets[target_count++] = i;
+    desc.multicast = targets;
+    desc.multicast_count = target_count;
+  };
   switch (d.kind) {
   case KBIN_DMA_LOAD:
   case KBIN_DMA_MULTICAST: {
@@ -57,13 +64,8 @@ int run_dma(const mcl_kbin_cluster_run *run, const kbin_dma_args &d, std::string
     desc.dst.space = MCL_DMA_SPM;
     desc.dst.cluster = self;
     desc.dst.offset = d.spm_offset;
-    if (d.kind == KBIN_DMA_MULTICAST) {
-      for (uint32_t i = 0; i < KBIN_MAX_CLUSTERS; ++i)
-        if (d.cluster_mask & (1u << i))
-          targets[target_count++] = i;
-      desc.multicast = targets;
-      desc.multicast_count = target_count;
-    }
+    if (d.kind == KBIN_DMA_MULTICAST)
+      multicast();
     desc.label = d.kind == KBIN_DMA_LOAD ? "kbin load" : "kbin multicast";
     break;
   }
@@ -84,13 +86,8 @@ int run_dma(const mcl_kbin_cluster_run *run, const kbin_dma_args &d, std::string
     desc.dst.space = MCL_DMA_SPM;
     desc.dst.cluster = d.dst_cluster;
     desc.dst.offset = d.spm_dst_offset;
-    if (d.kind == KBIN_DMA_EXCHANGE_MULTICAST) {
-      for (uint32_t i = 0; i < KBIN_MAX_CLUSTERS; ++i)
-        if (d.cluster_mask & (1u << i))
-          targets[target_count++] = i;
-      desc.multicast = targets;
-      desc.multicast_count = target_count;
-    }
+    if (d.kind == KBIN_DMA_EXCHANGE_MULTICAST)
+      multicast();
     desc.label = d.kind == KBIN_DMA_EXCHANGE ? "kbin exchange" : "kbin exchange multicast";
     break;
   default:

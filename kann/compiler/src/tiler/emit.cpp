@@ -509,16 +509,17 @@ std::vector<kbin_dma_args> Compiler::exchanges_of(const PlannedOp &op, unsigned 
 
 // Software pipelining of the exchanges: cluster c's output box in an order that lets its DMA
 // engine send what other clusters read while the rest of the box computes. Two cases:
-//  * others read rows at the box's top and bottom edges (the halos of a row split): those
-//    rows first, sent together, then the middle;
+//  * others read rows at the box's top and bottom edges only (the halos of a row split):
+//    those rows first, sent together, then the middle;
 //  * otherwise (others read every row of the box, as after a channel split, or rows inside
 //    it): the box in 2-4 bands of rows, what others read of each band sent once it is
 //    computed, so only the last band's sends follow the compute.
 // `sends[k]` is the part sent once boxes[k] is computed (empty: none). Empty result when no
-// order applies: a box computed in chunks, an output in DDR, rows read inside the box, or too
-// little compute left to hide the sends behind (each extra call has its own fixed cost). The
-// destination rows are outside what the receiving cluster writes in this step, so they may
-// land while it computes, as they do when sent after the compute.
+// order applies (a box computed in chunks, an operator that is not computed in row bands, an
+// output in DDR, streamed operands, nothing read elsewhere) or none ends the sends earlier than
+// computing first (each extra call has its own fixed cost). The destination rows are outside
+// what the receiving cluster writes in this step, so they may land while it computes, as they
+// do when sent after the compute.
 std::vector<Box> Compiler::exported_rows_first(const PlannedOp &op, unsigned c, uint64_t params_spm,
                                                std::vector<Box> &sends) const {
   sends.clear();
@@ -531,14 +532,14 @@ std::vector<Box> Compiler::exported_rows_first(const PlannedOp &op, unsigned c, 
       return {};
   int64_t top = b.y0, bottom = b.y1; // rows [y0, top) and [bottom, y1) are read elsewhere
   bool inside = false;               // some cluster reads rows away from the box's edges
-  std::vector<Box> reads;
+  bool read_elsewhere = false;
   for (unsigned to = 0; to < K; ++to) {
     if (to == c)
       continue;
     const Box read = intersect(y.need[to], stored(op, b));
     if (read.empty())
       continue;
-    reads.push_back(read);
+    read_elsewhere = true;
     if (read.y0 == b.y0 && read.y1 < b.y1)
       top = std::max(top, read.y1);
     else if (read.y1 == b.y1 && read.y0 > b.y0)
@@ -546,7 +547,7 @@ std::vector<Box> Compiler::exported_rows_first(const PlannedOp &op, unsigned c, 
     else
       inside = true;
   }
-  if (reads.empty())
+  if (!read_elsewhere)
     return {};
   auto cost = [&](const Box &ob) -> uint64_t {
     auto call = make_call(op, c, ob, params_spm);

@@ -578,7 +578,7 @@ Result<DmaHandle> ClusterContext::dma(const DmaRequest &r) {
     if (r.dst.space == DmaSpace::Ddr)
       stats_.ddr_bytes_written += b;
     stats_.noc_bytes += b * std::max<size_t>(dsts.size(), 1);
-    if (targets.size() > 1)
+    if (targets.size() > 1 && r.src.space == DmaSpace::Ddr) // DDR reads, not SPM ones
       stats_.multicast_saved_bytes += b * (targets.size() - 1);
   }
   if (b > 0) {

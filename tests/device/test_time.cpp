@@ -211,6 +211,7 @@ TEST_F(ModeledTime, SpmMulticastSendsOnceUnicastsPayPerDestination) {
   const auto &m = multicast->end();
   EXPECT_EQ(m.cycles(), kNocSend);
   EXPECT_EQ(m.ddr_bytes_read, 0u);
+  EXPECT_EQ(m.multicast_saved_bytes, 0u); // counts DDR reads saved: none here
   EXPECT_EQ(m.noc_bytes, 3 * kBytes);
   for (unsigned c = 1; c < 4; ++c)
     EXPECT_EQ(std::memcmp(spm(c) + 16384, spm(0), kBytes), 0) << "cluster " << c;

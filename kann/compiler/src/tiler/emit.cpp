@@ -397,10 +397,6 @@ Result<void> Compiler::emit_compute(size_t s, StepTraffic &traffic, OpReport &re
       if (boxes.empty())
         boxes = chunk_boxes(op, c);
       for (size_t k = 0; k < boxes.size(); ++k) {
-        if (k > 0 && k - 1 < sends.size() && !sends[k - 1].empty()) {
-          emit_exchanges_from(op, c, traffic, rep, sends[k - 1]); // others' rows are done
-          traffic.exchanged[c] = true;
-        }
         Box ob = boxes[k];
         ob.c0 = parts[j].c0, ob.c1 = parts[j].c1;
         auto call = make_call(op, c, ob, op.params.buffer >= 0 ? slice_spm(op, j) : 0);
@@ -434,10 +430,10 @@ Result<void> Compiler::emit_compute(size_t s, StepTraffic &traffic, OpReport &re
           push(c, d);
           traffic.stream_ddr[c] += bytes_of(d);
         }
-      }
-      if (sends.size() == boxes.size() && !sends.back().empty()) {
-        emit_exchanges_from(op, c, traffic, rep, sends.back());
-        traffic.exchanged[c] = true;
+        if (k < sends.size() && !sends[k].empty()) { // the rows others read are done
+          emit_exchanges_from(op, c, traffic, rep, sends[k]);
+          traffic.exchanged[c] = true;
+        }
       }
     }
     if (j + 2 < nslices)
